@@ -1,0 +1,62 @@
+"""What a plugin gets to work with for one session: :class:`EngineContext`."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+if TYPE_CHECKING:
+    from ctxengine.config import Config
+    from ctxengine.models import ModelInfo
+    from ctxengine.summarize import SummaryProvider
+    from ctxengine.tokens import TokenCounter
+    from ctxengine.usage import Usage
+
+Route = Literal["anthropic", "openrouter", "anthropic-compatible", "openai-compatible"]
+"""Where requests go: the native Anthropic API, OpenRouter (OpenAI envelope), an
+Anthropic-compatible gateway, or some other OpenAI-compatible endpoint."""
+
+
+@attrs.frozen
+class CacheSettings:
+    """How the selected cache strategy should mark requests for this session.
+
+    :ivar ttl: ``"5m"`` or ``"1h"``.
+    :ivar route: where requests go; decides where markers are allowed.
+    :ivar native: true on routes that accept ``cache_control`` on tool messages (native
+        Anthropic API and Anthropic-compatible gateways), false on OpenAI-envelope routes.
+    :ivar min_cacheable_tokens: the model's minimum cacheable prefix.
+    """
+
+    ttl: Literal["5m", "1h"]
+    route: Route
+    native: bool
+    min_cacheable_tokens: int
+
+
+@attrs.define(eq=False)
+class EngineContext:
+    """Per-session context handed to every hook.
+
+    Two sessions never share a context, so ``state`` is where a plugin keeps its per-session
+    counters and summaries; each plugin keys its entry by its own name.
+
+    :ivar clock: monotonic seconds; injected so tests can move time (cooldowns, cache TTLs).
+    :ivar summarizer: returns the configured summary provider, built on first use; ``None``
+        means the ``extractive`` provider (a deterministic local digest, no model call).
+    """
+
+    session_id: str
+    engine: str
+    config: Config
+    model: ModelInfo
+    tokens: TokenCounter
+    summarizer: Callable[[], SummaryProvider | None]
+    state: dict[str, Any] = attrs.field(factory=dict)
+    last_usage: Usage | None = None
+    clock: Callable[[], float] = time.monotonic
+    log: logging.Logger = attrs.field(factory=lambda: logging.getLogger("ctxengine"))

@@ -1,0 +1,121 @@
+"""The hook specifications every ctxengine plugin implements a subset of.
+
+Each docstring starts with its dispatch rule. The kernel calls these only through
+:class:`ctxengine.hooks.Hooks`, never through ``pm.hook`` directly.
+
+Engines are selected by name (``context.engine``) and cache strategies by
+``prompt_caching.strategy``; only the selected ones are registered with a kernel's plugin
+manager, so "first result" hooks see one engine, one cache strategy and the always-on extensions
+(such as gateway hygiene).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from ctxengine.commands import CommandRegistry
+    from ctxengine.context import CacheSettings, EngineContext
+    from ctxengine.conversation import Conversation, Stage
+    from ctxengine.results import CompressResult
+    from ctxengine.tools import Tool
+    from ctxengine.usage import Usage
+
+PROJECT = "ctxengine"
+"""One name for the markers, the plugin manager and the entry-point group."""
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec(firstresult=True)
+def should_compress(
+    ctx: EngineContext, prompt_tokens: int, measured: bool, stage: Stage, force: bool
+) -> bool | None:
+    """First result: should this session compact now? ``None`` means no opinion.
+
+    :param ctx: the session's engine context (config, model, token counter, state).
+    :param prompt_tokens: the prompt size, from the provider's last usage when ``measured`` is
+        true, else the kernel's calibrated local estimate.
+    :param measured: whether ``prompt_tokens`` came from the provider.
+    :param stage: ``"agent"`` in the agent loop, ``"gateway"`` before the agent runs.
+    :param force: the caller asks to ignore cooldowns and anti-thrash guards.
+    :returns: ``True``/``False``, or ``None`` to let the next implementation decide (the kernel
+        treats an unanswered call as ``False``).
+    """
+
+
+@hookspec(firstresult=True)
+def compress(
+    ctx: EngineContext,
+    conversation: Conversation,
+    stage: Stage,
+    force: bool,
+    focus: str | None,
+) -> CompressResult | None:
+    """First result: compact ``conversation`` and report what happened.
+
+    Implementations never mutate ``conversation.messages`` and return a conversation in the same
+    format. ``noop`` and ``aborted`` results hand the input back unchanged.
+
+    :param focus: an optional topic the summary should keep in most detail.
+    :returns: the :class:`~ctxengine.results.CompressResult`, or ``None`` for "not mine".
+    """
+
+
+@hookspec
+def expose_tools(ctx: EngineContext) -> list[Tool] | None:
+    """Collected: the tools this plugin offers the agent for this session.
+
+    The kernel stamps each tool with the plugin that returned it and rejects two tools with the
+    same name, naming both plugins.
+
+    :returns: a list of :class:`~ctxengine.tools.Tool` (or ``None`` for none).
+    """
+
+
+@hookspec
+def update_usage(ctx: EngineContext, usage: Usage) -> None:
+    """Broadcast: the provider's normalised usage for the session's last response.
+
+    Engines keep their own counters from it (e.g. real prompt tokens, anti-thrash savings).
+    """
+
+
+@hookspec(firstresult=True)
+def cache_strategy(
+    ctx: EngineContext, request: dict[str, Any], settings: CacheSettings
+) -> dict[str, Any] | None:
+    """First result: ``request`` marked with ``cache_control`` breakpoints.
+
+    ``request`` holds the keyword arguments of the API call (``messages`` and, for Anthropic,
+    ``system``/``tools``). Implementations return a new dict and never mutate the caller's objects;
+    they copy only what they mark. Applying a strategy twice gives the same request.
+
+    :returns: the marked request, or ``None`` to leave it unmarked.
+    """
+
+
+@hookspec
+def session_start(ctx: EngineContext) -> None:
+    """Broadcast: a session was created; plugins may set up per-session state in ``ctx.state``."""
+
+
+@hookspec
+def session_reset(ctx: EngineContext) -> None:
+    """Broadcast: the host started the session over (e.g. ``/new``); drop per-session state."""
+
+
+@hookspec
+def session_end(ctx: EngineContext) -> None:
+    """Broadcast: the session is closed; release files, locks and connections."""
+
+
+@hookspec
+def register_commands(commands: CommandRegistry) -> None:
+    """Broadcast: add sub-commands to the ``ctxengine`` CLI (e.g. ``ctxengine lcm status``).
+
+    Called for every loaded plugin, selected or not, when the CLI starts.
+    """
