@@ -1,0 +1,277 @@
+"""The per-session facade an agent loop talks to.
+
+A :class:`Session` owns one :class:`~ctxengine.context.EngineContext` (so two sessions never share
+counters or summaries) and serialises calls on it with a lock, so a host may call it from several
+threads. Async variants run the same code in a worker thread, since engines may block on I/O
+(summariser calls, SQLite).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ctxengine.accounting import SessionCacheStats
+from ctxengine.context import EngineContext
+from ctxengine.conversation import Conversation, Format, Message, Stage, SystemPrompt
+from ctxengine.messages import detect_format
+from ctxengine.results import CompressResult
+from ctxengine.tokens import TokenCounter
+from ctxengine.tools import RegisteredTool, ToolError
+from ctxengine.usage import Usage, normalize_usage
+
+if TYPE_CHECKING:
+    from ctxengine.kernel import Kernel
+
+
+class Session:
+    """One conversation's view of the kernel. Create it with :meth:`Kernel.session`."""
+
+    def __init__(self, kernel: Kernel, session_id: str) -> None:
+        self.id = session_id
+        self._kernel = kernel
+        self._lock = threading.RLock()
+        self.ctx = EngineContext(
+            session_id=session_id,
+            engine=kernel.engine,
+            config=kernel.config,
+            model=kernel.model,
+            tokens=TokenCounter(),
+            summarizer=kernel.summary_provider,
+            clock=kernel.clock,
+        )
+        self.cache_stats = SessionCacheStats()
+        # True from a compaction until the next provider usage: the last real prompt size then
+        # describes a conversation that no longer exists, so estimates are used instead.
+        self._usage_stale = True
+        # Local count of the last prepared request, compared with the provider's real count.
+        self._pending_local_tokens: int | None = None
+        self._tools: dict[str, RegisteredTool] | None = None
+        self._closed = False
+        kernel.hooks.session_start(self.ctx)
+
+    # -- token accounting -------------------------------------------------------------------
+
+    def update_usage(self, usage: object) -> Usage:
+        """Record the provider's usage for the last response (any supported shape).
+
+        Calibrates local token estimates against the provider's count of the last request
+        prepared with :meth:`prepare`, updates cache statistics and tells the plugins.
+
+        :raises ValueError: when ``usage`` has no recognisable shape.
+        """
+        normalized = normalize_usage(usage)
+        with self._lock:
+            if self._pending_local_tokens and normalized.prompt_tokens > 0:
+                self.ctx.tokens.observe(self._pending_local_tokens, normalized.prompt_tokens)
+            self._pending_local_tokens = None
+            self.ctx.last_usage = normalized
+            self._usage_stale = False
+            self.cache_stats.add(normalized, self.ctx.model)
+            self._kernel.hooks.update_usage(self.ctx, normalized)
+        return normalized
+
+    def prompt_tokens(
+        self,
+        messages: Sequence[Message],
+        system: SystemPrompt | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> tuple[int, bool]:
+        """The prompt size used for decisions, and whether it was measured by the provider.
+
+        The provider's prompt tokens from the last response when known and still current; before
+        the first response and right after a compaction, the calibrated local estimate.
+        """
+        with self._lock:
+            usage = self.ctx.last_usage
+            if usage is not None and not self._usage_stale and usage.prompt_tokens > 0:
+                return usage.prompt_tokens, True
+            return self.ctx.tokens.estimate(list(messages), system, tools), False
+
+    # -- compaction -------------------------------------------------------------------------
+
+    def should_compress(
+        self,
+        messages: Sequence[Message],
+        system: SystemPrompt | None = None,
+        *,
+        stage: Stage = "agent",
+        force: bool = False,
+        prompt_tokens: int | None = None,
+    ) -> bool:
+        """Ask the engine whether this conversation should be compacted now.
+
+        :param prompt_tokens: a prompt size the caller measured itself (e.g. a gateway's last
+            turn); it counts as measured.
+        """
+        if not self._kernel.config.compression.enabled:
+            return False
+        with self._lock:
+            if prompt_tokens is None:
+                tokens, measured = self.prompt_tokens(messages, system)
+            else:
+                tokens, measured = prompt_tokens, True
+            return self._kernel.hooks.should_compress(self.ctx, tokens, measured, stage, force)
+
+    def compress(
+        self,
+        messages: Sequence[Message],
+        system: SystemPrompt | None = None,
+        *,
+        force: bool = False,
+        focus: str | None = None,
+        stage: Stage = "agent",
+        format: Format | None = None,
+    ) -> CompressResult:
+        """Compact the conversation with the selected engine.
+
+        The caller's list is never mutated. Whatever the engine does, the result holds a valid
+        conversation: the compacted one, or the input unchanged with status ``noop``/``aborted``
+        and a reason.
+
+        :raises ctxengine.messages.MessageFormatError: for a malformed message list.
+        """
+        fmt = format or detect_format(messages, system)
+        conversation = Conversation(messages=list(messages), format=fmt, system=system)
+        with self._lock:
+            tokens_before = self.ctx.tokens.count(conversation.messages, system)
+            result = self._kernel.hooks.compress(
+                self.ctx, conversation, stage, force, focus, tokens_before
+            )
+            if result.compacted:
+                self._usage_stale = True
+            return result
+
+    def maybe_compress(
+        self,
+        messages: Sequence[Message],
+        system: SystemPrompt | None = None,
+        *,
+        focus: str | None = None,
+    ) -> CompressResult | None:
+        """:meth:`compress` when :meth:`should_compress` says so, else ``None``."""
+        with self._lock:
+            if not self.should_compress(messages, system):
+                return None
+            return self.compress(messages, system, focus=focus)
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def prepare(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The request to send, marked by the cache strategy when caching is on.
+
+        ``request`` holds the API call's keyword arguments (``messages`` and, for Anthropic,
+        ``system``/``tools``). It is not mutated; only the messages that get markers are copied.
+        The local token count of the request is remembered to calibrate estimates against the
+        provider's usage in :meth:`update_usage`.
+        """
+        prepared = dict(request)
+        with self._lock:
+            messages = prepared.get("messages")
+            if isinstance(messages, list):
+                self._pending_local_tokens = self.ctx.tokens.count(
+                    messages, prepared.get("system"), prepared.get("tools")
+                )
+            settings = self._kernel.cache_settings
+            if settings is not None:
+                prepared = self._kernel.hooks.cache_strategy(self.ctx, prepared, settings)
+        return prepared
+
+    # -- tools ------------------------------------------------------------------------------
+
+    def _registered_tools(self) -> dict[str, RegisteredTool]:
+        if self._tools is None:
+            registry = self._kernel.hooks.expose_tools(self.ctx)
+            self._tools = {entry.tool.name: entry for entry in registry}
+        return self._tools
+
+    def tools(self) -> list[RegisteredTool]:
+        """The tools the engine offers the agent, each with the plugin that provides it."""
+        with self._lock:
+            return list(self._registered_tools().values())
+
+    def tool_schemas(self, format: Format = "anthropic") -> list[dict[str, Any]]:
+        """The tools in the shape the provider's ``tools`` parameter takes."""
+        return [
+            entry.tool.anthropic_schema() if format == "anthropic" else entry.tool.openai_schema()
+            for entry in self.tools()
+        ]
+
+    def call_tool(self, name: str, arguments: Mapping[str, Any] | str) -> str:
+        """Run an engine tool and return its result as text for a tool-result message.
+
+        A tool's own refusal (:class:`~ctxengine.tools.ToolError`) and bad arguments come back as
+        an ``Error: ...`` text the agent can read; a crashing tool is reported the same way, so a
+        broken plugin never takes the agent loop down.
+
+        :raises KeyError: when no tool of that name is offered.
+        """
+        with self._lock:
+            entry = self._registered_tools().get(name)
+            if entry is None:
+                offered = ", ".join(sorted(self._registered_tools())) or "none"
+                raise KeyError(f"no tool named {name!r}; tools offered: {offered}")
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments) if arguments.strip() else {}
+                except json.JSONDecodeError as exc:
+                    return f"Error: the arguments are not valid JSON ({exc})"
+            if not isinstance(arguments, Mapping):
+                return "Error: the arguments must be a JSON object"
+            try:
+                result = entry.tool.handler(arguments)
+            except ToolError as exc:
+                return f"Error: {exc}"
+            except Exception as exc:
+                self.ctx.log.exception("tool %r from plugin %r crashed", name, entry.provider)
+                return f"Error: tool {name!r} failed: {type(exc).__name__}: {exc}"
+        return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Start the conversation over: plugins drop their per-session state."""
+        with self._lock:
+            self._kernel.hooks.session_reset(self.ctx)
+            self.ctx.state.clear()
+            self.ctx.last_usage = None
+            self._usage_stale = True
+            self._tools = None
+            self.cache_stats = SessionCacheStats()
+
+    def close(self) -> None:
+        """End the session (idempotent); plugins release files and connections."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._kernel.hooks.session_end(self.ctx)
+
+    # -- async variants ---------------------------------------------------------------------
+
+    async def acompress(
+        self,
+        messages: Sequence[Message],
+        system: SystemPrompt | None = None,
+        *,
+        force: bool = False,
+        focus: str | None = None,
+        stage: Stage = "agent",
+    ) -> CompressResult:
+        """:meth:`compress` in a worker thread, for async hosts."""
+        return await asyncio.to_thread(
+            self.compress, messages, system, force=force, focus=focus, stage=stage
+        )
+
+    async def amaybe_compress(
+        self, messages: Sequence[Message], system: SystemPrompt | None = None
+    ) -> CompressResult | None:
+        """:meth:`maybe_compress` in a worker thread, for async hosts."""
+        return await asyncio.to_thread(self.maybe_compress, messages, system)
+
+    async def acall_tool(self, name: str, arguments: Mapping[str, Any] | str) -> str:
+        """:meth:`call_tool` in a worker thread (tools may query a store or a model)."""
+        return await asyncio.to_thread(self.call_tool, name, arguments)
