@@ -1,0 +1,246 @@
+"""One usage record for every provider: :class:`Usage` and :func:`normalize_usage`.
+
+Providers count the same things differently:
+
+- Anthropic Messages: ``input_tokens`` *excludes* cache reads and writes;
+  ``cache_read_input_tokens``; ``cache_creation_input_tokens`` with an optional
+  ``cache_creation.{ephemeral_5m_input_tokens, ephemeral_1h_input_tokens}`` split;
+  ``output_tokens_details.thinking_tokens``.
+- OpenAI chat completions: ``prompt_tokens`` *includes* ``prompt_tokens_details.cached_tokens``
+  (and ``cache_write_tokens`` where a router such as OpenRouter reports it);
+  ``completion_tokens_details.reasoning_tokens``.
+- OpenAI Responses: ``input_tokens`` *includes* ``input_tokens_details.cached_tokens`` (and
+  ``cache_write_tokens``); ``output_tokens_details.reasoning_tokens``.
+
+:class:`Usage` always holds uncached input separately, so ``prompt_tokens`` means the same thing
+whatever the provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from ctxengine.models import ModelInfo
+
+# Price multipliers of the input price (Anthropic's published rule, SPEC §3).
+CACHE_READ_MULTIPLIER = 0.1
+CACHE_WRITE_5M_MULTIPLIER = 1.25
+CACHE_WRITE_1H_MULTIPLIER = 2.0
+
+
+@attrs.frozen
+class Usage:
+    """Token usage of one response (or a sum of several).
+
+    :ivar input_tokens: uncached input tokens; EXCLUDES cache reads and writes.
+    :ivar output_tokens: output tokens, reasoning included.
+    :ivar cache_read_tokens: input tokens served from the cache.
+    :ivar cache_write_5m_tokens: input tokens written with the short TTL (Anthropic 5 minutes;
+        OpenAI's default retention).
+    :ivar cache_write_1h_tokens: input tokens written with the long TTL (Anthropic 1 hour;
+        OpenAI's extended retention).
+    :ivar reasoning_tokens: the part of ``output_tokens`` spent on reasoning / thinking.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_5m_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def cache_write_tokens(self) -> int:
+        """Tokens written to the cache, both TTLs."""
+        return self.cache_write_5m_tokens + self.cache_write_1h_tokens
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Everything the request sent: uncached input + cache reads + cache writes."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    @property
+    def cache_hit_ratio(self) -> float:
+        """Share of the prompt read from the cache (0.0 for an empty prompt)."""
+        prompt = self.prompt_tokens
+        return self.cache_read_tokens / prompt if prompt else 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_5m_tokens=self.cache_write_5m_tokens + other.cache_write_5m_tokens,
+            cache_write_1h_tokens=self.cache_write_1h_tokens + other.cache_write_1h_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+
+def cost_usd(usage: Usage, model: ModelInfo) -> float:
+    """Cost of ``usage`` at ``model``'s prices: uncached input at the input price, cache reads at
+    0.1x, 5-minute writes at 1.25x, 1-hour writes at 2x, output (reasoning included) at the output
+    price. Models with unknown prices cost 0.0."""
+    per_token_in = model.input_price / 1_000_000
+    per_token_out = model.output_price / 1_000_000
+    return (
+        usage.input_tokens * per_token_in
+        + usage.cache_read_tokens * per_token_in * CACHE_READ_MULTIPLIER
+        + usage.cache_write_5m_tokens * per_token_in * CACHE_WRITE_5M_MULTIPLIER
+        + usage.cache_write_1h_tokens * per_token_in * CACHE_WRITE_1H_MULTIPLIER
+        + usage.output_tokens * per_token_out
+    )
+
+
+_CHAT_KEYS = ("prompt_tokens", "completion_tokens")
+_ANTHROPIC_ONLY_KEYS = ("cache_read_input_tokens", "cache_creation_input_tokens", "cache_creation")
+_RESPONSES_KEYS = ("input_tokens_details", "total_tokens")
+_TOKEN_KEYS = ("input_tokens", "output_tokens", *_CHAT_KEYS)
+
+
+def _as_mapping(obj: object) -> dict[str, Any] | None:
+    """A dict view of a usage dict or SDK object (pydantic models, plain attribute objects);
+    keys whose value is None are dropped, so absent and null fields look the same."""
+    if isinstance(obj, Mapping):
+        items = dict(obj)
+    else:
+        dump = getattr(obj, "model_dump", None)
+        if callable(dump):
+            dumped = dump()
+            if not isinstance(dumped, Mapping):
+                return None
+            items = dict(dumped)
+        elif hasattr(obj, "__dict__"):
+            items = {k: v for k, v in vars(obj).items() if not k.startswith("_")}
+        else:
+            return None
+    return {str(k): v for k, v in items.items() if v is not None}
+
+
+def _count(data: Mapping[str, Any], key: str, where: str = "") -> int:
+    value = data.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(
+            f"usage field {where}{key!r} must be a non-negative integer, got {value!r}"
+        )
+    return value
+
+
+def _details(data: Mapping[str, Any], key: str) -> dict[str, Any]:
+    nested = data.get(key)
+    if nested is None:
+        return {}
+    mapping = _as_mapping(nested)
+    if mapping is None:
+        raise ValueError(f"usage field {key!r} must be an object, got {nested!r}")
+    return mapping
+
+
+def _from_anthropic(data: Mapping[str, Any]) -> Usage:
+    written_total = _count(data, "cache_creation_input_tokens")
+    split = _details(data, "cache_creation")
+    write_1h = _count(split, "ephemeral_1h_input_tokens", "cache_creation.")
+    write_5m = _count(split, "ephemeral_5m_input_tokens", "cache_creation.")
+    # Without a split the total is 5-minute writes (the default TTL); any part of the total the
+    # split does not explain is counted as 5m too, so no written token goes missing.
+    write_5m += max(0, written_total - write_5m - write_1h)
+    output_details = _details(data, "output_tokens_details")
+    return Usage(
+        input_tokens=_count(data, "input_tokens"),
+        output_tokens=_count(data, "output_tokens"),
+        cache_read_tokens=_count(data, "cache_read_input_tokens"),
+        cache_write_5m_tokens=write_5m,
+        cache_write_1h_tokens=write_1h,
+        reasoning_tokens=_count(output_details, "thinking_tokens", "output_tokens_details."),
+    )
+
+
+def _openai_writes(details: Mapping[str, Any], where: str) -> tuple[int, int]:
+    """(short, long) TTL cache writes from an OpenAI-style ``*_tokens_details`` object."""
+    total = _count(details, "cache_write_tokens", where)
+    ttl = _details(details, "cache_write_tokens_details")
+    long_ttl = _count(ttl, "ttl_12h_tokens", where + "cache_write_tokens_details.")
+    return max(0, total - long_ttl), long_ttl
+
+
+def _from_openai_chat(data: Mapping[str, Any]) -> Usage:
+    prompt_details = _details(data, "prompt_tokens_details")
+    cached = _count(prompt_details, "cached_tokens", "prompt_tokens_details.")
+    write_short, write_long = _openai_writes(prompt_details, "prompt_tokens_details.")
+    completion_details = _details(data, "completion_tokens_details")
+    prompt = _count(data, "prompt_tokens")
+    return Usage(
+        # prompt_tokens includes cached (and written) tokens; keep only the uncached rest.
+        input_tokens=max(0, prompt - cached - write_short - write_long),
+        output_tokens=_count(data, "completion_tokens"),
+        cache_read_tokens=cached,
+        cache_write_5m_tokens=write_short,
+        cache_write_1h_tokens=write_long,
+        reasoning_tokens=_count(
+            completion_details, "reasoning_tokens", "completion_tokens_details."
+        ),
+    )
+
+
+def _from_openai_responses(data: Mapping[str, Any]) -> Usage:
+    input_details = _details(data, "input_tokens_details")
+    cached = _count(input_details, "cached_tokens", "input_tokens_details.")
+    write_short, write_long = _openai_writes(input_details, "input_tokens_details.")
+    output_details = _details(data, "output_tokens_details")
+    total_input = _count(data, "input_tokens")
+    return Usage(
+        input_tokens=max(0, total_input - cached - write_short - write_long),
+        output_tokens=_count(data, "output_tokens"),
+        cache_read_tokens=cached,
+        cache_write_5m_tokens=write_short,
+        cache_write_1h_tokens=write_long,
+        reasoning_tokens=_count(output_details, "reasoning_tokens", "output_tokens_details."),
+    )
+
+
+def normalize_usage(raw: object) -> Usage:
+    """Turn a provider's usage report into a :class:`Usage`.
+
+    ``raw`` may be a :class:`Usage` (returned as is), a dict, or an SDK object (``anthropic``
+    ``Usage``, ``openai`` ``CompletionUsage`` or ``ResponseUsage``, or anything with the same
+    attributes); a whole response carrying a ``usage`` field is accepted too. The shape is
+    recognised by its keys: ``prompt_tokens``/``completion_tokens`` -> OpenAI chat; Anthropic's
+    ``cache_*_input_tokens``/``cache_creation`` -> Anthropic; ``input_tokens_details`` or
+    ``total_tokens`` -> OpenAI Responses; bare ``input_tokens``/``output_tokens`` -> Anthropic.
+
+    :raises ValueError: when no shape matches (the message lists the keys seen) or a count is
+        not a non-negative integer (the message names the field).
+    """
+    if isinstance(raw, Usage):
+        return raw
+    data = _as_mapping(raw)
+    if data is None:
+        raise ValueError(
+            f"cannot read a usage report from {type(raw).__name__}: expected a dict or an SDK "
+            "usage object"
+        )
+    if not any(key in data for key in (*_TOKEN_KEYS, *_ANTHROPIC_ONLY_KEYS)) and "usage" in data:
+        return normalize_usage(data["usage"])
+    if any(key in data for key in _CHAT_KEYS):
+        return _from_openai_chat(data)
+    if any(key in data for key in _ANTHROPIC_ONLY_KEYS):
+        return _from_anthropic(data)
+    if any(key in data for key in _RESPONSES_KEYS):
+        return _from_openai_responses(data)
+    if "input_tokens" in data or "output_tokens" in data:
+        return _from_anthropic(data)
+    raise ValueError(
+        f"unrecognised usage shape: keys seen {sorted(data)}; expected Anthropic "
+        "(input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens), "
+        "OpenAI chat (prompt_tokens, completion_tokens) or OpenAI Responses "
+        "(input_tokens, output_tokens, input_tokens_details)"
+    )
