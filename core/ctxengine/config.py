@@ -1,0 +1,1259 @@
+"""Configuration: discovery, parsing and validation of ``config.yaml`` (SPEC §1.3).
+
+Layers, lowest first: built-in defaults, the config file, single-key environment variables
+(:data:`ENV_VARS`), then ``overrides`` (CLI flags). Every layer is validated with the same
+rules, every problem in every layer is collected, and one :class:`ConfigError` lists them all.
+An invalid value is never replaced by a default.
+
+The file is found by :func:`load_config`: an explicit path, else ``$CTXENGINE_CONFIG``, else
+``<home>/config.yaml`` (home = ``$CTXENGINE_HOME`` or ``~/.ctxengine``), else defaults only.
+
+Engines validate their own ``engines.<name>`` options with :func:`parse_section` and
+:class:`Field`, so their messages read exactly like the core's.
+
+Import cost: standard library and ``attrs`` only; ``yaml`` is imported when a file is read.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import math
+import os
+import re
+import types
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import attrs
+
+__all__ = [
+    "ENV_VARS",
+    "MODEL_OVERRIDE_FIELDS",
+    "SECTION_FIELDS",
+    "AuxiliarySettings",
+    "Budgets",
+    "CompressionSettings",
+    "Config",
+    "ConfigError",
+    "ConfigProblem",
+    "ContextSettings",
+    "Field",
+    "FieldKind",
+    "LoadedConfig",
+    "ModelOverride",
+    "ModelSettings",
+    "PromptCachingSettings",
+    "RawSection",
+    "SummaryProviderSettings",
+    "budgets",
+    "config_from_mapping",
+    "ctxengine_home",
+    "format_value",
+    "load_config",
+    "parse_section",
+]
+
+SummaryProviderName = Literal["auto", "anthropic", "openai", "main", "extractive"]
+CacheTTL = Literal["5m", "1h"]
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------
+
+
+def format_value(value: object) -> str:
+    """Show a config value the way a YAML author would recognise it.
+
+    Strings are quoted (so ``'yes'`` is visibly not the boolean ``true``), booleans and ``None``
+    use YAML spelling, long values are shortened.
+    """
+    if value is True:
+        text = "true"
+    elif value is False:
+        text = "false"
+    elif value is None:
+        text = "null"
+    else:
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+@attrs.frozen
+class ConfigProblem:
+    """One invalid key or value.
+
+    :ivar key: dotted key path (``"compression.threshold"``); empty for file-level problems.
+    :ivar value: the offending value as given.
+    :ivar allowed: what is allowed instead (``"must be a number from 0.05 to 0.95"``), or for
+        unknown keys and file problems the whole explanation.
+    :ivar source: where the value came from: a file path, ``"env VAR"`` or ``"override"``.
+    :ivar show_value: false when the value says nothing useful (unknown keys, file problems).
+    """
+
+    key: str
+    value: object
+    allowed: str
+    source: str | None
+    show_value: bool = attrs.field(default=True, kw_only=True)
+
+    def __str__(self) -> str:
+        where = f"config error in {self.source}" if self.source else "config error"
+        if not self.key:
+            return f"{where}: {self.allowed}"
+        if self.show_value:
+            return f"{where}: {self.key} = {format_value(self.value)}: {self.allowed}"
+        return f"{where}: {self.key}: {self.allowed}"
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; ``str()`` lists every problem, one per line."""
+
+    def __init__(self, problems: Sequence[ConfigProblem]) -> None:
+        if not problems:
+            raise ValueError("ConfigError needs at least one problem")
+        self.problems: list[ConfigProblem] = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    def __reduce__(self) -> tuple[type[ConfigError], tuple[list[ConfigProblem]]]:
+        return (type(self), (self.problems,))
+
+
+# ---------------------------------------------------------------------------------------------
+# Field descriptions (shared by the core sections and by engines)
+# ---------------------------------------------------------------------------------------------
+
+FieldKind = Literal["bool", "int", "number", "str", "name", "url", "choice", "str_list"]
+"""What a :class:`Field` accepts:
+
+- ``bool``: a real boolean (a quoted ``"yes"`` is an error);
+- ``int``: an integer, never a boolean; ``number``: an int or float (returned as float), finite;
+- ``str``: a non-empty string; ``name``: letters, digits, ``_``, ``.`` and ``-``;
+- ``url``: an ``http://`` or ``https://`` URL; ``choice``: one of ``choices`` (type-exact);
+- ``str_list``: a list of non-empty strings (returned as a tuple).
+"""
+
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_BOOL_WORDS = {
+    "1": True,
+    "true": True,
+    "yes": True,
+    "on": True,
+    "0": False,
+    "false": False,
+    "no": False,
+    "off": False,
+}
+_TEXT_KINDS = ("str", "name", "url")
+
+
+def _is_http_url(text: str) -> bool:
+    from urllib.parse import urlsplit
+
+    if not text or any(c.isspace() for c in text):
+        return False
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018  # raises ValueError on a malformed port
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+@attrs.frozen
+class Field:
+    """One key of a config section: its type, default and allowed range.
+
+    Bounds: ``ge`` (>=), ``gt`` (>) and ``le`` (<=) apply to ``int`` and ``number`` kinds.
+    ``nullable`` also admits ``null``. ``doc`` is a one-line description for generated docs.
+    """
+
+    name: str
+    kind: FieldKind
+    default: Any = None
+    nullable: bool = attrs.field(default=False, kw_only=True)
+    ge: float | None = attrs.field(default=None, kw_only=True)
+    gt: float | None = attrs.field(default=None, kw_only=True)
+    le: float | None = attrs.field(default=None, kw_only=True)
+    choices: tuple[object, ...] = attrs.field(default=(), kw_only=True)
+    doc: str = attrs.field(default="", kw_only=True)
+
+    def allowed(self, *, from_text: bool = False) -> str:
+        """The "must be ..." sentence used in error messages.
+
+        :param from_text: describe the spellings accepted from environment variables too.
+        """
+        kind = self.kind
+        if kind == "bool":
+            text = "must be true or false"
+        elif kind in ("int", "number"):
+            text = ("must be an integer" if kind == "int" else "must be a number") + self._range()
+        elif kind == "str":
+            text = "must be a non-empty string"
+        elif kind == "name":
+            text = "must be a non-empty name made of letters, digits, '_', '.' and '-'"
+        elif kind == "url":
+            text = "must be an http:// or https:// URL"
+        elif kind == "choice":
+            text = "must be one of " + ", ".join(format_value(c) for c in self.choices)
+        else:
+            text = "must be a list of non-empty strings"
+        if self.nullable:
+            text += " or null"
+        if from_text and (kind == "bool" or (kind == "choice" and True in self._bool_choices())):
+            text += " (true/false may be written 1/0, yes/no, on/off)"
+        if from_text and kind == "str_list":
+            text += f" (in an environment variable: separated by {os.pathsep!r})"
+        return text
+
+    def _range(self) -> str:
+        low = self.ge if self.ge is not None else self.gt
+        low_op = ">=" if self.ge is not None else ">"
+        if low is not None and self.le is not None:
+            if low_op == ">=":
+                return f" from {low!r} to {self.le!r}"
+            return f" > {low!r} and <= {self.le!r}"
+        if low is not None:
+            return f" {low_op} {low!r}"
+        if self.le is not None:
+            return f" <= {self.le!r}"
+        return ""
+
+    def _bool_choices(self) -> list[bool]:
+        return [c for c in self.choices if isinstance(c, bool)]
+
+    def _in_range(self, value: float) -> bool:
+        if self.ge is not None and value < self.ge:
+            return False
+        if self.gt is not None and value <= self.gt:
+            return False
+        return not (self.le is not None and value > self.le)
+
+    def convert(self, value: object) -> tuple[bool, Any]:
+        """Validate a value as written in YAML; return ``(ok, normalised value)``."""
+        if value is None:
+            return self.nullable, None
+        kind = self.kind
+        if kind == "bool":
+            return isinstance(value, bool), value
+        if kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int):
+                return False, value
+            return self._in_range(value), value
+        if kind == "number":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return False, value
+            number = float(value)
+            return math.isfinite(number) and self._in_range(number), number
+        if kind == "str":
+            return isinstance(value, str) and bool(value.strip()), value
+        if kind == "name":
+            return isinstance(value, str) and _NAME.fullmatch(value) is not None, value
+        if kind == "url":
+            return isinstance(value, str) and _is_http_url(value), value
+        if kind == "choice":
+            # Type-exact, so the string "true" is not the boolean true, and 1 is not true.
+            ok = any(type(value) is type(c) and value == c for c in self.choices)
+            return ok, value
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value):
+            return True, tuple(value)
+        return False, value
+
+    def convert_text(self, text: str) -> tuple[bool, Any]:
+        """Validate a value given as text (environment variable, CLI flag).
+
+        Returns ``(True, value)`` or ``(False, shown)`` where ``shown`` is the parsed value when
+        the text parsed but is out of range, else the text itself.
+        """
+        stripped = text.strip()
+        if self.nullable and stripped.lower() in ("null", "none"):
+            return True, None
+        kind = self.kind
+        value: object = text
+        if kind == "bool":
+            if stripped.lower() not in _BOOL_WORDS:
+                return False, text
+            value = _BOOL_WORDS[stripped.lower()]
+        elif kind == "int":
+            try:
+                value = int(stripped)
+            except ValueError:
+                return False, text
+        elif kind == "number":
+            try:
+                value = float(stripped)
+            except ValueError:
+                return False, text
+        elif kind == "choice":
+            if self._bool_choices() and stripped.lower() in _BOOL_WORDS:
+                value = _BOOL_WORDS[stripped.lower()]
+            else:
+                value = stripped
+        elif kind == "str_list":
+            value = [part for part in text.split(os.pathsep) if part.strip()]
+        return self.convert(value)
+
+
+def _default(cls: type[Any], name: str) -> Any:
+    return attrs.fields_dict(cls)[name].default
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed settings (every default from SPEC §1.3)
+# ---------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class ContextSettings:
+    """``context:`` — which engine runs and where directory plugins live."""
+
+    engine: str = "compressor"
+    plugin_dirs: tuple[str, ...] = ()
+    strict: bool = False
+
+
+@attrs.frozen
+class ModelSettings:
+    """``model:`` — the main model the agent talks to.
+
+    ``base_url`` is where that model is served (``None`` = the native Anthropic API); it decides
+    the prompt-caching route.
+    """
+
+    name: str = "claude-sonnet-4-6"
+    context_length: int | None = None
+    max_tokens: int | None = None
+    base_url: str | None = None
+
+
+@attrs.frozen
+class CompressionSettings:
+    """``compression:`` — when and how much the compressor and the gateway hygiene compact."""
+
+    enabled: bool = True
+    threshold: float = 0.50
+    target_ratio: float = 0.20
+    protect_last_n: int = 20
+    protect_first_n: int = 3
+    abort_on_summary_failure: bool = False
+    hygiene_threshold: float = 0.85
+    hygiene_hard_message_limit: int = 5000
+
+
+@attrs.frozen
+class SummaryProviderSettings:
+    """``auxiliary.compression:`` — the model that writes summaries."""
+
+    provider: SummaryProviderName = "auto"
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = attrs.field(default=None, repr=False)
+    timeout: float = 120.0
+    context_length: int | None = None
+
+
+@attrs.frozen
+class AuxiliarySettings:
+    """``auxiliary:`` — helper models."""
+
+    compression: SummaryProviderSettings = attrs.field(factory=SummaryProviderSettings)
+
+
+@attrs.frozen
+class PromptCachingSettings:
+    """``prompt_caching:`` — Anthropic cache breakpoints."""
+
+    enabled: bool | Literal["auto"] = "auto"
+    strategy: str = "system_and_3"
+    cache_ttl: CacheTTL = "5m"
+
+
+@attrs.frozen
+class ModelOverride:
+    """``models.<name>:`` — corrections to the model metadata table; prices in USD per million
+    tokens. ``None`` keeps the table's value."""
+
+    context_length: int | None = None
+    max_output_tokens: int | None = None
+    min_cacheable_tokens: int | None = None
+    input_price: float | None = None
+    output_price: float | None = None
+
+
+class RawSection(Mapping[str, Any]):
+    """Engine options as written (``engines.<name>``), not yet validated.
+
+    Read-only. Remembers where each key came from, so :func:`parse_section` can name the file
+    (or ``override``) in its messages. Compares equal to any mapping with the same items.
+    """
+
+    __slots__ = ("_data", "_sources", "origin")
+
+    def __init__(
+        self,
+        data: Mapping[str, Any],
+        origin: str | None = None,
+        sources: Mapping[str, str] | None = None,
+    ) -> None:
+        self._data = dict(data)
+        self._sources = dict(sources or {})
+        self.origin = origin
+
+    def source_of(self, key: str) -> str | None:
+        """Where ``key`` was set, or the section's origin, or ``None`` when unknown."""
+        return self._sources.get(key, self.origin)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"RawSection({self._data!r})"
+
+
+def _freeze_models(value: Mapping[str, ModelOverride]) -> Mapping[str, ModelOverride]:
+    return types.MappingProxyType(dict(value))
+
+
+def _freeze_engines(value: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str, Any]]:
+    return types.MappingProxyType(
+        {k: v if isinstance(v, RawSection) else RawSection(v) for k, v in value.items()}
+    )
+
+
+@attrs.frozen
+class Config:
+    """The whole validated configuration. ``Config()`` is all defaults.
+
+    Direct construction does not validate; use :func:`config_from_mapping` or
+    :func:`load_config` for user input.
+    """
+
+    context: ContextSettings = attrs.field(factory=ContextSettings)
+    model: ModelSettings = attrs.field(factory=ModelSettings)
+    compression: CompressionSettings = attrs.field(factory=CompressionSettings)
+    auxiliary: AuxiliarySettings = attrs.field(factory=AuxiliarySettings)
+    prompt_caching: PromptCachingSettings = attrs.field(factory=PromptCachingSettings)
+    models: Mapping[str, ModelOverride] = attrs.field(factory=dict, converter=_freeze_models)
+    engines: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict, converter=_freeze_engines)
+
+
+# ---------------------------------------------------------------------------------------------
+# The schema: one Field per leaf key
+# ---------------------------------------------------------------------------------------------
+
+
+def _f(cls: type[Any], name: str, kind: FieldKind, doc: str, **kw: Any) -> Field:
+    return Field(name, kind, _default(cls, name), doc=doc, **kw)
+
+
+SECTION_FIELDS: Mapping[str, tuple[Field, ...]] = types.MappingProxyType(
+    {
+        "context": (
+            _f(ContextSettings, "engine", "name", "engine to run (`compressor`, `lcm`, ...)"),
+            _f(ContextSettings, "plugin_dirs", "str_list", "extra directories of plugins"),
+            _f(ContextSettings, "strict", "bool", "unknown engine is an error, not a warning"),
+        ),
+        "model": (
+            _f(ModelSettings, "name", "str", "the main model"),
+            _f(
+                ModelSettings,
+                "context_length",
+                "int",
+                "override the metadata table",
+                nullable=True,
+                ge=1024,
+            ),
+            _f(
+                ModelSettings,
+                "max_tokens",
+                "int",
+                "output reservation; < context_length",
+                nullable=True,
+                ge=1,
+            ),
+            _f(
+                ModelSettings,
+                "base_url",
+                "url",
+                "where the main model is served; null = native Anthropic API",
+                nullable=True,
+            ),
+        ),
+        "compression": (
+            _f(CompressionSettings, "enabled", "bool", "compact at all"),
+            _f(
+                CompressionSettings,
+                "threshold",
+                "number",
+                "fire at threshold x window",
+                ge=0.05,
+                le=0.95,
+            ),
+            _f(
+                CompressionSettings,
+                "target_ratio",
+                "number",
+                "tail budget = threshold_tokens x ratio",
+                ge=0.10,
+                le=0.80,
+            ),
+            _f(
+                CompressionSettings,
+                "protect_last_n",
+                "int",
+                "minimum protected tail messages",
+                ge=1,
+            ),
+            _f(CompressionSettings, "protect_first_n", "int", "head messages kept", ge=0),
+            _f(
+                CompressionSettings,
+                "abort_on_summary_failure",
+                "bool",
+                "abort instead of a local digest",
+            ),
+            _f(
+                CompressionSettings,
+                "hygiene_threshold",
+                "number",
+                "gateway safety net; >= threshold",
+                ge=0.05,
+                le=1.0,
+            ),
+            _f(
+                CompressionSettings,
+                "hygiene_hard_message_limit",
+                "int",
+                "gateway compacts above this many messages",
+                ge=4,
+            ),
+        ),
+        "auxiliary.compression": (
+            _f(
+                SummaryProviderSettings,
+                "provider",
+                "choice",
+                "who writes summaries",
+                choices=("auto", "anthropic", "openai", "main", "extractive"),
+            ),
+            _f(SummaryProviderSettings, "model", "str", "null = provider default", nullable=True),
+            _f(
+                SummaryProviderSettings,
+                "base_url",
+                "url",
+                "OpenAI-compatible endpoint",
+                nullable=True,
+            ),
+            _f(
+                SummaryProviderSettings,
+                "api_key",
+                "str",
+                "null = provider's usual env var",
+                nullable=True,
+            ),
+            _f(SummaryProviderSettings, "timeout", "number", "seconds per summary call", gt=0),
+            _f(
+                SummaryProviderSettings,
+                "context_length",
+                "int",
+                "summary model window",
+                nullable=True,
+                ge=1024,
+            ),
+        ),
+        "prompt_caching": (
+            _f(
+                PromptCachingSettings,
+                "enabled",
+                "choice",
+                "auto = Claude on routes that accept cache_control",
+                choices=("auto", True, False),
+            ),
+            _f(PromptCachingSettings, "strategy", "name", "cache strategy plugin"),
+            _f(
+                PromptCachingSettings, "cache_ttl", "choice", "cache lifetime", choices=("5m", "1h")
+            ),
+        ),
+    }
+)
+"""Section path -> its fields, in documentation order."""
+
+MODEL_OVERRIDE_FIELDS: tuple[Field, ...] = (
+    _f(ModelOverride, "context_length", "int", "window in tokens", nullable=True, ge=1024),
+    _f(ModelOverride, "max_output_tokens", "int", "output limit", nullable=True, ge=1),
+    _f(
+        ModelOverride,
+        "min_cacheable_tokens",
+        "int",
+        "minimum cacheable prefix",
+        nullable=True,
+        ge=1,
+    ),
+    # Zero is a real price (local models), so prices only refuse negatives.
+    _f(ModelOverride, "input_price", "number", "USD per million input tokens", nullable=True, ge=0),
+    _f(
+        ModelOverride,
+        "output_price",
+        "number",
+        "USD per million output tokens",
+        nullable=True,
+        ge=0,
+    ),
+)
+
+ENV_VARS: Mapping[str, str] = types.MappingProxyType(
+    {
+        "CTXENGINE_ENGINE": "context.engine",
+        "CTXENGINE_PLUGIN_DIRS": "context.plugin_dirs",
+        "CTXENGINE_STRICT": "context.strict",
+        "CTXENGINE_MODEL": "model.name",
+        "CTXENGINE_CONTEXT_LENGTH": "model.context_length",
+        "CTXENGINE_MAX_TOKENS": "model.max_tokens",
+        "CTXENGINE_BASE_URL": "model.base_url",
+        "CTXENGINE_COMPRESSION_ENABLED": "compression.enabled",
+        "CTXENGINE_THRESHOLD": "compression.threshold",
+        "CTXENGINE_HYGIENE_THRESHOLD": "compression.hygiene_threshold",
+        "CTXENGINE_SUMMARY_PROVIDER": "auxiliary.compression.provider",
+        "CTXENGINE_SUMMARY_MODEL": "auxiliary.compression.model",
+        "CTXENGINE_SUMMARY_BASE_URL": "auxiliary.compression.base_url",
+        "CTXENGINE_SUMMARY_TIMEOUT": "auxiliary.compression.timeout",
+        "CTXENGINE_PROMPT_CACHING": "prompt_caching.enabled",
+        "CTXENGINE_CACHE_TTL": "prompt_caching.cache_ttl",
+    }
+)
+"""Environment variable -> the single key it overrides. An empty variable counts as unset;
+``null`` sets a nullable key to null."""
+
+_LEAVES: dict[str, Field] = {
+    f"{section}.{field.name}": field
+    for section, fields in SECTION_FIELDS.items()
+    for field in fields
+}
+_TOP_SECTIONS = (
+    "context",
+    "model",
+    "compression",
+    "auxiliary",
+    "prompt_caching",
+    "models",
+    "engines",
+)
+_PLAIN_SECTIONS = ("context", "model", "compression", "prompt_caching")
+_ENGINE_NAME_RULE = "engine names must be made of letters, digits, '_', '.' and '-'"
+
+
+# ---------------------------------------------------------------------------------------------
+# Section parsing
+# ---------------------------------------------------------------------------------------------
+
+
+def _join(key_path: str, key: object) -> str:
+    return f"{key_path}.{key}" if key_path else str(key)
+
+
+def _unknown_key(
+    key_path: str, key: object, allowed: Sequence[str], source: str | None, what: str = "key"
+) -> ConfigProblem:
+    text = f"unknown {what}"
+    close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+    if close:
+        text += f"; did you mean {close[0]!r}?"
+    text += f" (allowed: {', '.join(allowed)})"
+    return ConfigProblem(_join(key_path, key), key, text, source, show_value=False)
+
+
+def _as_mapping(
+    data: object,
+    key_path: str,
+    allowed: Sequence[str] | None,
+    source: str | None,
+    problems: list[ConfigProblem],
+) -> Mapping[Any, Any] | None:
+    """``None`` (an empty YAML section) reads as an empty mapping; anything else is a problem."""
+    if data is None:
+        return {}
+    if isinstance(data, Mapping):
+        return data
+    text = "must be a mapping of key: value"
+    if allowed:
+        text += f" (allowed keys: {', '.join(allowed)})"
+    problems.append(ConfigProblem(key_path, data, text, source))
+    return None
+
+
+def _parse_fields(
+    data: object, key_path: str, fields: Sequence[Field], source: str | None
+) -> tuple[dict[str, Any], list[ConfigProblem]]:
+    """Validate the keys present in ``data``; return (given values, problems)."""
+    problems: list[ConfigProblem] = []
+    names = [f.name for f in fields]
+    mapping = _as_mapping(data, key_path, names, source, problems)
+    if mapping is None:
+        return {}, problems
+    by_name = {f.name: f for f in fields}
+    given: dict[str, Any] = {}
+    for key, value in mapping.items():
+        key_source = source
+        if isinstance(mapping, RawSection) and isinstance(key, str):
+            key_source = mapping.source_of(key) or source
+        field = by_name.get(key) if isinstance(key, str) else None
+        if field is None:
+            problems.append(_unknown_key(key_path, key, names, key_source))
+            continue
+        ok, converted = field.convert(value)
+        if ok:
+            given[field.name] = converted
+        else:
+            problems.append(ConfigProblem(_join(key_path, key), value, field.allowed(), key_source))
+    return given, problems
+
+
+def parse_section(
+    data: Mapping[str, Any] | None, key_path: str, fields: Sequence[Field], *, source: str
+) -> dict[str, Any]:
+    """Validate one section against ``fields``; return every field's value (defaults filled in).
+
+    Messages match the core's (``config error in <source>: engines.lcm.x = 3: must be ...``).
+    When ``data`` is a :class:`RawSection` (as found in ``Config.engines``), each key's recorded
+    source takes precedence over ``source``.
+
+    :raises ConfigError: listing every unknown key and invalid value.
+    """
+    given, problems = _parse_fields(data, key_path, fields, source)
+    if problems:
+        raise ConfigError(problems)
+    return {f.name: given.get(f.name, f.default) for f in fields}
+
+
+# ---------------------------------------------------------------------------------------------
+# Layering
+# ---------------------------------------------------------------------------------------------
+
+
+class _Layers:
+    """Accumulates values, their sources and problems across the config layers."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {key: f.default for key, f in _LEAVES.items()}
+        self.sources: dict[str, str] = dict.fromkeys(_LEAVES, "default")
+        self.models: dict[str, dict[str, Any]] = {}
+        self.model_sources: dict[str, dict[str, str]] = {}
+        self.engines: dict[str, dict[str, Any]] = {}
+        self.engine_sources: dict[str, dict[str, str]] = {}
+        self.engine_origin: dict[str, str] = {}
+        self.problems: list[ConfigProblem] = []
+
+    # -- setting values ------------------------------------------------------------------------
+
+    def _set(self, key: str, value: Any, source: str) -> None:
+        self.values[key] = value
+        self.sources[key] = source
+
+    def _model(self, name: str) -> tuple[dict[str, Any], dict[str, str]]:
+        if name not in self.models:
+            self.models[name] = {f.name: f.default for f in MODEL_OVERRIDE_FIELDS}
+            self.model_sources[name] = {f.name: "default" for f in MODEL_OVERRIDE_FIELDS}
+        return self.models[name], self.model_sources[name]
+
+    def _engine(self, name: str, source: str) -> tuple[dict[str, Any], dict[str, str]]:
+        self.engine_origin.setdefault(name, source)
+        return self.engines.setdefault(name, {}), self.engine_sources.setdefault(name, {})
+
+    def _set_text_or_value(self, key: str, field: Field, value: object, source: str) -> None:
+        """Set a value that may arrive as text (env vars, CLI flags) or already typed."""
+        from_text = isinstance(value, str) and field.kind not in _TEXT_KINDS
+        if isinstance(value, str) and from_text:
+            ok, converted = field.convert_text(value)
+        else:
+            ok, converted = field.convert(value)
+        if ok:
+            self._set(key, converted, source)
+        else:
+            self.problems.append(
+                ConfigProblem(key, converted, field.allowed(from_text=from_text), source)
+            )
+
+    # -- layers --------------------------------------------------------------------------------
+
+    def apply_mapping(self, data: Mapping[Any, Any], source: str) -> None:
+        for section, value in data.items():
+            if section in _PLAIN_SECTIONS:
+                self._apply_fields(value, section, SECTION_FIELDS[section], source)
+            elif section == "auxiliary":
+                aux = _as_mapping(value, "auxiliary", ("compression",), source, self.problems)
+                for key, sub in (aux or {}).items():
+                    if key == "compression":
+                        fields = SECTION_FIELDS["auxiliary.compression"]
+                        self._apply_fields(sub, "auxiliary.compression", fields, source)
+                    else:
+                        self.problems.append(
+                            _unknown_key("auxiliary", key, ("compression",), source)
+                        )
+            elif section == "models":
+                self._apply_models(value, source)
+            elif section == "engines":
+                self._apply_engines(value, source)
+            else:
+                self.problems.append(_unknown_key("", section, _TOP_SECTIONS, source, "section"))
+
+    def _apply_fields(
+        self, data: object, key_path: str, fields: Sequence[Field], source: str
+    ) -> None:
+        given, problems = _parse_fields(data, key_path, fields, source)
+        self.problems.extend(problems)
+        for name, value in given.items():
+            self._set(f"{key_path}.{name}", value, source)
+
+    def _apply_models(self, data: object, source: str) -> None:
+        models = _as_mapping(data, "models", None, source, self.problems)
+        for name, entry in (models or {}).items():
+            if not isinstance(name, str) or not name.strip():
+                self.problems.append(
+                    ConfigProblem("models", name, "model names must be non-empty strings", source)
+                )
+                continue
+            given, problems = _parse_fields(entry, f"models.{name}", MODEL_OVERRIDE_FIELDS, source)
+            self.problems.extend(problems)
+            values, sources = self._model(name)
+            for field_name, value in given.items():
+                values[field_name] = value
+                sources[field_name] = source
+
+    def _apply_engines(self, data: object, source: str) -> None:
+        engines = _as_mapping(data, "engines", None, source, self.problems)
+        for name, options in (engines or {}).items():
+            if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+                self.problems.append(
+                    ConfigProblem(
+                        f"engines.{name}", name, _ENGINE_NAME_RULE, source, show_value=False
+                    )
+                )
+                continue
+            mapping = _as_mapping(options, f"engines.{name}", None, source, self.problems)
+            if mapping is None:
+                continue
+            values, sources = self._engine(name, source)
+            for key, value in mapping.items():
+                if not isinstance(key, str):
+                    self.problems.append(
+                        ConfigProblem(
+                            f"engines.{name}.{key}",
+                            key,
+                            "option names must be strings",
+                            source,
+                            show_value=False,
+                        )
+                    )
+                    continue
+                # A private copy: later changes to the caller's data must not leak in.
+                values[key] = copy.deepcopy(value)
+                sources[key] = source
+
+    def apply_env(self, env: Mapping[str, str]) -> None:
+        for var, key in ENV_VARS.items():
+            raw = env.get(var)
+            if raw is None or not raw.strip():
+                continue
+            field = _LEAVES[key]
+            ok, converted = field.convert_text(raw)
+            if ok:
+                self._set(key, converted, f"env {var}")
+            else:
+                self.problems.append(
+                    ConfigProblem(key, converted, field.allowed(from_text=True), f"env {var}")
+                )
+
+    def apply_overrides(self, overrides: Mapping[Any, Any]) -> None:
+        source = "override"
+        for key, value in overrides.items():
+            if not isinstance(key, str):
+                self.problems.append(
+                    ConfigProblem(
+                        str(key),
+                        key,
+                        "override keys must be dotted strings",
+                        source,
+                        show_value=False,
+                    )
+                )
+            elif key in _LEAVES:
+                self._set_text_or_value(key, _LEAVES[key], value, source)
+            elif key.startswith("models."):
+                self._override_model(key, value)
+            elif key.startswith("engines."):
+                self._override_engine(key, value)
+            else:
+                text = "unknown key"
+                close = difflib.get_close_matches(key, list(_LEAVES), n=1, cutoff=0.6)
+                if close:
+                    text += f"; did you mean {close[0]!r}?"
+                text += (
+                    " (allowed: the keys listed by `ctxengine config`, "
+                    "models.<name>.<field> or engines.<name>.<option>)"
+                )
+                self.problems.append(ConfigProblem(key, value, text, source, show_value=False))
+
+    def _override_model(self, key: str, value: object) -> None:
+        name, _, field_name = key[len("models.") :].rpartition(".")
+        names = [f.name for f in MODEL_OVERRIDE_FIELDS]
+        if not name.strip():
+            self.problems.append(
+                ConfigProblem(
+                    key,
+                    value,
+                    "must be written models.<name>.<field>",
+                    "override",
+                    show_value=False,
+                )
+            )
+            return
+        field = {f.name: f for f in MODEL_OVERRIDE_FIELDS}.get(field_name)
+        if field is None:
+            self.problems.append(_unknown_key(f"models.{name}", field_name, names, "override"))
+            return
+        ok, converted = (
+            field.convert_text(value) if isinstance(value, str) else field.convert(value)
+        )
+        if not ok:
+            self.problems.append(
+                ConfigProblem(
+                    key, converted, field.allowed(from_text=isinstance(value, str)), "override"
+                )
+            )
+            return
+        values, sources = self._model(name)
+        values[field_name] = converted
+        sources[field_name] = "override"
+
+    def _override_engine(self, key: str, value: object) -> None:
+        rest = key[len("engines.") :]
+        if isinstance(value, Mapping) and _NAME.fullmatch(rest):
+            self._apply_engines({rest: value}, "override")
+            return
+        name, _, option = rest.rpartition(".")
+        if not name or not option:
+            self.problems.append(
+                ConfigProblem(
+                    key,
+                    value,
+                    "must be written engines.<name>.<option> (or "
+                    "engines.<name> with a mapping value)",
+                    "override",
+                    show_value=False,
+                )
+            )
+            return
+        self._apply_engines({name: {option: value}}, "override")
+
+    # -- checks across keys --------------------------------------------------------------------
+
+    def cross_check(self) -> None:
+        bad = {p.key for p in self.problems}
+        self._check_hygiene(bad)
+        self._check_less(bad, "model.max_tokens", "model.context_length")
+        for name, values in self.models.items():
+            if {f"models.{name}.max_output_tokens", f"models.{name}.context_length"} & bad:
+                continue
+            out, window = values["max_output_tokens"], values["context_length"]
+            if out is not None and window is not None and out >= window:
+                self.problems.append(
+                    ConfigProblem(
+                        f"models.{name}.max_output_tokens",
+                        out,
+                        f"must be less than models.{name}.context_length ({window})",
+                        self.model_sources[name]["max_output_tokens"],
+                    )
+                )
+
+    def _other(self, key: str, source: str) -> str:
+        """``key (value)``, naming the other key's source when it differs."""
+        other_source = self.sources[key]
+        if other_source == source:
+            where = ""
+        elif other_source == "default":
+            where = ", the default"
+        else:
+            where = f", from {other_source}"
+        return f"{key} ({format_value(self.values[key])}{where})"
+
+    def _check_hygiene(self, bad: set[str]) -> None:
+        low, high = "compression.threshold", "compression.hygiene_threshold"
+        if {low, high} & bad or self.values[high] >= self.values[low]:
+            return
+        if self.sources[high] == "default":
+            # The user only raised the threshold; point at the key they wrote.
+            self.problems.append(
+                ConfigProblem(
+                    low,
+                    self.values[low],
+                    f"must be <= {self._other(high, self.sources[low])}; raise {high} as well",
+                    self.sources[low],
+                )
+            )
+        else:
+            self.problems.append(
+                ConfigProblem(
+                    high,
+                    self.values[high],
+                    f"must be >= {self._other(low, self.sources[high])} and <= 1.0",
+                    self.sources[high],
+                )
+            )
+
+    def _check_less(self, bad: set[str], small: str, large: str) -> None:
+        if {small, large} & bad:
+            return
+        value, limit = self.values[small], self.values[large]
+        if value is not None and limit is not None and value >= limit:
+            self.problems.append(
+                ConfigProblem(
+                    small,
+                    value,
+                    f"must be less than {self._other(large, self.sources[small])}",
+                    self.sources[small],
+                )
+            )
+
+    # -- result --------------------------------------------------------------------------------
+
+    def build(self) -> tuple[Config, dict[str, str]]:
+        if self.problems:
+            raise ConfigError(self.problems)
+
+        def section(path: str) -> dict[str, Any]:
+            return {f.name: self.values[f"{path}.{f.name}"] for f in SECTION_FIELDS[path]}
+
+        summary = section("auxiliary.compression")
+        summary["provider"] = cast(SummaryProviderName, summary["provider"])
+        config = Config(
+            context=ContextSettings(**section("context")),
+            model=ModelSettings(**section("model")),
+            compression=CompressionSettings(**section("compression")),
+            auxiliary=AuxiliarySettings(SummaryProviderSettings(**summary)),
+            prompt_caching=PromptCachingSettings(**section("prompt_caching")),
+            models={name: ModelOverride(**values) for name, values in self.models.items()},
+            engines={
+                name: RawSection(values, self.engine_origin[name], self.engine_sources[name])
+                for name, values in self.engines.items()
+            },
+        )
+        sources = dict(self.sources)
+        for name, model_sources in self.model_sources.items():
+            for field_name, source in model_sources.items():
+                sources[f"models.{name}.{field_name}"] = source
+        for name, engine_sources in self.engine_sources.items():
+            if not engine_sources:
+                sources[f"engines.{name}"] = self.engine_origin[name]
+            for option, source in engine_sources.items():
+                sources[f"engines.{name}.{option}"] = source
+        return config, sources
+
+
+# ---------------------------------------------------------------------------------------------
+# Public entry points
+# ---------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class LoadedConfig:
+    """A validated config plus where it came from.
+
+    :ivar path: the config file that was read, or ``None`` (defaults, env and overrides only).
+    :ivar sources: every leaf key path -> ``"default"``, the file path, ``"env VAR"`` or
+        ``"override"``. Model overrides appear as ``models.<name>.<field>``, engine options as
+        ``engines.<name>.<option>`` (``engines.<name>`` for an engine with no options).
+    """
+
+    config: Config
+    path: Path | None
+    sources: Mapping[str, str]
+
+    def items(self) -> list[tuple[str, Any, str]]:
+        """``(key path, value, source)`` rows in documentation order, for ``ctxengine config``.
+
+        ``auxiliary.compression.api_key`` is shown as ``"***"`` when set.
+        """
+        rows: list[tuple[str, Any, str]] = []
+        sections: dict[str, object] = {
+            "context": self.config.context,
+            "model": self.config.model,
+            "compression": self.config.compression,
+            "auxiliary.compression": self.config.auxiliary.compression,
+            "prompt_caching": self.config.prompt_caching,
+        }
+        for path, fields in SECTION_FIELDS.items():
+            for field in fields:
+                key = f"{path}.{field.name}"
+                value = getattr(sections[path], field.name)
+                if field.name == "api_key" and value is not None:
+                    value = "***"
+                rows.append((key, value, self.sources.get(key, "default")))
+        for name, override in self.config.models.items():
+            for field in MODEL_OVERRIDE_FIELDS:
+                key = f"models.{name}.{field.name}"
+                rows.append((key, getattr(override, field.name), self.sources.get(key, "default")))
+        for name, options in self.config.engines.items():
+            if not options:
+                key = f"engines.{name}"
+                rows.append((key, {}, self.sources.get(key, "default")))
+            for option, value in options.items():
+                key = f"engines.{name}.{option}"
+                rows.append((key, value, self.sources.get(key, "default")))
+        return rows
+
+
+def ctxengine_home(env: Mapping[str, str] | None = None) -> Path:
+    """``$CTXENGINE_HOME`` (``~`` expanded) when set and non-empty, else ``~/.ctxengine``."""
+    env = os.environ if env is None else env
+    home = env.get("CTXENGINE_HOME", "").strip()
+    return Path(home).expanduser() if home else Path("~/.ctxengine").expanduser()
+
+
+def config_from_mapping(data: Mapping[str, Any], *, source: str = "<mapping>") -> Config:
+    """Validate a parsed config (the YAML top level) into a :class:`Config`.
+
+    No environment variables are read. ``data`` is not modified.
+
+    :raises ConfigError: listing every problem, each naming ``source``.
+    """
+    layers = _Layers()
+    layers.apply_mapping(data, source)
+    layers.cross_check()
+    return layers.build()[0]
+
+
+def _read_yaml(path: Path) -> tuple[Mapping[Any, Any], list[ConfigProblem]]:
+    import yaml
+
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return {}, [ConfigProblem("", None, "file is not valid UTF-8 text", source)]
+    except OSError as exc:
+        reason = exc.strerror or exc.__class__.__name__
+        return {}, [ConfigProblem("", None, f"cannot read file: {reason}", source)]
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = exc.problem or exc.context or "syntax error"
+        return {}, [ConfigProblem("", None, f"invalid YAML{where}: {what}", source)]
+    except yaml.YAMLError as exc:
+        return {}, [ConfigProblem("", None, f"invalid YAML: {exc}", source)]
+    if data is None:  # empty file, or only comments
+        return {}, []
+    if not isinstance(data, Mapping):
+        text = (
+            f"the top level must be a mapping of sections ({', '.join(_TOP_SECTIONS)}), "
+            f"not {type(data).__name__} {format_value(data)}"
+        )
+        return {}, [ConfigProblem("", data, text, source)]
+    return data, []
+
+
+def _find_file(path: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path | None:
+    """The config file to read, or ``None`` for defaults; a named but missing file raises."""
+    if path is not None:
+        origin = "path given explicitly"
+        candidate = Path(os.fspath(path)).expanduser()
+    elif env.get("CTXENGINE_CONFIG", "").strip():
+        origin = "path named by $CTXENGINE_CONFIG"
+        candidate = Path(env["CTXENGINE_CONFIG"].strip()).expanduser()
+    else:
+        home_file = ctxengine_home(env) / "config.yaml"
+        if not home_file.exists():
+            return None
+        origin = "default location <home>/config.yaml"
+        candidate = home_file
+    candidate = candidate.absolute()
+    if not candidate.exists():
+        problem = f"config file does not exist ({origin})"
+    elif candidate.is_dir():
+        problem = f"config path is a directory, not a file ({origin})"
+    else:
+        return candidate
+    raise ConfigError([ConfigProblem("", str(candidate), problem, str(candidate))])
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> LoadedConfig:
+    """Find, read and validate the configuration.
+
+    Discovery: ``path`` -> ``$CTXENGINE_CONFIG`` -> ``<home>/config.yaml`` -> defaults. A file
+    named by ``path`` or ``$CTXENGINE_CONFIG`` must exist; a missing home file means defaults;
+    an empty file means defaults. Then the :data:`ENV_VARS` apply, then ``overrides`` (dotted key
+    -> value; string values for non-string keys are parsed like environment variables).
+
+    :param env: the environment to read (default ``os.environ``).
+    :raises ConfigError: listing every problem in every layer.
+    """
+    env = os.environ if env is None else env
+    file = _find_file(path, env)
+    layers = _Layers()
+    if file is not None:
+        data, problems = _read_yaml(file)
+        layers.problems.extend(problems)
+        layers.apply_mapping(data, str(file))
+    layers.apply_env(env)
+    if overrides:
+        layers.apply_overrides(overrides)
+    layers.cross_check()
+    config, sources = layers.build()
+    return LoadedConfig(config=config, path=file, sources=types.MappingProxyType(sources))
+
+
+# ---------------------------------------------------------------------------------------------
+# Token budgets derived from the settings
+# ---------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Budgets:
+    """Token budgets for one model window (SPEC §1.3 derived values).
+
+    :ivar window: context length minus the output reservation.
+    :ivar threshold_tokens: the agent compressor fires at or above this prompt size.
+    :ivar tail_token_budget: tokens of recent messages kept verbatim.
+    :ivar max_summary_tokens: cap on one summary.
+    :ivar hygiene_threshold_tokens: the gateway safety net fires at or above this.
+    """
+
+    window: int
+    threshold_tokens: int
+    tail_token_budget: int
+    max_summary_tokens: int
+    hygiene_threshold_tokens: int
+
+
+def budgets(
+    compression: CompressionSettings, context_length: int, max_tokens: int | None
+) -> Budgets:
+    """Derive the budgets; 200K window with defaults -> 100,000 / 20,000 / 10,000.
+
+    :raises ValueError: when ``max_tokens`` leaves no window.
+    """
+    window = context_length - (max_tokens or 0)
+    if window <= 0:
+        raise ValueError(
+            f"max_tokens ({max_tokens}) must be less than context_length ({context_length})"
+        )
+    threshold_tokens = int(compression.threshold * window)
+    return Budgets(
+        window=window,
+        threshold_tokens=threshold_tokens,
+        tail_token_budget=int(threshold_tokens * compression.target_ratio),
+        max_summary_tokens=min(int(context_length * 0.05), 12_000),
+        hygiene_threshold_tokens=int(compression.hygiene_threshold * window),
+    )
