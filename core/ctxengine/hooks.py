@@ -34,12 +34,23 @@ class Hooks:
         return [name for name, _ in self._pm.list_name_plugin()]
 
     def should_compress(
-        self, ctx: EngineContext, prompt_tokens: int, measured: bool, stage: Stage, force: bool
+        self,
+        ctx: EngineContext,
+        prompt_tokens: int,
+        measured: bool,
+        stage: Stage,
+        force: bool,
+        message_count: int,
     ) -> bool:
         """First answer of ``should_compress``; ``False`` when nobody answers or a plugin fails."""
         try:
             answer = self._pm.hook.should_compress(
-                ctx=ctx, prompt_tokens=prompt_tokens, measured=measured, stage=stage, force=force
+                ctx=ctx,
+                prompt_tokens=prompt_tokens,
+                measured=measured,
+                stage=stage,
+                force=force,
+                message_count=message_count,
             )
         except Exception:
             log.exception("should_compress failed in a plugin; not compacting this turn")

@@ -32,7 +32,12 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 @hookspec(firstresult=True)
 def should_compress(
-    ctx: EngineContext, prompt_tokens: int, measured: bool, stage: Stage, force: bool
+    ctx: EngineContext,
+    prompt_tokens: int,
+    measured: bool,
+    stage: Stage,
+    force: bool,
+    message_count: int,
 ) -> bool | None:
     """First result: should this session compact now? ``None`` means no opinion.
 
@@ -42,6 +47,7 @@ def should_compress(
     :param measured: whether ``prompt_tokens`` came from the provider.
     :param stage: ``"agent"`` in the agent loop, ``"gateway"`` before the agent runs.
     :param force: the caller asks to ignore cooldowns and anti-thrash guards.
+    :param message_count: how many messages the conversation holds.
     :returns: ``True``/``False``, or ``None`` to let the next implementation decide (the kernel
         treats an unanswered call as ``False``).
     """

@@ -13,12 +13,13 @@ Typical agent loop::
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ from ctxengine import hookspecs
 from ctxengine.caching import cache_settings_for, caching_status_line
 from ctxengine.config import Config, LoadedConfig, config_from_mapping, ctxengine_home, load_config
 from ctxengine.context import CacheSettings
+from ctxengine.conversation import Message, SystemPrompt
+from ctxengine.gateway import HygieneReport, run_hygiene
 from ctxengine.hooks import Hooks
 from ctxengine.models import ModelInfo, model_for_settings
 from ctxengine.resolve import Catalog, PluginEntry, discover, install_hint
@@ -202,6 +205,49 @@ class Kernel:
             ids = list(self._sessions)
         for session_id in ids:
             self.close_session(session_id)
+
+    def hygiene(
+        self,
+        session_id: str,
+        history: Sequence[Message],
+        *,
+        system: SystemPrompt | None = None,
+        last_prompt_tokens: int | None = None,
+    ) -> HygieneReport:
+        """Gateway safety net: compact a stored session's history before the agent runs.
+
+        Fires when the plugin deciding the ``"gateway"`` stage says so (built-in: 85 % of the
+        window or the hard message limit, at least 4 messages, compression enabled), then
+        compacts with the selected engine, forced past cooldowns. The history comes back
+        unchanged unless the compaction really happened; if another worker is compacting the
+        same session right now, this call returns the history unchanged and says so.
+
+        :param last_prompt_tokens: the previous turn's real prompt tokens, when the gateway has
+            them; otherwise the session's last usage, else a character-based estimate.
+        """
+        return run_hygiene(
+            self.session(session_id),
+            history,
+            system=system,
+            last_prompt_tokens=last_prompt_tokens,
+        )
+
+    async def ahygiene(
+        self,
+        session_id: str,
+        history: Sequence[Message],
+        *,
+        system: SystemPrompt | None = None,
+        last_prompt_tokens: int | None = None,
+    ) -> HygieneReport:
+        """:meth:`hygiene` in a worker thread, for async gateways."""
+        return await asyncio.to_thread(
+            self.hygiene,
+            session_id,
+            history,
+            system=system,
+            last_prompt_tokens=last_prompt_tokens,
+        )
 
     def status_lines(self) -> list[str]:
         """Lines a host prints at start: engine, caching status, and any notices."""

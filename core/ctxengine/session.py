@@ -86,10 +86,18 @@ class Session:
         the first response and right after a compaction, the calibrated local estimate.
         """
         with self._lock:
+            tokens, measured = self.prompt_tokens_if_measured()
+            if measured:
+                return tokens, True
+            return self.ctx.tokens.estimate(list(messages), system, tools), False
+
+    def prompt_tokens_if_measured(self) -> tuple[int, bool]:
+        """The provider's prompt tokens of the last response, if known and current."""
+        with self._lock:
             usage = self.ctx.last_usage
             if usage is not None and not self._usage_stale and usage.prompt_tokens > 0:
                 return usage.prompt_tokens, True
-            return self.ctx.tokens.estimate(list(messages), system, tools), False
+            return 0, False
 
     # -- compaction -------------------------------------------------------------------------
 
@@ -101,11 +109,12 @@ class Session:
         stage: Stage = "agent",
         force: bool = False,
         prompt_tokens: int | None = None,
+        measured: bool = True,
     ) -> bool:
         """Ask the engine whether this conversation should be compacted now.
 
-        :param prompt_tokens: a prompt size the caller measured itself (e.g. a gateway's last
-            turn); it counts as measured.
+        :param prompt_tokens: a prompt size the caller knows (e.g. a gateway's last turn).
+        :param measured: whether ``prompt_tokens`` came from the provider (ignored without it).
         """
         if not self._kernel.config.compression.enabled:
             return False
@@ -113,8 +122,10 @@ class Session:
             if prompt_tokens is None:
                 tokens, measured = self.prompt_tokens(messages, system)
             else:
-                tokens, measured = prompt_tokens, True
-            return self._kernel.hooks.should_compress(self.ctx, tokens, measured, stage, force)
+                tokens = prompt_tokens
+            return self._kernel.hooks.should_compress(
+                self.ctx, tokens, measured, stage, force, len(messages)
+            )
 
     def compress(
         self,

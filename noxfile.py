@@ -1,0 +1,100 @@
+"""Every developer task. `nox --list` explains each session.
+
+All sessions install the core, the built-in plugins and every package under `packages/` in
+editable mode into their own virtual environment, so a fresh clone needs only Python and
+`pip install nox`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+PACKAGES = sorted(p.name for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").is_file())
+# (label, test folder): the core suite first, then one entry per package under packages/.
+TEST_TARGETS = {"core": "tests", **{name: f"packages/{name}/tests" for name in PACKAGES}}
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.reuse_existing_virtualenvs = True
+
+
+def install_project(session: nox.Session, *extras: str) -> None:
+    """Editable installs of the root distribution and every workspace package."""
+    packages = [arg for name in PACKAGES for arg in ("-e", f"packages/{name}")]
+    wanted = ",".join(("test", *extras))
+    session.install(*packages, "-e", f".[{wanted}]")
+
+
+def offline_env(session: nox.Session) -> dict[str, str]:
+    """Environment for runs that must not depend on this machine's caches or network."""
+    cache = tempfile.mkdtemp(prefix="ctxengine-tiktoken-")
+    return {"TIKTOKEN_CACHE_DIR": cache, "CTXENGINE_CONFIG": "", "PYTHONHASHSEED": "0"}
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the test suites of the core and of every package (pass pytest args after --)."""
+    install_project(session)
+    env = offline_env(session)
+    targets = [folder for folder in TEST_TARGETS.values() if (ROOT / folder).is_dir()]
+    session.run("pytest", *targets, *session.posargs, env=env)
+
+
+@nox.session
+@nox.parametrize("target", list(TEST_TARGETS))
+def tests_for(session: nox.Session, target: str) -> None:
+    """Run one package's tests: `nox -s "tests_for(target='lcm')"`."""
+    install_project(session)
+    session.run("pytest", TEST_TARGETS[target], *session.posargs, env=offline_env(session))
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check over every package."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over the core, the built-in plugins and every package."""
+    install_project(session, "openai", "plot")
+    session.install("mypy>=1.10", "types-pyyaml")
+    session.run("mypy")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks, each reported as a ratio to a baseline measured in the same run."""
+    install_project(session)
+    env = offline_env(session)
+    scripts = sorted(ROOT.glob("benchmarks/bench_*.py")) + sorted(
+        ROOT.glob("packages/*/benchmarks/bench_*.py")
+    )
+    for script in scripts:
+        session.log(f"== {script.relative_to(ROOT)}")
+        session.run("python", str(script), *session.posargs, env=env)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The main job: replay a bundled real session and compare compaction and caching."""
+    install_project(session, "plot")
+    env = offline_env(session)
+    env.pop("CTXENGINE_CONFIG", None)
+    session.run("ctxengine", *demo_args(), *session.posargs, env={**env, "CTXENGINE_CONFIG": ""})
+
+
+def demo_args() -> list[str]:
+    """The demo command line, shared with the README."""
+    return ["replay", "examples/sessions/claude_code_spotter.jsonl", "--session", "0"]
+
+
+if os.environ.get("CI"):
+    nox.options.error_on_missing_interpreters = True
