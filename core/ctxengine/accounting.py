@@ -1,0 +1,145 @@
+"""What prompt caching saved: per-response costs and per-session totals.
+
+Prices come from the model metadata (USD per million tokens). Cache reads cost 0.1x the input
+price, 5-minute writes 1.25x and 1-hour writes 2x (the multipliers live in
+:mod:`ctxengine.usage`). The "uncached" cost prices every prompt token at the plain input price:
+what the same traffic would have cost with no caching at all.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ctxengine.models import ModelInfo
+from ctxengine.usage import (
+    CACHE_READ_MULTIPLIER,
+    CACHE_WRITE_1H_MULTIPLIER,
+    CACHE_WRITE_5M_MULTIPLIER,
+    Usage,
+    cost_usd,
+)
+
+_PER_MILLION = 1_000_000
+
+
+@attrs.frozen
+class CacheCost:
+    """The cost of one response (or a sum of them), in USD, split by what was billed.
+
+    :ivar total: what was billed: the sum of the five parts.
+    :ivar uncached_total: the same tokens with no caching (all prompt tokens at the input price).
+    """
+
+    input_cost: float
+    cache_read_cost: float
+    cache_write_5m_cost: float
+    cache_write_1h_cost: float
+    output_cost: float
+    total: float
+    uncached_total: float
+
+    @property
+    def savings(self) -> float:
+        """``uncached_total - total``; negative when writes cost more than reads saved."""
+        return self.uncached_total - self.total
+
+    @property
+    def savings_ratio(self) -> float:
+        """Share of the uncached cost saved (0.0 when nothing was spent)."""
+        return self.savings / self.uncached_total if self.uncached_total else 0.0
+
+    def __add__(self, other: CacheCost) -> CacheCost:
+        if not isinstance(other, CacheCost):
+            return NotImplemented
+        return CacheCost(
+            *(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other), strict=True))
+        )
+
+
+ZERO_COST = CacheCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+def cost_of(usage: Usage, model: ModelInfo) -> CacheCost:
+    """What ``usage`` cost at ``model``'s prices, and what it would have cost uncached.
+
+    A model with unknown prices (0.0) costs 0.0 either way.
+    """
+    per_in = model.input_price / _PER_MILLION
+    per_out = model.output_price / _PER_MILLION
+    uncached = usage.prompt_tokens * per_in + usage.output_tokens * per_out
+    return CacheCost(
+        input_cost=usage.input_tokens * per_in,
+        cache_read_cost=usage.cache_read_tokens * per_in * CACHE_READ_MULTIPLIER,
+        cache_write_5m_cost=usage.cache_write_5m_tokens * per_in * CACHE_WRITE_5M_MULTIPLIER,
+        cache_write_1h_cost=usage.cache_write_1h_tokens * per_in * CACHE_WRITE_1H_MULTIPLIER,
+        output_cost=usage.output_tokens * per_out,
+        total=cost_usd(usage, model),
+        uncached_total=uncached,
+    )
+
+
+def cache_line(usage: Usage) -> str:
+    """The per-response line: ``💾 Cache: 41,200/43,900 tokens (94% hit, 2,700 written)``.
+
+    Read tokens over prompt tokens (uncached input + reads + writes); written counts both TTLs,
+    and says how many were 1-hour writes when there were any.
+    """
+    written = f"{usage.cache_write_tokens:,} written"
+    if usage.cache_write_1h_tokens:
+        written += f", {usage.cache_write_1h_tokens:,} of them 1h"
+    return (
+        f"💾 Cache: {usage.cache_read_tokens:,}/{usage.prompt_tokens:,} tokens "
+        f"({_percent(usage.cache_hit_ratio)} hit, {written})"
+    )
+
+
+def _percent(ratio: float) -> str:
+    # Round half up so 0.5% shows as 1%, and never show 100% for a prompt that missed.
+    percent = int(ratio * 100 + 0.5)
+    if percent == 100 and ratio < 1.0:
+        percent = 99
+    return f"{percent}%"
+
+
+@attrs.define
+class SessionCacheStats:
+    """Running totals of one session's responses.
+
+    ``add`` each response's normalised usage with the model that served it (the model may change
+    within a session, so it is passed per response).
+    """
+
+    responses: int = 0
+    usage: Usage = attrs.field(factory=Usage)
+    cost: CacheCost = ZERO_COST
+
+    def add(self, usage: Usage, model: ModelInfo) -> CacheCost:
+        """Count one response; returns its cost."""
+        response_cost = cost_of(usage, model)
+        self.responses += 1
+        self.usage = self.usage + usage
+        self.cost = self.cost + response_cost
+        return response_cost
+
+    @property
+    def hit_ratio(self) -> float:
+        """Share of all prompt tokens so far that were read from the cache."""
+        return self.usage.cache_hit_ratio
+
+    def line(self) -> str:
+        """A summary line, e.g. ``💾 Session cache: 12 responses, 380,000/410,000 prompt tokens
+        from cache (93% hit), $0.2100 vs $1.2300 uncached (83% saved)``."""
+        usage = self.usage
+        return (
+            f"💾 Session cache: {self.responses:,} responses, "
+            f"{usage.cache_read_tokens:,}/{usage.prompt_tokens:,} prompt tokens from cache "
+            f"({_percent(usage.cache_hit_ratio)} hit), "
+            f"${self.cost.total:.4f} vs ${self.cost.uncached_total:.4f} uncached "
+            f"({_savings(self.cost.savings_ratio)})"
+        )
+
+
+def _savings(ratio: float) -> str:
+    if ratio < 0:
+        return f"caching cost {_percent(-ratio)} more"
+    return f"{_percent(ratio)} saved"
