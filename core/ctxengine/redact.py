@@ -1,0 +1,269 @@
+"""Masking of secrets in text that leaves the process or outlives the turn it came from.
+
+:func:`redact` runs over text before it is sent to a summary model and over every summary or
+digest the compressor writes, so an API key pasted into a terminal hours ago is not copied into
+every later prompt. Each secret is replaced by a stable marker ``[REDACTED:<kind>]`` (kinds:
+``api_key``, ``token``, ``jwt``, ``private_key``, ``password``, ``secret``). When a secret sits
+inside a larger construct only the secret is replaced: ``postgres://app:hunter2@db/prod`` becomes
+``postgres://app:[REDACTED:password]@db/prod`` and ``DB_PASSWORD=x1`` keeps its key.
+
+The patterns are deliberately specific: ordinary code, paths, commands and prose come out
+unchanged (the tests run this over real agent transcripts to check it). ``redact`` is idempotent:
+a marker is never itself taken for a secret.
+
+Speed matters because this runs over whole conversations: every pattern starts with a literal so
+the regex engine can skip ahead with a substring search, and boundary conditions that would need
+a (slow) leading look-behind are checked in Python on the few candidate matches instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+__all__ = ["REDACTION_PREFIX", "redact"]
+
+REDACTION_PREFIX = "[REDACTED"
+"""Every marker starts with this text."""
+
+_IDENT_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_KEY_CHARS = _IDENT_CHARS | {"."}
+
+
+def _marker(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+def _preceded_by_ident(text: str, pos: int) -> bool:
+    return pos > 0 and text[pos - 1] in _IDENT_CHARS
+
+
+# --- fixed-shape tokens --------------------------------------------------------------------------
+
+_Token = tuple[re.Pattern[str], str]
+
+# Each pattern starts with a literal; a match preceded by an identifier character (``task-sk-…``)
+# is not a token start and is left alone.
+_TOKENS: tuple[_Token, ...] = (
+    # OpenAI (sk-…, sk-proj-…) and Anthropic (sk-ant-…) keys. The digit look-ahead keeps slugs
+    # such as ``sk-long-branch-name`` intact.
+    (re.compile(r"sk-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}"), "api_key"),
+    (re.compile(r"g(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{22,})"), "api_key"),
+    (re.compile(r"xox[abposre]-[A-Za-z0-9-]{10,}"), "token"),
+    (re.compile(r"A(?:KIA|SIA)[A-Z0-9]{16}(?![A-Za-z0-9])"), "api_key"),
+    (re.compile(r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"), "api_key"),
+    (re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), "jwt"),
+)
+
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----.*?"
+    r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)",
+    re.DOTALL,
+)
+
+
+def _token_repl(kind: str) -> Callable[[re.Match[str]], str]:
+    mark = _marker(kind)
+
+    def repl(m: re.Match[str]) -> str:
+        return m.group(0) if _preceded_by_ident(m.string, m.start()) else mark
+
+    return repl
+
+
+# --- secrets inside a construct: only group "val" is replaced ------------------------------------
+
+# "Authorization: Bearer x" / "authorization=Token x"; the leading A/a is checked in Python.
+_AUTHORIZATION = re.compile(
+    r"(?:uthorization|UTHORIZATION)\s*[:=]\s*\\?[\"']?\s*(?:[Bb]earer|BEARER|[Bb]asic|BASIC|"
+    r"[Tt]oken|TOKEN)\s+(?!\[REDACTED)(?P<val>[^\s\"'\\,;]+)"
+)
+# A bare "Bearer <token>" of token shape (prose such as "bearer tokens" is too short).
+_BEARER = re.compile(r"earer\s+(?!\[REDACTED)(?P<val>[A-Za-z0-9._~+/-]{16,}=*)")
+# scheme://user:password@host: keep scheme, user and host.
+_URL_CREDENTIALS = re.compile(
+    r"://[^\s:/@\"'<>]*:(?!\[REDACTED)(?P<val>[^\s@/\"'<>]+)@(?=[A-Za-z0-9\[])"
+)
+# --password x, --api-key=x, --db-token x
+_CLI_FLAG = re.compile(
+    r"--(?P<key>[A-Za-z0-9-]*?(?:password|passwd|token|secret|api-key|apikey|access-key))"
+    r"(?:=|[ \t]+)(?P<val>[^\s\"'\\]+)"
+)
+
+
+def _masked(m: re.Match[str], kind: str) -> str:
+    whole, base = m.group(0), m.start(0)
+    return f"{whole[: m.start('val') - base]}{_marker(kind)}{whole[m.end('val') - base :]}"
+
+
+def _authorization_repl(m: re.Match[str]) -> str:
+    start = m.start()
+    if start == 0 or m.string[start - 1] not in "Aa" or _preceded_by_ident(m.string, start - 1):
+        return m.group(0)
+    return _masked(m, "token")
+
+
+def _bearer_repl(m: re.Match[str]) -> str:
+    start = m.start()
+    if start == 0 or m.string[start - 1] not in "Bb" or _preceded_by_ident(m.string, start - 1):
+        return m.group(0)
+    return _masked(m, "token")
+
+
+def _url_repl(m: re.Match[str]) -> str:
+    return _masked(m, "password")
+
+
+def _cli_repl(m: re.Match[str]) -> str:
+    value = m.group("val")
+    if (
+        _preceded_by_ident(m.string, m.start())
+        or _is_placeholder(value)
+        or value.startswith("-")
+        or len(value) < 3
+    ):
+        return m.group(0)
+    return _masked(m, _kind_for_key(m.group("key")))
+
+
+# --- key = value assignments ---------------------------------------------------------------------
+
+# Candidate key words in the spellings keys use (snake, camel, SCREAMING); the key is then read
+# back and forward from the hit and judged as a whole by _SECRET_KEY.
+_KEY_HIT = re.compile(
+    "|".join(
+        variant
+        for word in ("pass", "pwd", "secret", "token", "key", "credential")
+        for variant in (word, word.capitalize(), word.upper())
+    )
+)
+# A key whose value is a secret. It must END in one of these words so that ``max_tokens``,
+# ``token_count`` or ``password_hash`` are not taken for secrets. Short words (``pass``, ``pwd``)
+# count only as a whole key or after a separator (``db_pass``), never inside a word (``bypass``).
+_SECRET_KEY = re.compile(
+    r"(?:[a-z0-9_.-]*?(?:password|passwd|passphrase|token|secret|secret[_-]?key(?:[_-]?base)?|"
+    r"api[_-]?key|access[_-]?key(?:[_-]?id)?|private[_-]?key|credentials?)"
+    r"|(?:[a-z0-9_.-]*[_.-])?(?:pass|pwd))"
+)
+_Q = r"""(?:\\?["'])"""
+# From the key's first character: optional quote, key, optional quote, separator, then either a
+# quoted value (JSON, YAML, code, env files) or a bare one (PASSWORD=x, password: x).
+_ASSIGNMENT = re.compile(
+    rf"[A-Za-z0-9_.-]+{_Q}?(?P<sep>[ \t]*(?::|=>|:=|=)[ \t]*)"
+    rf"(?:{_Q}(?P<qval>[^\"'\\\n]{{1,400}}){_Q}"
+    # A bare value must end at a delimiter, not at a call or index: ``token = fetch(x)`` is code.
+    r"|(?![\"'\\])(?P<val>[^\s\"'\\,;&()\[\]{}]+)(?=[\s\"'\\,;&)\]}]|$))"
+)
+
+# Values that are references or placeholders, never secrets themselves.
+_PLACEHOLDER = re.compile(
+    r"""(?:\$|%\(|\{|<|\[REDACTED|\*{3,}|\.{3}|…|x{3,}$|"""
+    r"""(?:none|null|nil|true|false|undefined|changeme|redacted|your[_-].*|example.*)$)""",
+    re.IGNORECASE,
+)
+
+
+def _kind_for_key(key: str) -> str:
+    low = key.lower()
+    if "pass" in low or "pwd" in low:
+        return "password"
+    if "token" in low:
+        return "token"
+    if "secret" in low:
+        return "secret"
+    if "api" in low or "access" in low:
+        return "api_key"
+    return "secret"
+
+
+def _is_placeholder(value: str) -> bool:
+    return not value or _PLACEHOLDER.match(value) is not None
+
+
+def _bare_value_is_secret(key: str, sep: str, value: str) -> bool:
+    """Whether an unquoted value after a secret-looking key is a literal secret.
+
+    ``KEY=value`` with an upper-case key (env files, shell) is a literal even without digits.
+    ``key: value``, ``key = value`` and ``f(key=value)`` may be code (``password: password``,
+    ``api_key=api_key``, ``token: str``), so the value must look like a secret: a digit or a
+    symbol, not just a number.
+    """
+    if _is_placeholder(value) or value.startswith("`"):
+        return False
+    if sep == "=" and key == key.upper():
+        return len(value) >= 3
+    if len(value) < 6 or value.isdigit() or value.startswith(("@", ":", "&", "%")):
+        return False
+    return any(c.isdigit() or not (c.isalnum() or c in "_.") for c in value)
+
+
+def _redact_assignments(text: str) -> str:
+    pieces: list[str] = []
+    done = 0  # text[:done] is already in pieces
+    for hit in _KEY_HIT.finditer(text):
+        if hit.start() < done:
+            continue
+        start = hit.start()
+        while start > done and text[start - 1] in _KEY_CHARS:
+            start -= 1
+        end = hit.end()
+        n = len(text)
+        while end < n and text[end] in _KEY_CHARS:
+            end += 1
+        key = text[start:end]
+        if not _SECRET_KEY.fullmatch(key.lower()):
+            continue
+        m = _ASSIGNMENT.match(text, start)
+        if m is None:
+            continue
+        group = "qval" if m.group("qval") is not None else "val"
+        value = m.group(group)
+        sep = m.group("sep").strip()
+        if group == "qval":
+            # Prose ("token": "the API token") has spaces; secrets do not.
+            if _is_placeholder(value) or len(value) < 3 or any(c.isspace() for c in value):
+                continue
+        elif not _bare_value_is_secret(key, sep, value):
+            continue
+        pieces.append(text[done : m.start(group)])
+        pieces.append(_marker(_kind_for_key(key)))
+        done = m.end(group)
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+_SUBSTITUTIONS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
+    ("://", _URL_CREDENTIALS, _url_repl),
+    ("--", _CLI_FLAG, _cli_repl),
+)
+
+
+def redact(text: str) -> str:
+    """Return ``text`` with secrets replaced by ``[REDACTED:<kind>]`` markers.
+
+    Masks API keys (Anthropic ``sk-ant-…``, OpenAI ``sk-…``, GitHub ``ghp_…``/``github_pat_…``,
+    Slack ``xox…``, AWS ``AKIA…``, Google ``AIza…``), ``Authorization``/``Bearer`` tokens, JWTs,
+    PEM private-key blocks, secret-looking assignments (``PASSWORD=…``, ``"api_key": "…"``,
+    ``password: …``, ``--token …``) and the password of ``scheme://user:password@host`` URLs.
+    Everything else is returned unchanged, and ``redact(redact(t)) == redact(t)``.
+
+    :raises TypeError: when ``text`` is not a ``str``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"redact() takes a str, got {type(text).__name__}")
+    if not text:
+        return text
+    if "PRIVATE KEY-----" in text:
+        text = _PRIVATE_KEY.sub(_marker("private_key"), text)
+    for pattern, kind in _TOKENS:
+        text = pattern.sub(_token_repl(kind), text)
+    if "uthorization" in text or "UTHORIZATION" in text:
+        text = _AUTHORIZATION.sub(_authorization_repl, text)
+    if "earer" in text:
+        text = _BEARER.sub(_bearer_repl, text)
+    for needle, pattern, repl in _SUBSTITUTIONS:
+        if needle in text:
+            text = pattern.sub(repl, text)
+    return _redact_assignments(text)
