@@ -55,7 +55,7 @@ def _not_found_message(name: str, catalog: Catalog, entry: PluginEntry | None) -
     if entry is not None and entry.error is not None:
         problem = f"context engine {name!r} failed to load from {entry.source} {entry.location}: {entry.error}"
     elif entry is not None:
-        problem = f"{name!r} is a {entry.kind} plugin, not a context engine"
+        problem = f"{name!r} is a plugin of kind {entry.kind!r}, not a context engine"
     else:
         problem = f"context engine {name!r} was not found"
     searched = "; ".join(catalog.searched)
