@@ -1,0 +1,839 @@
+"""Reading OpenAI chat and Anthropic Messages lists without converting or mutating them.
+
+Every function here takes the caller's plain dicts as they are and only reads them; functions
+that build new messages (:func:`to_anthropic`, :func:`to_openai`) return new dicts and lists but
+may share unchanged leaf objects (a text block, an ``input`` dict) with their input, so treat
+their result as read-only or copy what you change. The readers are lenient (a malformed tool call
+reads as empty strings rather than raising); :func:`validate` is the place that judges shape.
+
+Tool-call pairing is positional: the results of an assistant tool-call message are the messages
+right after it (OpenAI: the run of ``tool`` messages; Anthropic: the ``tool_result`` blocks of the
+next ``user`` message) and ids are only matched inside that group. Agents that reuse a tool-call
+id in a later turn (the tau-bench transcripts do) therefore pair correctly.
+
+Validation lives in :mod:`ctxengine.validate`; :func:`validate` and :func:`ensure_valid` here
+delegate to it so callers need only this module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ctxengine.conversation import Format, Message, SystemPrompt
+
+__all__ = [
+    "MessageFormatError",
+    "Problem",
+    "ToolCall",
+    "ToolGroup",
+    "ToolResult",
+    "cut_points",
+    "detect_format",
+    "ensure_valid",
+    "has_visible_assistant_text",
+    "is_real_user_message",
+    "is_tool_result_message",
+    "message_text",
+    "to_anthropic",
+    "to_openai",
+    "tool_calls",
+    "tool_groups",
+    "tool_results",
+    "validate",
+    "visible_text",
+]
+
+OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
+ANTHROPIC_ROLES = ("user", "assistant")
+# Block types only the Anthropic Messages format has (an image counts only with a ``source``).
+ANTHROPIC_BLOCK_TYPES = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+# Part types only the OpenAI chat format has.
+OPENAI_PART_TYPES = frozenset({"image_url", "input_audio", "refusal"})
+# Message keys only the OpenAI chat format has.
+_OPENAI_KEYS = ("tool_calls", "tool_call_id", "reasoning_content")
+# The keys both formats accept on a text part/block.
+_TEXT_KEYS = ("type", "text", "cache_control")
+
+
+class MessageFormatError(ValueError):
+    """A message list that cannot be read or sent as it is.
+
+    The message names the offending index (``"messages[3]: ..."``) and what is allowed.
+    ``problems`` holds the individual findings when raised by :func:`ensure_valid`.
+    """
+
+    def __init__(self, message: str, problems: Sequence[Problem] = ()) -> None:
+        super().__init__(message)
+        self.problems: list[Problem] = list(problems)
+
+
+@attrs.frozen
+class Problem:
+    """One finding of :func:`validate`.
+
+    :ivar index: the message index, or ``None`` for request-level findings (system, tools,
+        breakpoint count).
+    :ivar rule: a stable id such as ``"tool-call-unanswered"``; safe to match on.
+    :ivar message: readable text starting with the location (``"messages[3]: ..."``).
+    """
+
+    index: int | None
+    rule: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.message} [{self.rule}]"
+
+
+@attrs.frozen
+class ToolCall:
+    """A tool call in either format; ``arguments`` is JSON text.
+
+    For Anthropic ``tool_use`` blocks, ``arguments`` is ``json.dumps(input, ensure_ascii=False)``
+    (the form OpenAI-format transcripts of the same calls carry).
+    """
+
+    id: str
+    name: str
+    arguments: str
+
+
+@attrs.frozen
+class ToolResult:
+    """A tool result in either format; ``text`` is the result's text (images read as "")."""
+
+    call_id: str
+    text: str
+    is_error: bool
+
+
+@attrs.frozen
+class ToolGroup:
+    """An assistant tool-call message and the results that answer it.
+
+    :ivar call_index: index of the assistant message holding the calls.
+    :ivar result_indices: indices of the messages right after it that carry its results (OpenAI:
+        every ``tool`` message of the run that follows; Anthropic: the next user message when it
+        holds ``tool_result`` blocks). Empty when nothing answers the calls.
+    :ivar call_ids: ids of the calls in order (duplicates kept).
+    :ivar unanswered: ids of calls no result in the group answers, in call order.
+    """
+
+    call_index: int
+    result_indices: tuple[int, ...]
+    call_ids: tuple[str, ...]
+    unanswered: tuple[str, ...]
+
+
+# --------------------------------------------------------------------------------------------
+# Format detection
+
+
+def detect_format(messages: Sequence[Message], system: object = None) -> Format:
+    """Say whether ``messages`` is an OpenAI chat or an Anthropic Messages list.
+
+    Anthropic when a ``tool_use`` / ``tool_result`` / ``thinking`` / ``redacted_thinking`` block
+    or an ``image`` block with a ``source`` appears, or when ``system`` is given separately;
+    OpenAI when a ``system`` / ``developer`` / ``tool`` role, ``tool_calls``, ``tool_call_id``,
+    ``reasoning_content`` or an OpenAI-only part (``image_url``, ...) appears. A plain text-only
+    list fits both and reads as ``"openai"`` unless ``system`` is given.
+
+    :raises MessageFormatError: when ``messages`` is not a list of message dicts, a role is
+        missing or unknown, a content has the wrong type, or the list mixes both formats.
+    """
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise MessageFormatError(
+            f"messages must be a list of message dicts, got {type(messages).__name__}"
+        )
+    openai_sign: str | None = None
+    anthropic_sign: str | None = None
+    if system is not None:
+        anthropic_sign = "a separate system prompt"
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict):
+            raise MessageFormatError(
+                f"messages[{i}]: a message must be a dict, got {type(msg).__name__}"
+            )
+        role = msg.get("role")
+        if role is None:
+            raise MessageFormatError(
+                f"messages[{i}]: missing 'role'; allowed roles: {', '.join(OPENAI_ROLES)}"
+            )
+        if role not in OPENAI_ROLES:
+            raise MessageFormatError(
+                f"messages[{i}]: unknown role {role!r}; allowed roles: {', '.join(OPENAI_ROLES)}"
+            )
+        content = msg.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise MessageFormatError(
+                f"messages[{i}]: content must be a string, a list of parts/blocks or null, "
+                f"got {type(content).__name__}"
+            )
+        if openai_sign is None:
+            if role in ("system", "developer", "tool"):
+                openai_sign = f"messages[{i}]: role {role!r}"
+            elif msg.get("tool_calls") or "tool_call_id" in msg or "reasoning_content" in msg:
+                key = next(
+                    k for k in ("tool_calls", "tool_call_id", "reasoning_content") if k in msg
+                )
+                openai_sign = f"messages[{i}]: {key!r}"
+        if isinstance(content, list):
+            for j, part in enumerate(content):
+                kind = part.get("type") if isinstance(part, dict) else None
+                if anthropic_sign is None and (
+                    kind in ANTHROPIC_BLOCK_TYPES or (kind == "image" and "source" in part)
+                ):
+                    anthropic_sign = f"messages[{i}].content[{j}]: a {kind!r} block"
+                elif openai_sign is None and kind in OPENAI_PART_TYPES:
+                    openai_sign = f"messages[{i}].content[{j}]: a {kind!r} part"
+    if openai_sign is not None and anthropic_sign is not None:
+        raise MessageFormatError(
+            f"messages mix OpenAI chat features ({openai_sign}) and Anthropic Messages features "
+            f"({anthropic_sign}); use one format (to_anthropic / to_openai convert)"
+        )
+    return "anthropic" if anthropic_sign is not None else "openai"
+
+
+# --------------------------------------------------------------------------------------------
+# Text
+
+
+def _block_text(block: Any) -> str:
+    """The text of a text part/block, "" for anything else."""
+    if isinstance(block, dict) and block.get("type") == "text":
+        text = block.get("text")
+        if isinstance(text, str):
+            return text
+    return ""
+
+
+def _content_text(content: Any) -> str:
+    """Text parts of a content value joined by newlines (images and other blocks read as "")."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(t for t in (_block_text(b) for b in content) if t)
+    return ""
+
+
+def visible_text(msg: Message) -> str:
+    """The text a reader of the conversation sees in ``msg``.
+
+    Text parts/blocks only: no reasoning (``reasoning_content``, ``thinking``), no tool-call
+    payloads, no tool results (a ``tool`` message reads as ""). Several text blocks are joined
+    with newlines.
+    """
+    if msg.get("role") == "tool":
+        return ""
+    return _content_text(msg.get("content"))
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _result_content_text(content: Any) -> str:
+    """Text of an Anthropic ``tool_result`` content (a string or a list of blocks)."""
+    return _content_text(content)
+
+
+def message_text(msg: Message) -> str:
+    """Everything in ``msg`` that costs input tokens, as one string (for counting and search).
+
+    Reasoning (``reasoning_content``, ``thinking``, redacted thinking data), text, tool-call names
+    with their JSON arguments, and tool results, joined by newlines; images read as "".
+    """
+    pieces: list[str] = []
+    reasoning = msg.get("reasoning_content")
+    if isinstance(reasoning, str) and reasoning:
+        pieces.append(reasoning)
+    content = msg.get("content")
+    if isinstance(content, str):
+        if content:
+            pieces.append(content)
+    elif isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                text = _block_text(block)
+            elif kind == "thinking":
+                text = block.get("thinking") or ""
+            elif kind == "redacted_thinking":
+                text = block.get("data") or ""
+            elif kind == "tool_use":
+                text = f"{block.get('name', '')} {_dumps(block.get('input', {}))}"
+            elif kind == "tool_result":
+                text = _result_content_text(block.get("content"))
+            elif kind == "refusal":
+                text = block.get("refusal") or ""
+            else:
+                text = ""
+            if isinstance(text, str) and text:
+                pieces.append(text)
+    for call in _openai_calls(msg):
+        pieces.append(f"{call.name} {call.arguments}")
+    return "\n".join(pieces)
+
+
+def has_visible_assistant_text(msg: Message) -> bool:
+    """True for an assistant message with non-blank visible text (not only tool calls/thinking)."""
+    return msg.get("role") == "assistant" and bool(visible_text(msg).strip())
+
+
+def is_tool_result_message(msg: Message, fmt: Format) -> bool:
+    """True when ``msg`` carries tool results.
+
+    OpenAI: a ``tool`` message. Anthropic: a ``user`` message with at least one ``tool_result``
+    block (even when it also holds text, since it must stay right after its calls).
+    """
+    if fmt == "openai":
+        return msg.get("role") == "tool"
+    if msg.get("role") != "user":
+        return False
+    content = msg.get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    )
+
+
+def is_real_user_message(msg: Message, fmt: Format) -> bool:
+    """True for a user turn a person wrote: non-blank text or an image/document, not only
+    tool results. ``fmt`` is accepted for symmetry; both formats read the same way here."""
+    if msg.get("role") != "user":
+        return False
+    content = msg.get("content")
+    if isinstance(content, str):
+        return bool(content.strip())
+    if not isinstance(content, list):
+        return False
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            if _block_text(block).strip():
+                return True
+        elif kind in ("image", "image_url", "document", "file", "input_audio"):
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# Tool calls and results
+
+
+def _openai_calls(msg: Message) -> list[ToolCall]:
+    raw = msg.get("tool_calls")
+    if not isinstance(raw, list):
+        return []
+    calls: list[ToolCall] = []
+    for tc in raw:
+        if not isinstance(tc, dict):
+            continue
+        fn = tc.get("function")
+        fn = fn if isinstance(fn, dict) else {}
+        args = fn.get("arguments", "")
+        call_id = tc.get("id")
+        name = fn.get("name")
+        calls.append(
+            ToolCall(
+                id=call_id if isinstance(call_id, str) else "",
+                name=name if isinstance(name, str) else "",
+                arguments=args if isinstance(args, str) else _dumps(args),
+            )
+        )
+    return calls
+
+
+def _anthropic_calls(msg: Message) -> list[ToolCall]:
+    content = msg.get("content")
+    if not isinstance(content, list):
+        return []
+    calls: list[ToolCall] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            call_id = block.get("id")
+            name = block.get("name")
+            calls.append(
+                ToolCall(
+                    id=call_id if isinstance(call_id, str) else "",
+                    name=name if isinstance(name, str) else "",
+                    arguments=_dumps(block.get("input", {})),
+                )
+            )
+    return calls
+
+
+def tool_calls(msg: Message, fmt: Format) -> list[ToolCall]:
+    """The tool calls ``msg`` makes, in order (``[]`` for messages without calls).
+
+    Lenient: a missing id or name reads as ""; use :func:`validate` to find malformed calls.
+    """
+    if msg.get("role") != "assistant":
+        return []
+    return _openai_calls(msg) if fmt == "openai" else _anthropic_calls(msg)
+
+
+def tool_results(msg: Message, fmt: Format) -> list[ToolResult]:
+    """The tool results ``msg`` carries, in order (``[]`` for other messages).
+
+    OpenAI: a ``tool`` message gives one result (``is_error`` is always False: the format has no
+    flag). Anthropic: each ``tool_result`` block of a ``user`` message.
+    """
+    if fmt == "openai":
+        if msg.get("role") != "tool":
+            return []
+        call_id = msg.get("tool_call_id")
+        return [
+            ToolResult(
+                call_id=call_id if isinstance(call_id, str) else "",
+                text=_content_text(msg.get("content")),
+                is_error=False,
+            )
+        ]
+    content = msg.get("content")
+    if msg.get("role") != "user" or not isinstance(content, list):
+        return []
+    results: list[ToolResult] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            call_id = block.get("tool_use_id")
+            results.append(
+                ToolResult(
+                    call_id=call_id if isinstance(call_id, str) else "",
+                    text=_result_content_text(block.get("content")),
+                    is_error=block.get("is_error") is True,
+                )
+            )
+    return results
+
+
+def match_results(
+    call_ids: Sequence[str], result_ids: Sequence[str]
+) -> tuple[list[str], list[int]]:
+    """Pair results with calls inside one group.
+
+    Each result answers the first not-yet-answered call with its id, so a group that repeats an
+    id pairs in order. Returns the ids of unanswered calls (call order) and the positions in
+    ``result_ids`` of results that answer nothing.
+    """
+    open_calls = Counter(call_ids)
+    unmatched: list[int] = []
+    for pos, rid in enumerate(result_ids):
+        if open_calls[rid] > 0:
+            open_calls[rid] -= 1
+        else:
+            unmatched.append(pos)
+    unanswered: list[str] = []
+    for cid in reversed(call_ids):
+        # The last occurrences of an id are the ones left open when results ran out.
+        if open_calls[cid] > 0:
+            open_calls[cid] -= 1
+            unanswered.append(cid)
+    unanswered.reverse()
+    return unanswered, unmatched
+
+
+def tool_groups(messages: Sequence[Message], fmt: Format) -> list[ToolGroup]:
+    """Every assistant tool-call message with the results right after it, in order.
+
+    Matching is positional (see the module docstring): results are looked for only in the
+    messages immediately after the calls, and ids are matched only within that group. A call
+    without a result (e.g. a trailing call still being run) is listed in ``unanswered``.
+    """
+    groups: list[ToolGroup] = []
+    n = len(messages)
+    for i, msg in enumerate(messages):
+        if msg.get("role") != "assistant":
+            continue
+        calls = _openai_calls(msg) if fmt == "openai" else _anthropic_calls(msg)
+        if not calls:
+            continue
+        call_ids = tuple(c.id for c in calls)
+        result_ids: list[str] = []
+        if fmt == "openai":
+            end = i + 1
+            while end < n and messages[end].get("role") == "tool":
+                rid = messages[end].get("tool_call_id")
+                result_ids.append(rid if isinstance(rid, str) else "")
+                end += 1
+            result_indices = tuple(range(i + 1, end))
+        else:
+            nxt = messages[i + 1] if i + 1 < n else None
+            results = tool_results(nxt, fmt) if nxt is not None else []
+            result_ids = [r.call_id for r in results]
+            result_indices = (i + 1,) if results else ()
+        unanswered, _ = match_results(call_ids, result_ids)
+        groups.append(ToolGroup(i, result_indices, call_ids, tuple(unanswered)))
+    return groups
+
+
+def cut_points(messages: Sequence[Message], fmt: Format) -> list[bool]:
+    """Where a list may be split without separating tool calls from their results.
+
+    Returns ``len(messages) + 1`` flags: ``cuts[i]`` is True when a boundary right before
+    ``messages[i]`` splits no :class:`ToolGroup` (``cuts[0]`` and ``cuts[-1]`` are always True).
+    Result messages with no call before them belong to no group and do not block a cut.
+    """
+    cuts = [True] * (len(messages) + 1)
+    for group in tool_groups(messages, fmt):
+        if group.result_indices:
+            for k in range(group.call_index + 1, group.result_indices[-1] + 1):
+                cuts[k] = False
+    return cuts
+
+
+# --------------------------------------------------------------------------------------------
+# Conversion
+
+
+def _image_to_anthropic(part: dict[str, Any], where: str) -> dict[str, Any]:
+    ref = part.get("image_url")
+    url = ref.get("url") if isinstance(ref, dict) else ref
+    if not isinstance(url, str):
+        raise MessageFormatError(f"{where}: image_url part needs a 'url' string")
+    if url.startswith("data:"):
+        header, sep, data = url[5:].partition(",")
+        media_type, _, encoding = header.partition(";")
+        if not sep or encoding != "base64" or not media_type:
+            raise MessageFormatError(
+                f"{where}: data URL images must look like 'data:<media type>;base64,<data>'"
+            )
+        source: dict[str, Any] = {"type": "base64", "media_type": media_type, "data": data}
+    elif url.startswith(("http://", "https://")):
+        source = {"type": "url", "url": url}
+    else:
+        raise MessageFormatError(
+            f"{where}: image URL must be a data: URL or an http(s) URL, got {url[:40]!r}"
+        )
+    block: dict[str, Any] = {"type": "image", "source": source}
+    if "cache_control" in part:
+        block["cache_control"] = part["cache_control"]
+    return block
+
+
+def _image_to_openai(block: dict[str, Any], where: str) -> dict[str, Any]:
+    source = block.get("source")
+    kind = source.get("type") if isinstance(source, dict) else None
+    if kind == "base64" and isinstance(source, dict):
+        url = f"data:{source.get('media_type', '')};base64,{source.get('data', '')}"
+    elif kind == "url" and isinstance(source, dict):
+        url = source.get("url", "")
+    else:
+        raise MessageFormatError(
+            f"{where}: image source {kind!r} has no OpenAI equivalent (allowed: base64, url)"
+        )
+    part: dict[str, Any] = {"type": "image_url", "image_url": {"url": url}}
+    if "cache_control" in block:
+        part["cache_control"] = block["cache_control"]
+    return part
+
+
+def _text_part(part: dict[str, Any]) -> dict[str, Any]:
+    """A text part/block with only the keys both formats accept (drops e.g. ``citations``)."""
+    return {k: v for k, v in part.items() if k in _TEXT_KEYS}
+
+
+def _parts_to_blocks(content: Any, where: str) -> list[dict[str, Any]]:
+    """OpenAI content (str / None / parts) as Anthropic blocks; empty text is dropped."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if not isinstance(content, list):
+        raise MessageFormatError(
+            f"{where}: content must be a string, a list of parts or null, "
+            f"got {type(content).__name__}"
+        )
+    blocks: list[dict[str, Any]] = []
+    for j, part in enumerate(content):
+        if not isinstance(part, dict):
+            raise MessageFormatError(f"{where}.content[{j}]: a part must be a dict")
+        kind = part.get("type")
+        if kind == "text":
+            if part.get("text"):
+                # Keep only the keys Anthropic accepts on a text block.
+                blocks.append(
+                    {k: v for k, v in part.items() if k in ("type", "text", "cache_control")}
+                )
+        elif kind == "image_url":
+            blocks.append(_image_to_anthropic(part, f"{where}.content[{j}]"))
+        elif kind in ("input_audio", "file", "refusal"):
+            raise MessageFormatError(
+                f"{where}.content[{j}]: part type {kind!r} has no Anthropic equivalent "
+                "(allowed: text, image_url)"
+            )
+        else:
+            blocks.append(part)  # already an Anthropic block (image with source, document, ...)
+    return blocks
+
+
+def _with_cache_marker(blocks: list[dict[str, Any]], marker: Any) -> None:
+    """Move a message-level ``cache_control`` onto the last block (replacing that block)."""
+    if blocks and "cache_control" not in blocks[-1]:
+        blocks[-1] = {**blocks[-1], "cache_control": marker}
+
+
+def _tool_input(arguments: Any) -> dict[str, Any]:
+    if isinstance(arguments, dict):
+        return arguments
+    if not isinstance(arguments, str) or not arguments.strip():
+        return {}
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return {"_raw_arguments": arguments}
+    return parsed if isinstance(parsed, dict) else {"_raw_arguments": arguments}
+
+
+def _openai_message_blocks(msg: Message, role: str, where: str) -> list[dict[str, Any]]:
+    if role == "tool":
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": msg.get("tool_call_id", "")}
+        content = msg.get("content")
+        if isinstance(content, list):
+            result["content"] = _parts_to_blocks(content, where)
+        else:
+            result["content"] = content if isinstance(content, str) else ""
+        blocks = [result]
+    else:
+        blocks = []
+        reasoning = msg.get("reasoning_content")
+        if role == "assistant" and isinstance(reasoning, str) and reasoning:
+            blocks.append({"type": "thinking", "thinking": reasoning})
+        blocks.extend(_parts_to_blocks(msg.get("content"), where))
+        if role == "assistant":
+            for call in _openai_calls(msg):
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call.id,
+                        "name": call.name,
+                        "input": _tool_input(call.arguments),
+                    }
+                )
+    if msg.get("cache_control") is not None:
+        _with_cache_marker(blocks, msg["cache_control"])
+    return blocks
+
+
+def to_anthropic(messages: Sequence[Message]) -> tuple[SystemPrompt | None, list[Message]]:
+    """Convert an OpenAI chat list to ``(system, messages)`` for the Anthropic Messages API.
+
+    - ``system`` / ``developer`` messages (wherever they are) become the system prompt, in order:
+      a string when there is one plain string, else a list of text blocks; ``None`` when absent.
+    - ``tool`` messages become ``tool_result`` blocks of a user message; consecutive messages of
+      the same role are merged (so parallel results and a following user text share one message,
+      results first as they came).
+    - ``tool_calls`` become ``tool_use`` blocks (arguments parsed; unparsable or non-object
+      arguments are kept as ``{"_raw_arguments": text}``), ``reasoning_content`` a leading
+      ``thinking`` block (without signature), ``image_url`` parts ``image`` blocks.
+    - Empty text parts are dropped, and so are messages left with no content at all.
+    - Message-level ``cache_control`` moves onto the message's last block.
+
+    :raises MessageFormatError: for parts with no Anthropic equivalent or malformed images.
+    """
+    system_blocks: list[dict[str, Any]] = []
+    merged: list[tuple[str, list[dict[str, Any]], str | None]] = []
+    for i, msg in enumerate(messages):
+        where = f"messages[{i}]"
+        role = msg.get("role")
+        if role in ("system", "developer"):
+            system_blocks.extend(_openai_message_blocks(msg, "system", where))
+            continue
+        if role not in ("user", "assistant", "tool"):
+            raise MessageFormatError(
+                f"{where}: unknown role {role!r}; allowed roles: {', '.join(OPENAI_ROLES)}"
+            )
+        blocks = _openai_message_blocks(msg, role, where)
+        if not blocks:
+            continue
+        target = "user" if role == "tool" else role
+        content = msg.get("content")
+        # A lone plain string stays a string unless a marker or another block joins it.
+        plain = None
+        if role != "tool" and isinstance(content, str) and len(blocks) == 1:
+            plain = content if set(blocks[0]) == {"type", "text"} else None
+        if merged and merged[-1][0] == target:
+            prev_role, prev_blocks, _ = merged[-1]
+            merged[-1] = (prev_role, prev_blocks + blocks, None)
+        else:
+            merged.append((target, blocks, plain))
+    out: list[Message] = [
+        {"role": role, "content": plain if plain is not None else blocks}
+        for role, blocks, plain in merged
+    ]
+    system: SystemPrompt | None
+    if not system_blocks:
+        system = None
+    elif len(system_blocks) == 1 and set(system_blocks[0]) == {"type", "text"}:
+        system = system_blocks[0]["text"]
+    else:
+        system = system_blocks
+    return system, out
+
+
+def _blocks_to_parts(blocks: list[Any], where: str) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for j, block in enumerate(blocks):
+        if isinstance(block, dict) and block.get("type") == "image":
+            parts.append(_image_to_openai(block, f"{where}[{j}]"))
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(_text_part(block))
+        else:
+            parts.append(block)
+    return parts
+
+
+def _text_content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """A single plain text part collapses to a string; anything else stays a list of parts."""
+    if len(parts) == 1 and set(parts[0]) == {"type", "text"}:
+        text: str = parts[0]["text"]
+        return text
+    return parts
+
+
+def to_openai(messages: Sequence[Message], system: SystemPrompt | None = None) -> list[Message]:
+    """Convert an Anthropic Messages list (and its ``system``) to an OpenAI chat list.
+
+    - ``system`` becomes a leading ``system`` message (a list of text parts when given as blocks).
+    - Each ``tool_result`` block becomes a ``tool`` message placed where the block was; the rest
+      of that user message becomes a user message after it.
+    - ``tool_use`` blocks become ``tool_calls`` (arguments = compact JSON of ``input``;
+      ``{"_raw_arguments": text}`` turns back into ``text``), ``thinking`` blocks
+      ``reasoning_content`` (signatures and ``redacted_thinking`` are dropped: OpenAI has no place
+      for them), ``image`` blocks ``image_url`` parts.
+    - Assistant content is a string for one plain text block, a list of text parts for several,
+      ``None`` when the message only calls tools. ``is_error`` on results has no OpenAI
+      equivalent and is dropped.
+
+    :raises MessageFormatError: for image sources with no OpenAI equivalent.
+    """
+    out: list[Message] = []
+    if isinstance(system, str):
+        out.append({"role": "system", "content": system})
+    elif isinstance(system, list):
+        out.append({"role": "system", "content": _blocks_to_parts(system, "system")})
+    for i, msg in enumerate(messages):
+        where = f"messages[{i}].content"
+        role = msg.get("role")
+        content = msg.get("content")
+        marker = msg.get("cache_control")
+        if not isinstance(content, list):
+            new: Message = {"role": role, "content": content}
+            if marker is not None:
+                new["cache_control"] = marker
+            out.append(new)
+            continue
+        if role == "assistant":
+            out.append(_assistant_to_openai(content, marker, where))
+            continue
+        out.extend(_user_to_openai(role, content, marker, where))
+    return out
+
+
+def _user_to_openai(role: Any, content: list[Any], marker: Any, where: str) -> list[Message]:
+    """A user message's blocks as OpenAI messages: each ``tool_result`` a ``tool`` message in
+    place, each run of other blocks a user message; the message marker goes on the last one."""
+    out: list[Message] = []
+    pending: list[Any] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            if pending:
+                out.append(
+                    {"role": role, "content": _text_content(_blocks_to_parts(pending, where))}
+                )
+                pending = []
+            raw = block.get("content", "")
+            tool: Message = {
+                "role": "tool",
+                "tool_call_id": block.get("tool_use_id", ""),
+                "content": _blocks_to_parts(raw, where) if isinstance(raw, list) else raw,
+            }
+            if block.get("cache_control") is not None:
+                tool["cache_control"] = block["cache_control"]
+            out.append(tool)
+        else:
+            pending.append(block)
+    if pending:
+        out.append({"role": role, "content": _text_content(_blocks_to_parts(pending, where))})
+    if marker is not None and out:
+        out[-1]["cache_control"] = marker
+    return out
+
+
+def _assistant_to_openai(content: list[Any], marker: Any, where: str) -> Message:
+    texts: list[dict[str, Any]] = []
+    reasoning: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in content:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "thinking":
+            reasoning.append(block.get("thinking", ""))
+        elif kind == "tool_use":
+            raw = block.get("input")
+            if isinstance(raw, dict) and set(raw) == {"_raw_arguments"}:
+                arguments = raw["_raw_arguments"]
+            else:
+                arguments = _dumps(raw if raw is not None else {})
+            calls.append(
+                {
+                    "id": block.get("id", ""),
+                    "type": "function",
+                    "function": {"name": block.get("name", ""), "arguments": arguments},
+                }
+            )
+        elif kind == "redacted_thinking":
+            continue
+        else:
+            texts.append(block)
+    parts = _blocks_to_parts(texts, where)
+    new: Message = {"role": "assistant"}
+    new["content"] = _text_content(parts) if parts else (None if calls else "")
+    if reasoning:
+        new["reasoning_content"] = "\n".join(reasoning)
+    if calls:
+        new["tool_calls"] = calls
+    if marker is not None:
+        new["cache_control"] = marker
+    return new
+
+
+# --------------------------------------------------------------------------------------------
+# Validation (implemented in ctxengine.validate, which builds on this module)
+
+
+def validate(
+    messages: Sequence[Message],
+    provider: Format,
+    *,
+    system: SystemPrompt | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    allow_pending_tool_call: bool = True,
+) -> list[Problem]:
+    """Every way ``messages`` (with ``system`` and ``tools``) breaks ``provider``'s rules.
+
+    See :func:`ctxengine.validate.validate` for the rules and their ids.
+    """
+    from ctxengine import validate as validation  # deferred: that module imports this one
+
+    return validation.validate(
+        messages,
+        provider,
+        system=system,
+        tools=tools,
+        allow_pending_tool_call=allow_pending_tool_call,
+    )
+
+
+def ensure_valid(messages: Sequence[Message], provider: Format, **kw: Any) -> None:
+    """Raise :class:`MessageFormatError` listing every problem :func:`validate` finds."""
+    from ctxengine import validate as validation
+
+    validation.ensure_valid(messages, provider, **kw)

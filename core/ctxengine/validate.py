@@ -1,0 +1,592 @@
+"""Checking a request's messages against the provider's rules before it is sent.
+
+:func:`validate` returns every finding as a :class:`~ctxengine.messages.Problem` with a stable
+``rule`` id; :func:`ensure_valid` raises them all at once. Both only read their input. The
+checks are one pass over the messages plus one over the tool groups, so they can run on every
+request. Import these names from :mod:`ctxengine.messages`, which re-exports them.
+
+Rule ids (provider in brackets where only one applies):
+
+- shape: ``messages-type``, ``messages-empty``, ``message-type``, ``role-missing``,
+  ``role-invalid``, ``content-type``, ``part-shape``, ``part-type``,
+  ``tool-call-shape`` / ``tool-call-arguments`` / ``tool-call-role`` / ``tool-message-shape``
+  [openai], ``tool-use-shape`` / ``tool-result-shape`` / ``tool-use-role`` /
+  ``tool-result-role`` / ``tool-result-order`` [anthropic], ``system-shape`` [anthropic],
+  ``system-param`` [openai], ``tools-shape``;
+- order: ``system-position`` / ``tool-message-position`` [openai], ``first-role`` /
+  ``role-alternation`` [anthropic];
+- emptiness [anthropic]: ``content-empty`` (empty string or list, except a final assistant
+  message), ``text-empty`` (a text block whose text is ``""``; whitespace is allowed);
+- tool pairing: ``tool-call-unanswered``, ``tool-result-orphan``, ``tool-result-duplicate``,
+  ``tool-call-duplicate-id``;
+- caching: ``cache-control-shape``, ``cache-control-empty-text``, ``cache-control-limit``,
+  ``cache-control-ttl-order``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxengine.conversation import Format, Message, SystemPrompt
+from ctxengine.messages import (
+    OPENAI_PART_TYPES,
+    OPENAI_ROLES,
+    MessageFormatError,
+    Problem,
+    match_results,
+    tool_calls,
+    tool_groups,
+    tool_results,
+)
+
+__all__ = ["MAX_CACHE_BREAKPOINTS", "ensure_valid", "validate"]
+
+MAX_CACHE_BREAKPOINTS = 4
+_TTLS = ("5m", "1h")
+_ANTHROPIC_ONLY = ("tool_use", "tool_result", "thinking", "redacted_thinking")
+# Part types OpenAI chat accepts, per role.
+_OPENAI_PARTS = {
+    "system": ("text",),
+    "developer": ("text",),
+    "tool": ("text",),
+    "user": ("text", "image_url", "input_audio", "file"),
+    "assistant": ("text", "refusal"),
+}
+
+_Marker = tuple[str, int | None, Any]  # where, message index, cache_control value
+
+
+class _Checker:
+    """Collects problems and cache markers during one validation run."""
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+        self.markers: list[_Marker] = []
+        # OpenAI: set by the first non-system message; later system messages are misplaced.
+        self.started = False
+
+    def add(self, index: int | None, rule: str, where: str, text: str) -> None:
+        self.problems.append(Problem(index, rule, f"{where}: {text}"))
+
+    def marker(self, obj: Mapping[str, Any], where: str, index: int | None) -> None:
+        value = obj.get("cache_control")
+        if value is not None:
+            self.markers.append((where, index, value))
+
+    def text_block(
+        self, block: Mapping[str, Any], where: str, index: int | None, fmt: Format
+    ) -> None:
+        text = block.get("text")
+        if not isinstance(text, str):
+            self.add(index, "part-shape", where, "a text block needs a string 'text'")
+            return
+        if text == "":
+            if block.get("cache_control") is not None:
+                self.add(
+                    index,
+                    "cache-control-empty-text",
+                    where,
+                    "cache_control on an empty text block (the API rejects it); "
+                    "mark a non-empty block or the message instead",
+                )
+            if fmt == "anthropic":
+                self.add(index, "text-empty", where, 'text block with empty text ""; drop it')
+
+
+def validate(
+    messages: Sequence[Message],
+    provider: Format,
+    *,
+    system: SystemPrompt | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    allow_pending_tool_call: bool = True,
+) -> list[Problem]:
+    """Every way the request breaks ``provider``'s rules, ordered by message index.
+
+    ``system`` is Anthropic's top-level system prompt (OpenAI lists carry it as a message; giving
+    it for ``"openai"`` is a ``system-param`` problem). ``tools`` only matter for counting and
+    checking ``cache_control`` breakpoints, counted over tools, then system, then messages. With
+    ``allow_pending_tool_call`` a tool call at the very end of the list that has no result yet is
+    not a problem (the agent is about to run it).
+
+    :raises ValueError: when ``provider`` is neither ``"openai"`` nor ``"anthropic"``.
+    """
+    if provider not in ("openai", "anthropic"):
+        raise ValueError(f"provider must be 'openai' or 'anthropic', got {provider!r}")
+    check = _Checker()
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        check.add(None, "messages-type", "messages", "must be a list of message dicts")
+        return check.problems
+    if not messages:
+        check.add(None, "messages-empty", "messages", "at least one message is required")
+    _check_tools(check, tools)
+    if system is not None:
+        if provider == "openai":
+            check.add(
+                None,
+                "system-param",
+                "system",
+                "OpenAI chat has no separate system prompt; put it in a leading system message",
+            )
+        else:
+            _check_system(check, system)
+    dicts: list[Message] = []
+    items: Sequence[object] = messages  # callers may hand in anything; check before trusting
+    for i, msg in enumerate(items):
+        if not isinstance(msg, dict):
+            check.add(
+                i, "message-type", f"messages[{i}]", f"must be a dict, got {type(msg).__name__}"
+            )
+            dicts.append({})
+            continue
+        dicts.append(msg)
+        if provider == "openai":
+            _check_openai_message(check, dicts, i)
+        else:
+            _check_anthropic_message(check, dicts, i, len(messages))
+    _check_pairing(check, dicts, provider, allow_pending_tool_call)
+    _check_markers(check)
+    # Request-level findings first, then by message; stable, so rule order per message is kept.
+    return sorted(check.problems, key=lambda p: -1 if p.index is None else p.index)
+
+
+def ensure_valid(messages: Sequence[Message], provider: Format, **kw: Any) -> None:
+    """Raise :class:`MessageFormatError` listing every :func:`validate` problem (one per line).
+
+    Keyword arguments are those of :func:`validate`.
+    """
+    problems = validate(messages, provider, **kw)
+    if problems:
+        lines = "\n".join(f"- {p}" for p in problems)
+        raise MessageFormatError(
+            f"{len(problems)} problem(s) in {provider} messages:\n{lines}", problems
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Request level
+
+
+def _check_tools(check: _Checker, tools: Sequence[Mapping[str, Any]] | None) -> None:
+    if tools is None:
+        return
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+        check.add(None, "tools-shape", "tools", "must be a list of tool definitions")
+        return
+    items: Sequence[object] = tools
+    for k, tool in enumerate(items):
+        if not isinstance(tool, Mapping):
+            check.add(None, "tools-shape", f"tools[{k}]", "a tool definition must be a dict")
+        else:
+            check.marker(tool, f"tools[{k}]", None)
+
+
+def _check_system(check: _Checker, system: object) -> None:
+    if isinstance(system, str):
+        return
+    if not isinstance(system, list):
+        check.add(
+            None,
+            "system-shape",
+            "system",
+            f"must be a string or a list of text blocks, got {type(system).__name__}",
+        )
+        return
+    for k, block in enumerate(system):
+        where = f"system[{k}]"
+        if not isinstance(block, dict) or block.get("type") != "text":
+            check.add(None, "system-shape", where, "system blocks must be text blocks")
+            continue
+        check.marker(block, where, None)
+        check.text_block(block, where, None, "anthropic")
+
+
+def _check_markers(check: _Checker) -> None:
+    markers = check.markers
+    for where, index, value in markers:
+        ok = (
+            isinstance(value, dict)
+            and value.get("type") == "ephemeral"
+            and set(value) <= {"type", "ttl"}
+            and value.get("ttl", "5m") in _TTLS
+        )
+        if not ok:
+            check.add(
+                index,
+                "cache-control-shape",
+                where,
+                "cache_control must be {'type': 'ephemeral'}, optionally with 'ttl': '5m' or "
+                f"'1h'; got {value!r}",
+            )
+    if len(markers) > MAX_CACHE_BREAKPOINTS:
+        places = ", ".join(where for where, _, _ in markers)
+        check.add(
+            None,
+            "cache-control-limit",
+            "request",
+            f"{len(markers)} cache_control breakpoints ({places}); at most "
+            f"{MAX_CACHE_BREAKPOINTS} are allowed",
+        )
+    first_short: str | None = None
+    for where, index, value in markers:
+        ttl = value.get("ttl", "5m") if isinstance(value, dict) else None
+        if ttl == "5m" and first_short is None:
+            first_short = where
+        elif ttl == "1h" and first_short is not None:
+            check.add(
+                index,
+                "cache-control-ttl-order",
+                where,
+                f"a 1h cache_control after the 5m one at {first_short}; longer TTLs must come "
+                "first (in the order tools, system, messages)",
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAI messages
+
+
+def _check_openai_message(check: _Checker, msgs: list[Message], i: int) -> None:
+    msg = msgs[i]
+    where = f"messages[{i}]"
+    role = msg.get("role")
+    check.marker(msg, where, i)
+    if role is None:
+        check.add(i, "role-missing", where, f"missing 'role'; allowed: {', '.join(OPENAI_ROLES)}")
+        return
+    if role not in OPENAI_ROLES:
+        check.add(
+            i, "role-invalid", where, f"unknown role {role!r}; allowed: {', '.join(OPENAI_ROLES)}"
+        )
+        return
+    if role not in ("system", "developer"):
+        check.started = True
+    elif check.started:
+        check.add(
+            i,
+            "system-position",
+            where,
+            f"a {role} message may only open the conversation (before any other role)",
+        )
+    calls = msg.get("tool_calls")
+    if calls is not None:
+        if role != "assistant":
+            check.add(i, "tool-call-role", where, f"tool_calls on a {role} message; only assistant")
+        else:
+            _check_openai_calls(check, calls, where, i)
+    if role == "tool":
+        call_id = msg.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            check.add(
+                i, "tool-message-shape", where, "a tool message needs a 'tool_call_id' string"
+            )
+    content = msg.get("content")
+    if content is None:
+        if role != "assistant":
+            check.add(
+                i, "content-type", where, f"a {role} message needs content: a string or parts"
+            )
+        elif not calls:
+            check.add(
+                i, "content-type", where, "assistant content may be null only with tool_calls"
+            )
+        return
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        check.add(
+            i,
+            "content-type",
+            where,
+            f"content must be a string, a list of parts or null, got {type(content).__name__}",
+        )
+        return
+    allowed = _OPENAI_PARTS[role]
+    for j, part in enumerate(content):
+        part_where = f"{where}.content[{j}]"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(part, dict) or not isinstance(kind, str):
+            check.add(i, "part-shape", part_where, "a content part must be a dict with a 'type'")
+            continue
+        check.marker(part, part_where, i)
+        if kind == "text":
+            check.text_block(part, part_where, i, "openai")
+        elif kind in _ANTHROPIC_ONLY:
+            check.add(
+                i,
+                "part-type",
+                part_where,
+                f"{kind!r} is an Anthropic block; OpenAI uses tool_calls, tool messages and "
+                "reasoning_content",
+            )
+        elif kind not in allowed:
+            check.add(
+                i,
+                "part-type",
+                part_where,
+                f"part type {kind!r} is not allowed in a {role} message; allowed: "
+                f"{', '.join(allowed)}",
+            )
+
+
+def _check_openai_calls(check: _Checker, calls: Any, where: str, i: int) -> None:
+    if not isinstance(calls, list) or not calls:
+        check.add(
+            i, "tool-call-shape", where, "tool_calls must be a non-empty list (omit it otherwise)"
+        )
+        return
+    for k, call in enumerate(calls):
+        call_where = f"{where}.tool_calls[{k}]"
+        if not isinstance(call, dict):
+            check.add(i, "tool-call-shape", call_where, "a tool call must be a dict")
+            continue
+        fn = call.get("function")
+        missing = []
+        if not isinstance(call.get("id"), str) or not call.get("id"):
+            missing.append("an 'id' string")
+        if call.get("type") != "function":
+            missing.append("'type': 'function'")
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn.get("name"):
+            missing.append("'function.name'")
+        if missing:
+            check.add(i, "tool-call-shape", call_where, f"a tool call needs {', '.join(missing)}")
+        if not isinstance(fn, dict):
+            continue
+        args = fn.get("arguments")
+        if not isinstance(args, str):
+            check.add(
+                i, "tool-call-arguments", call_where, "'function.arguments' must be a JSON string"
+            )
+            continue
+        try:
+            json.loads(args)
+        except json.JSONDecodeError as exc:
+            check.add(
+                i,
+                "tool-call-arguments",
+                call_where,
+                f"'function.arguments' is not valid JSON ({exc.msg} at char {exc.pos})",
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# Anthropic messages
+
+
+def _check_anthropic_message(check: _Checker, msgs: list[Message], i: int, n: int) -> None:
+    msg = msgs[i]
+    where = f"messages[{i}]"
+    role = msg.get("role")
+    check.marker(msg, where, i)
+    if role is None:
+        check.add(i, "role-missing", where, "missing 'role'; allowed: user, assistant")
+        return
+    if role not in ("user", "assistant"):
+        hint = "; pass the system prompt as system=" if role == "system" else ""
+        check.add(
+            i,
+            "role-invalid",
+            where,
+            f"role {role!r} is not allowed; allowed: user, assistant{hint}",
+        )
+        return
+    if i == 0 and role != "user":
+        check.add(i, "first-role", where, f"the first message must be 'user', got {role!r}")
+    if i > 0 and msgs[i - 1].get("role") == role:
+        check.add(
+            i,
+            "role-alternation",
+            where,
+            f"two {role} messages in a row; roles must alternate user/assistant (merge them)",
+        )
+    content = msg.get("content")
+    if not isinstance(content, (str, list)):
+        check.add(
+            i,
+            "content-type",
+            where,
+            f"content must be a string or a list of blocks, got {type(content).__name__}",
+        )
+        return
+    if not content:
+        if not (role == "assistant" and i == n - 1):
+            empty = '""' if isinstance(content, str) else "[]"
+            check.add(
+                i,
+                "content-empty",
+                where,
+                f"empty content {empty}; only a final assistant message may be empty",
+            )
+        return
+    if isinstance(content, str):
+        return
+    seen_other = False
+    for j, block in enumerate(content):
+        block_where = f"{where}.content[{j}]"
+        kind = block.get("type") if isinstance(block, dict) else None
+        if not isinstance(block, dict) or not isinstance(kind, str):
+            check.add(i, "part-shape", block_where, "a content block must be a dict with a 'type'")
+            continue
+        check.marker(block, block_where, i)
+        if kind == "tool_result":
+            if role != "user":
+                check.add(
+                    i, "tool-result-role", block_where, "tool_result blocks belong in user messages"
+                )
+            elif seen_other:
+                check.add(
+                    i,
+                    "tool-result-order",
+                    block_where,
+                    "tool_result blocks must come before any other content in the message",
+                )
+            _check_tool_result(check, block, block_where, i)
+            continue
+        seen_other = True
+        if kind == "text":
+            check.text_block(block, block_where, i, "anthropic")
+        elif kind == "tool_use":
+            if role != "assistant":
+                check.add(
+                    i, "tool-use-role", block_where, "tool_use blocks belong in assistant messages"
+                )
+            _check_tool_use(check, block, block_where, i)
+        elif kind in OPENAI_PART_TYPES:
+            check.add(
+                i,
+                "part-type",
+                block_where,
+                f"{kind!r} is an OpenAI part; Anthropic uses image blocks with a 'source' and "
+                "text blocks",
+            )
+
+
+def _check_tool_use(check: _Checker, block: Mapping[str, Any], where: str, i: int) -> None:
+    missing = []
+    if not isinstance(block.get("id"), str) or not block.get("id"):
+        missing.append("an 'id' string")
+    if not isinstance(block.get("name"), str) or not block.get("name"):
+        missing.append("a 'name' string")
+    if not isinstance(block.get("input"), dict):
+        missing.append("an 'input' object")
+    if missing:
+        check.add(i, "tool-use-shape", where, f"a tool_use block needs {', '.join(missing)}")
+
+
+def _check_tool_result(check: _Checker, block: Mapping[str, Any], where: str, i: int) -> None:
+    call_id = block.get("tool_use_id")
+    if not isinstance(call_id, str) or not call_id:
+        check.add(i, "tool-result-shape", where, "a tool_result block needs a 'tool_use_id' string")
+    if "is_error" in block and not isinstance(block["is_error"], bool):
+        check.add(i, "tool-result-shape", where, "'is_error' must be true or false")
+    content = block.get("content", "")
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        check.add(
+            i,
+            "tool-result-shape",
+            where,
+            f"tool_result content must be a string or a list of blocks, got "
+            f"{type(content).__name__}",
+        )
+        return
+    for k, inner in enumerate(content):
+        inner_where = f"{where}.content[{k}]"
+        if not isinstance(inner, dict) or not isinstance(inner.get("type"), str):
+            check.add(i, "part-shape", inner_where, "a content block must be a dict with a 'type'")
+            continue
+        check.marker(inner, inner_where, i)
+        if inner["type"] == "text":
+            check.text_block(inner, inner_where, i, "anthropic")
+
+
+# --------------------------------------------------------------------------------------------
+# Tool pairing
+
+
+def _check_pairing(check: _Checker, msgs: list[Message], fmt: Format, allow_pending: bool) -> None:
+    last = len(msgs) - 1
+    grouped: set[int] = set()
+    call_word = "tool call" if fmt == "openai" else "tool_use"
+    for group in tool_groups(msgs, fmt):
+        ci = group.call_index
+        where = f"messages[{ci}]"
+        grouped.update(group.result_indices)
+        group_end = group.result_indices[-1] if group.result_indices else ci
+        # OpenAI results arrive one tool message at a time, so a partly answered parallel call
+        # at the very end is still pending; Anthropic answers all calls in one user message.
+        pending = allow_pending and (group_end == last if fmt == "openai" else ci == last)
+        if group.unanswered and not pending:
+            names = {c.id: c.name for c in tool_calls(msgs[ci], fmt)}
+            needs = (
+                "a tool message with its tool_call_id right after this assistant message"
+                if fmt == "openai"
+                else "a tool_result block in the next user message"
+            )
+            for call_id in group.unanswered:
+                check.add(
+                    ci,
+                    "tool-call-unanswered",
+                    where,
+                    f"{call_word} {call_id!r} ({names.get(call_id, '?')}) has no result; "
+                    f"it needs {needs}",
+                )
+        for call_id, count in Counter(group.call_ids).items():
+            if count > 1:
+                check.add(
+                    ci,
+                    "tool-call-duplicate-id",
+                    where,
+                    f"{call_word} id {call_id!r} is used {count} times in one message; "
+                    "ids must be unique within a message",
+                )
+        located = [
+            (r, res.call_id) for r in group.result_indices for res in tool_results(msgs[r], fmt)
+        ]
+        _, unmatched = match_results(group.call_ids, [rid for _, rid in located])
+        known = set(group.call_ids)
+        for pos in unmatched:
+            r, rid = located[pos]
+            if rid in known:
+                check.add(
+                    r,
+                    "tool-result-duplicate",
+                    f"messages[{r}]",
+                    f"a second result for {call_word} {rid!r} of messages[{ci}]; "
+                    "each call gets exactly one result",
+                )
+            else:
+                check.add(
+                    r,
+                    "tool-result-orphan",
+                    f"messages[{r}]",
+                    f"result for {rid!r} answers no {call_word} of messages[{ci}] "
+                    "(results must answer a call of the assistant message right before them)",
+                )
+    for i, msg in enumerate(msgs):
+        if i in grouped:
+            continue
+        if fmt == "openai":
+            if msg.get("role") == "tool":
+                prev = msgs[i - 1].get("role") if i > 0 else None
+                after = f"it follows a {prev} message" if prev else "it opens the conversation"
+                check.add(
+                    i,
+                    "tool-message-position",
+                    f"messages[{i}]",
+                    "a tool message must follow an assistant message with tool_calls (or "
+                    f"another tool message answering it); {after}",
+                )
+        else:
+            for res in tool_results(msg, fmt):
+                check.add(
+                    i,
+                    "tool-result-orphan",
+                    f"messages[{i}]",
+                    f"tool_result for {res.call_id!r} has no tool_use in the assistant message "
+                    "right before it",
+                )
