@@ -1,0 +1,69 @@
+"""The default context engine ``compressor``: lossy summarisation of the middle (SPEC §2).
+
+Four phases on every compaction, in OpenAI chat and Anthropic Messages format alike:
+
+1. prune old tool output to one-line descriptions (no model call) - :mod:`.prune`;
+2. find the kept head and tail without splitting tool groups - :mod:`.boundaries`;
+3. summarise the middle in a fixed template, updating the previous summary - :mod:`.summary`;
+4. assemble head + summary + tail and repair tool pairs - :mod:`.assemble`.
+
+When to compact (threshold, failure cooldown, anti-thrash) is :mod:`.trigger`; per-session state
+is :mod:`.state`. Every ``compress`` call returns a :class:`~ctxengine.results.CompressResult`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ctxengine import hookimpl
+
+if TYPE_CHECKING:
+    from ctxengine.context import EngineContext
+    from ctxengine.conversation import Conversation, Stage
+    from ctxengine.results import CompressResult
+    from ctxengine.usage import Usage
+
+CTXENGINE_KIND = "engine"
+
+
+@hookimpl
+def should_compress(
+    ctx: EngineContext, prompt_tokens: int, measured: bool, stage: Stage, force: bool
+) -> bool | None:
+    """Threshold with failure cooldown and anti-thrash; no opinion on the gateway stage (gateway
+    hygiene decides that one)."""
+    if stage == "gateway":
+        return None
+    from ctxengine_compressor import trigger
+
+    return trigger.should_compress(ctx, prompt_tokens, force)
+
+
+@hookimpl
+def compress(
+    ctx: EngineContext,
+    conversation: Conversation,
+    stage: Stage,
+    force: bool,
+    focus: str | None,
+) -> CompressResult:
+    """Compact the conversation; see :func:`ctxengine_compressor.engine.compress`."""
+    from ctxengine_compressor import engine
+
+    return engine.compress(ctx, conversation, stage, force, focus)
+
+
+@hookimpl
+def update_usage(ctx: EngineContext, usage: Usage) -> None:
+    """Remember real prompt tokens; measure the last compaction's real saving."""
+    from ctxengine_compressor import trigger
+
+    trigger.update_usage(ctx, usage)
+
+
+@hookimpl
+def session_reset(ctx: EngineContext) -> None:
+    """Forget summaries, cooldowns and savings: the session starts over."""
+    from ctxengine_compressor.state import STATE_KEY
+
+    ctx.state.pop(STATE_KEY, None)

@@ -1,0 +1,158 @@
+"""Phase 4: put head, summary and tail back together (SPEC §2).
+
+The summary travels inside a wrapper that says what it is (reference material, not a request)
+and where it ends; :func:`find_summary` reads it back on the next compaction so the summary can be
+updated rather than rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ctxengine.conversation import Format, Message, SystemPrompt
+from ctxengine.messages import visible_text
+from ctxengine.sanitize import sanitize_tool_pairs
+
+__all__ = [
+    "SUMMARY_PREFIX",
+    "SUMMARY_SUFFIX",
+    "SYSTEM_NOTE",
+    "assemble",
+    "find_summary",
+    "has_system_note",
+    "unwrap_summary",
+    "wrap_summary",
+]
+
+SUMMARY_PREFIX = (
+    "[CONTEXT SUMMARY] Earlier turns of this conversation were compacted into the summary below. "
+    "It is reference material from those turns, not a new request: do not reply to it."
+)
+SUMMARY_SUFFIX = (
+    "[END OF CONTEXT SUMMARY] Continue the work: answer the message that follows this summary."
+)
+SYSTEM_NOTE = (
+    "Note: earlier turns of this conversation were compacted to save space; a summary of them "
+    "(marked [CONTEXT SUMMARY]) stands where they were."
+)
+
+
+def wrap_summary(summary: str) -> str:
+    """The summary text as it appears in the conversation."""
+    return f"{SUMMARY_PREFIX}\n\n{summary.strip()}\n\n{SUMMARY_SUFFIX}"
+
+
+def unwrap_summary(text: str) -> str | None:
+    """The summary inside ``text`` (a message's visible text), or ``None`` when there is none."""
+    start = text.find(SUMMARY_PREFIX)
+    if start < 0:
+        return None
+    start += len(SUMMARY_PREFIX)
+    end = text.find(SUMMARY_SUFFIX, start)
+    return (text[start:] if end < 0 else text[start:end]).strip()
+
+
+def is_summary_message(msg: Message) -> bool:
+    content = msg.get("content")
+    if isinstance(content, str):
+        return SUMMARY_PREFIX in content
+    return isinstance(content, list) and SUMMARY_PREFIX in visible_text(msg)
+
+
+def find_summary(messages: Sequence[Message], start: int, end: int) -> tuple[int, str] | None:
+    """The last message in ``messages[start:end]`` holding a summary, and the summary text."""
+    for index in range(end - 1, start - 1, -1):
+        msg = messages[index]
+        if msg.get("role") in ("user", "assistant") and is_summary_message(msg):
+            summary = unwrap_summary(visible_text(msg))
+            if summary is not None:
+                return index, summary
+    return None
+
+
+def _system_prompt_text(system: SystemPrompt | None) -> str:
+    if system is None:
+        return ""
+    if isinstance(system, str):
+        return system
+    return "\n".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
+
+
+def has_system_note(messages: Sequence[Message], fmt: Format, system: SystemPrompt | None) -> bool:
+    """Whether the one-time compaction note is already in the system prompt."""
+    if fmt == "anthropic":
+        return SYSTEM_NOTE in _system_prompt_text(system)
+    return (
+        bool(messages)
+        and messages[0].get("role") in ("system", "developer")
+        and (SYSTEM_NOTE in visible_text(messages[0]))
+    )
+
+
+def _append_text(content: Any, text: str) -> Any:
+    """``content`` (a string, a list of parts/blocks or ``None``) with ``text`` appended."""
+    if isinstance(content, list):
+        return [*content, {"type": "text", "text": text}]
+    if isinstance(content, str) and content:
+        return f"{content}\n\n{text}"
+    return text
+
+
+def _choose_role(prev: str | None, nxt: str | None, must_be_user: bool) -> str | None:
+    for role in ("user", "assistant"):
+        if role in (prev, nxt) or (must_be_user and role != "user"):
+            continue
+        return role
+    return None
+
+
+def assemble(
+    messages: Sequence[Message],
+    pruned: Sequence[Message],
+    fmt: Format,
+    system: SystemPrompt | None,
+    *,
+    system_end: int,
+    head_end: int,
+    tail_start: int,
+    summary: str,
+    add_note: bool,
+) -> tuple[list[Message], SystemPrompt | None]:
+    """The compacted conversation: head (from ``pruned``), summary message, tail (from
+    ``messages``, untouched), then the tool-pair sanitizer.
+
+    The summary message gets the role that differs from both neighbours (Anthropic: ``user`` when
+    it comes first); when both roles collide it is merged into the last head message instead.
+    With ``add_note`` the system prompt gets :data:`SYSTEM_NOTE` (in ``system`` for Anthropic,
+    in the first system message for OpenAI); without a system prompt there is nothing to note.
+    """
+    head = list(pruned[:head_end])
+    new_system = system
+    if add_note:
+        if fmt == "anthropic" and system is not None:
+            new_system = (
+                _append_text(list(system), SYSTEM_NOTE)
+                if isinstance(system, list)
+                else _append_text(system, SYSTEM_NOTE)
+            )
+        elif fmt == "openai" and system_end > 0:
+            first = head[0]
+            head[0] = {**first, "content": _append_text(first.get("content"), SYSTEM_NOTE)}
+    tail = list(messages[tail_start:])
+    wrapped = wrap_summary(summary)
+    body_head = head[system_end:]
+    prev = body_head[-1].get("role") if body_head else None
+    nxt = tail[0].get("role") if tail else None
+    role = _choose_role(prev, nxt, must_be_user=fmt == "anthropic" and not body_head)
+    if role is not None:
+        out = [*head, {"role": role, "content": wrapped}, *tail]
+    elif body_head:
+        last = head[-1]
+        head[-1] = {**last, "content": _append_text(last.get("content"), wrapped)}
+        out = [*head, *tail]
+    else:
+        # Unreachable with boundaries from find_boundaries (an empty Anthropic head always meets
+        # an assistant tail); kept as a loud guard rather than a silently invalid list.
+        raise ValueError("no valid place for the summary message between head and tail")
+    return sanitize_tool_pairs(out, fmt), new_system

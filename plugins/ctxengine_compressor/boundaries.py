@@ -1,0 +1,176 @@
+"""Phase 2: where the kept head ends and the kept tail starts (SPEC §2).
+
+Indices refer to the full message list. ``messages[:system_end]`` are OpenAI system/developer
+messages (always kept), ``messages[system_end:head_end]`` the rest of the head,
+``messages[head_end:tail_start]`` the middle that gets summarised, ``messages[tail_start:]`` the
+tail, kept byte-for-byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from ctxengine.conversation import Format, Message
+from ctxengine.messages import (
+    cut_points,
+    has_visible_assistant_text,
+    is_real_user_message,
+    is_tool_result_message,
+)
+
+__all__ = ["Boundaries", "find_boundaries", "system_prefix_length"]
+
+
+@attrs.frozen
+class Boundaries:
+    """The split of one conversation; ``reason`` is set (and the split unusable) when the head
+    and the tail meet."""
+
+    system_end: int
+    head_end: int
+    tail_start: int
+    reason: str | None = None
+
+    @property
+    def middle(self) -> range:
+        return range(self.head_end, self.tail_start)
+
+
+def system_prefix_length(messages: Sequence[Message], fmt: Format) -> int:
+    """How many leading messages are system prompts (OpenAI ``system``/``developer``)."""
+    if fmt != "openai":
+        return 0
+    count = 0
+    for msg in messages:
+        if msg.get("role") not in ("system", "developer"):
+            break
+        count += 1
+    return count
+
+
+def find_boundaries(
+    messages: Sequence[Message],
+    fmt: Format,
+    *,
+    first: bool,
+    protect_first_n: int,
+    protect_last_n: int,
+    tail_token_budget: int,
+    count: Callable[[Message], int],
+    is_summary: Callable[[Message], bool] = lambda msg: False,
+) -> Boundaries:
+    """Head and tail of ``messages`` by the SPEC §2 rules.
+
+    - head: the system prompt, plus ``protect_first_n`` messages when ``first`` (the first
+      compaction); later compactions keep only the system prompt;
+    - tail: walk back from the end while the messages fit ``tail_token_budget``, never fewer than
+      ``protect_last_n`` messages, but the floor takes at most half of what lies after the head so
+      something remains to compact;
+    - the latest real user message and the latest assistant reply with visible text are kept
+      verbatim: pulled into the tail, or - when what lies before them is smaller than what lies
+      after (one task followed by hundreds of tool calls) - the head is extended to them instead,
+      so the compaction still has a middle;
+    - no boundary splits a tool call from its results (parallel calls included) and the tail never
+      starts with a tool result;
+    - for Anthropic, when the head is empty the tail starts with an assistant turn, so the summary
+      can be the first (user) message;
+    - ``is_summary`` marks earlier summary messages, which never count as the latest ask or reply.
+    """
+    n = len(messages)
+    system_end = system_prefix_length(messages, fmt)
+    cuts = cut_points(messages, fmt)
+
+    head_end = system_end + (max(0, protect_first_n) if first else 0)
+    head_end = _snap_forward(cuts, min(head_end, n))
+
+    # Tail by token budget, then the message-count floor (capped at half of what follows the head).
+    tail_start = n
+    spent = 0
+    while tail_start > head_end:
+        cost = count(messages[tail_start - 1])
+        if spent + cost > tail_token_budget:
+            break
+        spent += cost
+        tail_start -= 1
+    floor = min(max(0, protect_last_n), (n - head_end) // 2)
+    # At least one message follows the summary, so "answer the message that follows" holds.
+    tail_start = min(tail_start, n - max(floor, 1))
+
+    # The latest ask and the latest visible reply stay verbatim.
+    keep = sorted(
+        {
+            i
+            for i in (
+                _last_index(messages, lambda m: is_real_user_message(m, fmt) and not is_summary(m)),
+                _last_index(
+                    messages, lambda m: has_visible_assistant_text(m) and not is_summary(m)
+                ),
+            )
+            if i >= 0
+        },
+        reverse=True,
+    )
+    for index in keep:
+        if index >= tail_start or index < head_end:
+            continue
+        before = sum(count(messages[i]) for i in range(head_end, index))
+        after = sum(count(messages[i]) for i in range(index + 1, tail_start))
+        if before >= after:
+            tail_start = index
+        else:
+            head_end = _snap_forward(cuts, index + 1)
+
+    tail_start = _snap_back(messages, fmt, cuts, tail_start, head_end)
+    if fmt == "anthropic" and head_end == 0 and tail_start < n:
+        tail_start = _anthropic_tail_after_empty_head(messages, fmt, cuts, tail_start)
+
+    if tail_start <= head_end:
+        kept = n - system_end
+        return Boundaries(
+            system_end,
+            head_end,
+            max(tail_start, head_end),
+            reason=(
+                f"nothing to compact: all {kept} messages belong to the protected head "
+                f"(system + {protect_first_n if first else 0} first messages) or the protected "
+                f"tail (last {protect_last_n} messages / {tail_token_budget:,} tokens, latest user "
+                f"message and reply)"
+            ),
+        )
+    return Boundaries(system_end, head_end, tail_start)
+
+
+def _snap_forward(cuts: list[bool], index: int) -> int:
+    while not cuts[index]:
+        index += 1
+    return index
+
+
+def _snap_back(
+    messages: Sequence[Message], fmt: Format, cuts: list[bool], index: int, floor: int
+) -> int:
+    while index > floor and (
+        not cuts[index] or (index < len(messages) and is_tool_result_message(messages[index], fmt))
+    ):
+        index -= 1
+    return index
+
+
+def _anthropic_tail_after_empty_head(
+    messages: Sequence[Message], fmt: Format, cuts: list[bool], tail_start: int
+) -> int:
+    """With no head, the summary is the first message and must be ``user``; the tail must then
+    start with an assistant turn, so move it back to the nearest one (0 when there is none)."""
+    index = tail_start
+    while index > 0 and not (cuts[index] and messages[index].get("role") == "assistant"):
+        index -= 1
+    return index if messages[index].get("role") == "assistant" else 0
+
+
+def _last_index(messages: Sequence[Message], test: Callable[[Message], bool]) -> int:
+    for index in range(len(messages) - 1, -1, -1):
+        if test(messages[index]):
+            return index
+    return -1

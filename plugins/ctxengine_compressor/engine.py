@@ -1,0 +1,169 @@
+"""The compressor's ``compress``: the four phases of SPEC §2 glued together, with the result
+record. Each phase lives in its own module; this one decides what happens in which order."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ctxengine.results import CompressResult
+from ctxengine_compressor.assemble import (
+    assemble,
+    find_summary,
+    has_system_note,
+    is_summary_message,
+)
+from ctxengine_compressor.boundaries import find_boundaries
+from ctxengine_compressor.prune import prune
+from ctxengine_compressor.state import get_state
+from ctxengine_compressor.summary import summarize, summary_budget
+from ctxengine_compressor.trigger import COOLDOWN_SECONDS
+
+if TYPE_CHECKING:
+    from ctxengine.context import EngineContext
+    from ctxengine.conversation import Conversation, Stage
+
+ENGINE = "compressor"
+
+PAYS_RATIO = 0.8
+"""A summary must be smaller than this fraction of the tokens it replaces, or the compaction is a
+``noop``: a summary about as long as the turns it replaces only breaks the prompt cache."""
+
+
+def compress(
+    ctx: EngineContext,
+    conversation: Conversation,
+    stage: Stage,
+    force: bool,
+    focus: str | None,
+) -> CompressResult:
+    """Compact ``conversation`` (see the package docstring); never mutates it."""
+    started = time.perf_counter()
+    state = get_state(ctx)
+    messages = conversation.messages
+    fmt = conversation.format
+    system = conversation.system
+    settings = ctx.config.compression
+    tokens_before = ctx.tokens.count(messages, system)
+
+    def unchanged(status: str, reason: str, provider: str | None = None) -> CompressResult:
+        return CompressResult.unchanged(
+            "aborted" if status == "aborted" else "noop",
+            reason,
+            conversation,
+            engine=ENGINE,
+            tokens=tokens_before,
+            provider=provider,
+            duration_s=time.perf_counter() - started,
+        )
+
+    if not settings.enabled and not force:
+        return unchanged("noop", "compression is disabled (compression.enabled: false)")
+    if not messages:
+        return unchanged("noop", "the conversation is empty")
+
+    from ctxengine.config import budgets
+
+    limits = budgets(settings, ctx.model.context_length, ctx.config.model.max_tokens or None)
+    previous = find_summary(messages, 0, len(messages))
+    bounds = find_boundaries(
+        messages,
+        fmt,
+        first=previous is None,
+        protect_first_n=settings.protect_first_n,
+        protect_last_n=settings.protect_last_n,
+        tail_token_budget=limits.tail_token_budget,
+        count=ctx.tokens.count_message,
+        is_summary=is_summary_message,
+    )
+    if bounds.reason is not None:
+        return unchanged("noop", bounds.reason)
+    middle = messages[bounds.head_end : bounds.tail_start]
+    # The summary to update is the one being compacted now; one kept verbatim (head or tail)
+    # stays where it is and is not folded in twice.
+    previous_text = None
+    ledger_source = middle
+    if previous is not None and bounds.head_end <= previous[0] < bounds.tail_start:
+        previous_text = previous[1]
+        ledger_source = [m for m in middle if not is_summary_message(m)]
+    middle_tokens = sum(ctx.tokens.count_message(m) for m in middle)
+    budget = summary_budget(middle_tokens, limits.max_summary_tokens)
+
+    outcome = summarize(
+        ctx,
+        middle,
+        fmt,
+        previous=previous_text,
+        focus=focus,
+        budget=budget,
+        ledger_source=ledger_source,
+    )
+    if outcome.aborted or outcome.text is None:
+        reason = (
+            f"{outcome.failure}; compaction aborted, messages unchanged, automatic compaction "
+            f"paused for {COOLDOWN_SECONDS:g} s"
+        )
+        state.start_cooldown(ctx.clock(), COOLDOWN_SECONDS, reason)
+        return unchanged("aborted", reason, outcome.provider)
+
+    pruned, _stats = prune(messages, fmt, bounds.system_end, bounds.head_end)
+    add_note = not state.system_note_added and previous is None
+    add_note = add_note and not has_system_note(messages, fmt, system)
+    new_messages, new_system = assemble(
+        messages,
+        pruned,
+        fmt,
+        system,
+        system_end=bounds.system_end,
+        head_end=bounds.head_end,
+        tail_start=bounds.tail_start,
+        summary=outcome.text,
+        add_note=add_note,
+    )
+    tokens_after = ctx.tokens.count(new_messages, new_system)
+    summary_tokens = ctx.tokens.count_text(outcome.text)
+    if summary_tokens >= PAYS_RATIO * middle_tokens or tokens_after >= tokens_before:
+        # A model call was spent for nothing: count it towards anti-thrash.
+        state.record_saving(0.0, baseline=None)
+        return unchanged(
+            "noop",
+            f"compaction would not pay: the summary ({summary_tokens:,} tokens) is not clearly "
+            f"smaller than the {len(middle)} messages ({middle_tokens:,} tokens) it would replace",
+            outcome.provider,
+        )
+
+    state.compactions += 1
+    state.previous_summary = outcome.text
+    state.system_note_added = state.system_note_added or add_note
+    state.last_tokens_before = tokens_before
+    baseline = (
+        state.last_prompt_tokens
+        if state.usage_fresh and state.last_prompt_tokens
+        else ctx.tokens.estimate(messages, system)
+    )
+    state.record_saving(1.0 - tokens_after / tokens_before, baseline=baseline)
+    state.usage_fresh = False
+
+    how = f"summary by {outcome.provider}"
+    if outcome.fallback_used:
+        how = f"local digest after {outcome.failure}"
+    elif outcome.provider == "extractive":
+        how = "local digest (extractive provider)"
+    reason = (
+        f"compacted {len(middle)} middle messages into one summary ({how}); "
+        f"{tokens_before:,} -> {tokens_after:,} tokens"
+    )
+    return CompressResult(
+        status="compacted",
+        reason=reason,
+        conversation=conversation.with_messages(new_messages, new_system),
+        engine=ENGINE,
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        messages_before=len(messages),
+        messages_after=len(new_messages),
+        summary=outcome.text,
+        provider=outcome.provider,
+        fallback_used=outcome.fallback_used,
+        duration_s=time.perf_counter() - started,
+    )

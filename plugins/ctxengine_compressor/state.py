@@ -1,0 +1,68 @@
+"""Per-session state of the compressor, kept in ``ctx.state["compressor"]``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+if TYPE_CHECKING:
+    from ctxengine.context import EngineContext
+
+STATE_KEY = "compressor"
+"""The key of this engine's entry in ``EngineContext.state``."""
+
+SAVINGS_KEPT = 4
+"""How many recent savings ratios are remembered (anti-thrash looks at the last two)."""
+
+
+@attrs.define
+class CompressorState:
+    """What the compressor remembers between calls for one session.
+
+    :ivar compactions: compactions that changed the conversation.
+    :ivar previous_summary: the summary text of the last compaction (without its wrapper).
+    :ivar cooldown_until: ``ctx.clock()`` time before which ``should_compress`` stays false.
+    :ivar cooldown_reason: why the cooldown started (reported by ``should_compress`` logs).
+    :ivar recent_savings: fraction of prompt tokens each recent compaction saved, newest last;
+        the newest entry is replaced by the real figure once the next response reports usage.
+    :ivar system_note_added: the one-time "earlier turns were compacted" note is in the system
+        prompt.
+    :ivar last_tokens_before: prompt tokens before the last compaction.
+    :ivar last_prompt_tokens: real prompt tokens of the last response (``update_usage``).
+    :ivar usage_fresh: ``last_prompt_tokens`` was measured after the last compaction.
+    :ivar awaiting_measurement: the last compaction's saving is still an estimate.
+    :ivar savings_baseline: prompt tokens before the last compaction, to measure its real saving.
+    """
+
+    compactions: int = 0
+    previous_summary: str | None = None
+    cooldown_until: float = float("-inf")
+    cooldown_reason: str | None = None
+    recent_savings: list[float] = attrs.field(factory=list)
+    system_note_added: bool = False
+    last_tokens_before: int | None = None
+    last_prompt_tokens: int | None = None
+    usage_fresh: bool = False
+    awaiting_measurement: bool = False
+    savings_baseline: int | None = None
+
+    def record_saving(self, ratio: float, *, baseline: int | None) -> None:
+        """Remember one compaction's saving (an estimate until the next real usage arrives)."""
+        self.recent_savings.append(ratio)
+        del self.recent_savings[:-SAVINGS_KEPT]
+        self.awaiting_measurement = baseline is not None
+        self.savings_baseline = baseline
+
+    def start_cooldown(self, now: float, seconds: float, reason: str) -> None:
+        self.cooldown_until = now + seconds
+        self.cooldown_reason = reason
+
+
+def get_state(ctx: EngineContext) -> CompressorState:
+    """This session's compressor state, created on first use."""
+    state = ctx.state.get(STATE_KEY)
+    if not isinstance(state, CompressorState):
+        state = CompressorState()
+        ctx.state[STATE_KEY] = state
+    return state
