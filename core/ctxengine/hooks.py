@@ -99,7 +99,7 @@ class Hooks:
         :class:`~ctxengine.tools.DuplicateToolError` naming both plugins.
         """
         registry = ToolRegistry()
-        for impl in reversed(self._pm.hook.expose_tools.get_hookimpls()):
+        for impl in self._pm.hook.expose_tools.get_hookimpls():  # registration order
             kwargs: dict[str, Any] = {"ctx": ctx}
             try:
                 tools = impl.function(**{k: kwargs[k] for k in impl.argnames})

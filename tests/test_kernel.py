@@ -1,0 +1,277 @@
+"""The kernel and session facade: hook dispatch, failure isolation, usage, tools, caching."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+import ctxengine
+from ctxengine import hookimpl
+from ctxengine.context import EngineContext
+from ctxengine.conversation import Conversation
+from ctxengine.resolve import register_engine, unregister_engine
+from ctxengine.results import CompressResult
+from ctxengine.testing import samples
+from ctxengine.tools import DuplicateToolError, Tool, ToolError
+
+
+class RecordingEngine:
+    """An engine whose behaviour each test sets, recording every call it gets."""
+
+    CTXENGINE_KIND = "engine"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.answer: bool | None = True
+        self.fail_with: Exception | None = None
+
+    @hookimpl
+    def should_compress(
+        self, ctx: EngineContext, prompt_tokens: int, measured: bool, stage: str
+    ) -> bool | None:
+        self.calls.append(("should_compress", (prompt_tokens, measured, stage)))
+        if self.fail_with:
+            raise self.fail_with
+        return self.answer
+
+    @hookimpl
+    def compress(self, ctx: EngineContext, conversation: Conversation) -> CompressResult:
+        self.calls.append(("compress", ctx.session_id))
+        if self.fail_with:
+            raise self.fail_with
+        ctx.state["count"] = ctx.state.get("count", 0) + 1
+        kept = [conversation.messages[0], *conversation.messages[-2:]]
+        return CompressResult(
+            status="compacted",
+            reason="kept the ends",
+            conversation=conversation.with_messages(kept),
+            engine=ctx.engine,
+            tokens_before=100,
+            tokens_after=10,
+            messages_before=len(conversation.messages),
+            messages_after=len(kept),
+        )
+
+    @hookimpl
+    def update_usage(self, ctx: EngineContext, usage: ctxengine.Usage) -> None:
+        self.calls.append(("update_usage", usage.prompt_tokens))
+
+    @hookimpl
+    def expose_tools(self, ctx: EngineContext) -> list[Tool]:
+        def echo(args: Mapping[str, Any]) -> Any:
+            if "fail" in args:
+                raise ToolError("fail was asked for")
+            if "crash" in args:
+                raise RuntimeError("tool bug")
+            return {"echo": dict(args), "session": ctx.session_id}
+
+        return [
+            Tool(
+                name="echo",
+                description="Echo the arguments.",
+                input_schema={"type": "object", "properties": {}},
+                handler=echo,
+            )
+        ]
+
+    @hookimpl
+    def session_end(self, ctx: EngineContext) -> None:
+        self.calls.append(("session_end", ctx.session_id))
+
+
+@pytest.fixture
+def engine() -> Iterator[RecordingEngine]:
+    instance = RecordingEngine()
+    register_engine("recording", instance)
+    yield instance
+    unregister_engine("recording")
+
+
+@pytest.fixture
+def kernel(engine: RecordingEngine) -> ctxengine.Kernel:
+    return ctxengine.load({"context": {"engine": "recording"}})
+
+
+def test_import_is_light() -> None:
+    import subprocess
+
+    code = (
+        "import sys, ctxengine; "
+        "print(sorted(m for m in ('anthropic','tiktoken','openai','yaml') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_compress_goes_to_the_selected_engine(
+    kernel: ctxengine.Kernel, engine: RecordingEngine
+) -> None:
+    _, messages = samples.conversation("openai", turns=3)
+    before = copy.deepcopy(messages)
+    result = kernel.session("a").compress(messages)
+    assert result.status == "compacted"
+    assert result.messages == [messages[0], *messages[-2:]]
+    assert messages == before
+    assert ("compress", "a") in engine.calls
+
+
+def test_sessions_have_their_own_state(kernel: ctxengine.Kernel) -> None:
+    _, messages = samples.conversation("openai", turns=3)
+    kernel.session("a").compress(messages)
+    kernel.session("a").compress(messages)
+    kernel.session("b").compress(messages)
+    assert kernel.session("a").ctx.state["count"] == 2
+    assert kernel.session("b").ctx.state["count"] == 1
+    assert kernel.session("a") is kernel.session("a")
+
+
+def test_engine_crash_returns_the_conversation_unchanged(
+    kernel: ctxengine.Kernel, engine: RecordingEngine
+) -> None:
+    engine.fail_with = RuntimeError("engine bug")
+    _, messages = samples.conversation("openai", turns=3)
+    result = kernel.session("a").compress(messages)
+    assert result.status == "aborted"
+    assert result.reason == (
+        "engine 'recording' raised RuntimeError: engine bug; no messages were dropped"
+    )
+    assert result.messages == messages
+    assert kernel.session("a").should_compress(messages) is False
+
+
+def test_should_compress_uses_estimates_until_usage_then_real_tokens(
+    kernel: ctxengine.Kernel, engine: RecordingEngine
+) -> None:
+    session = kernel.session("a")
+    _, messages = samples.conversation("openai", turns=3)
+    session.should_compress(messages)
+    tokens, measured, stage = engine.calls[-1][1]
+    assert measured is False and stage == "agent" and tokens > 0
+    session.update_usage({"input_tokens": 50, "cache_read_input_tokens": 900, "output_tokens": 5})
+    session.should_compress(messages)
+    assert engine.calls[-1][1] == (950, True, "agent")
+    # A compaction makes the last real count stale: estimates again until the next usage.
+    session.compress(messages)
+    session.should_compress(messages)
+    assert engine.calls[-1][1][1] is False
+
+
+def test_update_usage_broadcasts_and_calibrates(
+    kernel: ctxengine.Kernel, engine: RecordingEngine
+) -> None:
+    session = kernel.session("a")
+    _, messages = samples.conversation("openai", turns=3)
+    request = session.prepare({"model": "claude-sonnet-4-6", "messages": messages})
+    local = session.ctx.tokens.count(request["messages"])
+    usage = session.update_usage({"prompt_tokens": local * 2, "completion_tokens": 3})
+    assert usage.prompt_tokens == local * 2
+    assert ("update_usage", local * 2) in engine.calls
+    assert session.ctx.tokens.ratio > 1.0
+
+
+def test_update_usage_rejects_unknown_shapes(kernel: ctxengine.Kernel) -> None:
+    with pytest.raises(ValueError):
+        kernel.session("a").update_usage({"bananas": 3})
+
+
+def test_disabled_compression_never_asks_the_engine(engine: RecordingEngine) -> None:
+    kernel = ctxengine.load({"context": {"engine": "recording"}, "compression": {"enabled": False}})
+    _, messages = samples.conversation("openai", turns=3)
+    assert kernel.session("a").should_compress(messages) is False
+    assert engine.calls == []
+
+
+def test_tools_are_listed_and_called(kernel: ctxengine.Kernel) -> None:
+    session = kernel.session("a")
+    [entry] = session.tools()
+    assert entry.provider == "recording"
+    assert session.tool_schemas("anthropic")[0]["name"] == "echo"
+    assert session.tool_schemas("openai")[0]["function"]["name"] == "echo"
+    assert session.call_tool("echo", '{"x": 1}') == '{"echo": {"x": 1}, "session": "a"}'
+    assert session.call_tool("echo", {"fail": 1}) == "Error: fail was asked for"
+    assert session.call_tool("echo", {"crash": 1}) == (
+        "Error: tool 'echo' failed: RuntimeError: tool bug"
+    )
+    assert session.call_tool("echo", "{not json").startswith("Error: the arguments are not valid JSON")
+    with pytest.raises(KeyError, match="no tool named 'nope'; tools offered: echo"):
+        session.call_tool("nope", {})
+
+
+def test_duplicate_tool_names_name_both_plugins(engine: RecordingEngine) -> None:
+    class Other:
+        @hookimpl
+        def expose_tools(self, ctx: EngineContext) -> list[Tool]:
+            return [Tool("echo", "Another echo.", {"type": "object"}, lambda a: "x")]
+
+    kernel = ctxengine.load({"context": {"engine": "recording"}}, plugins=[("other", Other())])
+    with pytest.raises(DuplicateToolError) as raised:
+        kernel.session("a").tools()
+    assert str(raised.value) == (
+        "tool 'echo' is offered by two plugins: 'recording' and 'other'; "
+        "rename one of them or select only one engine"
+    )
+
+
+def test_prepare_marks_claude_requests_and_leaves_the_input_alone(kernel: ctxengine.Kernel) -> None:
+    system, messages = samples.conversation("anthropic", turns=3)
+    request = {"model": "claude-sonnet-4-6", "system": system, "messages": messages}
+    before = copy.deepcopy(request)
+    prepared = kernel.session("a").prepare(request)
+    assert request == before
+    assert prepared is not request
+    assert "cache_control" in str(prepared["system"])
+
+
+def test_prepare_without_caching_returns_an_equal_request(engine: RecordingEngine) -> None:
+    kernel = ctxengine.load(
+        {"context": {"engine": "recording"}, "prompt_caching": {"enabled": False}}
+    )
+    system, messages = samples.conversation("anthropic", turns=3)
+    request = {"model": "claude-sonnet-4-6", "system": system, "messages": messages}
+    assert kernel.session("a").prepare(request) == request
+    assert "system_and_3" not in kernel.hooks.plugin_names
+
+
+def test_close_broadcasts_session_end_once(
+    kernel: ctxengine.Kernel, engine: RecordingEngine
+) -> None:
+    kernel.session("a")
+    kernel.close_session("a")
+    kernel.close_session("a")
+    assert engine.calls.count(("session_end", "a")) == 1
+
+
+def test_session_is_thread_safe(kernel: ctxengine.Kernel) -> None:
+    _, messages = samples.conversation("openai", turns=3)
+    session = kernel.session("a")
+
+    def work() -> None:
+        for _ in range(20):
+            session.compress(messages)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert session.ctx.state["count"] == 80
+
+
+def test_async_variants(kernel: ctxengine.Kernel) -> None:
+    _, messages = samples.conversation("openai", turns=3)
+    session = kernel.session("a")
+    result = asyncio.run(session.acompress(messages))
+    assert result.status == "compacted"
+    assert asyncio.run(session.acall_tool("echo", {})).startswith('{"echo"')
+
+
+def test_status_lines_name_the_engine_and_caching(kernel: ctxengine.Kernel) -> None:
+    lines = kernel.status_lines()
+    assert lines[0] == "🧠 Context engine: recording (registry)"
+    assert lines[1].startswith("💾 Prompt caching: ENABLED")
