@@ -1,0 +1,1118 @@
+"""Tests for ctxengine.config: discovery, validation messages, layering, sources, budgets."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxengine.config import (
+    ENV_VARS,
+    SECTION_FIELDS,
+    AuxiliarySettings,
+    CompressionSettings,
+    Config,
+    ConfigError,
+    ConfigProblem,
+    ContextSettings,
+    Field,
+    LoadedConfig,
+    ModelOverride,
+    ModelSettings,
+    PromptCachingSettings,
+    RawSection,
+    SummaryProviderSettings,
+    budgets,
+    config_from_mapping,
+    ctxengine_home,
+    load_config,
+    parse_section,
+)
+
+SRC = "/etc/cfg/config.yaml"
+
+
+def error_lines(data: dict[str, Any]) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        config_from_mapping(data, source=SRC)
+    return str(info.value).splitlines()
+
+
+def only_error(data: dict[str, Any]) -> str:
+    lines = error_lines(data)
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """An empty ctxengine home; the env dict built from it never sees the real ~/.ctxengine."""
+    return tmp_path / "home"
+
+
+def env_for(home: Path, **extra: str) -> dict[str, str]:
+    return {"CTXENGINE_HOME": str(home), **extra}
+
+
+# ---------------------------------------------------------------------------------------------
+# Defaults
+# ---------------------------------------------------------------------------------------------
+
+
+def test_defaults_match_spec() -> None:
+    c = Config()
+    assert c.context == ContextSettings(engine="compressor", plugin_dirs=(), strict=False)
+    assert c.model == ModelSettings(
+        name="claude-sonnet-4-6", context_length=None, max_tokens=None, base_url=None
+    )
+    assert c.compression == CompressionSettings(
+        enabled=True,
+        threshold=0.50,
+        target_ratio=0.20,
+        protect_last_n=20,
+        protect_first_n=3,
+        abort_on_summary_failure=False,
+        hygiene_threshold=0.85,
+        hygiene_hard_message_limit=5000,
+    )
+    assert c.auxiliary == AuxiliarySettings(
+        SummaryProviderSettings(
+            provider="auto",
+            model=None,
+            base_url=None,
+            api_key=None,
+            timeout=120.0,
+            context_length=None,
+        )
+    )
+    assert c.prompt_caching == PromptCachingSettings(
+        enabled="auto", strategy="system_and_3", cache_ttl="5m"
+    )
+    assert dict(c.models) == {}
+    assert dict(c.engines) == {}
+
+
+def test_empty_mapping_equals_defaults() -> None:
+    assert config_from_mapping({}) == Config()
+
+
+def test_empty_sections_equal_defaults() -> None:
+    data = {
+        "context": None,
+        "model": {},
+        "compression": None,
+        "auxiliary": {"compression": None},
+        "prompt_caching": {},
+        "models": None,
+        "engines": {},
+    }
+    assert config_from_mapping(data) == Config()
+
+
+def test_field_defaults_come_from_the_settings_classes() -> None:
+    assert {f.name: f.default for f in SECTION_FIELDS["compression"]} == {
+        "enabled": True,
+        "threshold": 0.5,
+        "target_ratio": 0.2,
+        "protect_last_n": 20,
+        "protect_first_n": 3,
+        "abort_on_summary_failure": False,
+        "hygiene_threshold": 0.85,
+        "hygiene_hard_message_limit": 5000,
+    }
+
+
+def test_full_valid_file_is_typed() -> None:
+    c = config_from_mapping(
+        {
+            "context": {"engine": "lcm", "plugin_dirs": ["/opt/p"], "strict": True},
+            "model": {
+                "name": "gpt-x",
+                "context_length": 128_000,
+                "max_tokens": 8000,
+                "base_url": "https://openrouter.ai/api/v1",
+            },
+            "compression": {
+                "threshold": 1 - 0.3,
+                "target_ratio": 0.5,
+                "protect_last_n": 1,
+                "protect_first_n": 0,
+                "hygiene_threshold": 1,
+                "hygiene_hard_message_limit": 4,
+            },
+            "auxiliary": {
+                "compression": {
+                    "provider": "openai",
+                    "model": "m",
+                    "timeout": 5,
+                    "base_url": "http://127.0.0.1:8080/v1",
+                    "api_key": "k",
+                    "context_length": 1024,
+                }
+            },
+            "prompt_caching": {"enabled": False, "strategy": "my.strategy-1", "cache_ttl": "1h"},
+            "models": {"gpt-x": {"context_length": 2048, "input_price": 0}},
+            "engines": {"lcm": {"db": "x.sqlite", "depth": [1, 2]}},
+        }
+    )
+    assert c.context.plugin_dirs == ("/opt/p",)
+    assert c.compression.hygiene_threshold == 1.0
+    assert isinstance(c.compression.hygiene_threshold, float)
+    assert c.auxiliary.compression.timeout == 5.0
+    assert isinstance(c.auxiliary.compression.timeout, float)
+    assert c.prompt_caching.enabled is False
+    assert c.models["gpt-x"] == ModelOverride(context_length=2048, input_price=0.0)
+    assert c.engines["lcm"] == {"db": "x.sqlite", "depth": [1, 2]}
+
+
+def test_config_maps_are_read_only_and_private() -> None:
+    depth = [1, 2]
+    data = {"engines": {"lcm": {"depth": depth}}}
+    c = config_from_mapping(data)
+    depth.append(3)
+    assert c.engines["lcm"]["depth"] == [1, 2]
+    assert data == {"engines": {"lcm": {"depth": [1, 2, 3]}}}
+    with pytest.raises(TypeError):
+        c.engines["x"] = {}  # type: ignore[index]
+    with pytest.raises(TypeError):
+        c.models["x"] = ModelOverride()  # type: ignore[index]
+
+
+# ---------------------------------------------------------------------------------------------
+# Range errors (one per ranged key)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "message"),
+    [
+        ("compression", "threshold", 1.5, "1.5: must be a number from 0.05 to 0.95"),
+        ("compression", "threshold", 0.01, "0.01: must be a number from 0.05 to 0.95"),
+        ("compression", "target_ratio", 0.9, "0.9: must be a number from 0.1 to 0.8"),
+        ("compression", "target_ratio", 0.05, "0.05: must be a number from 0.1 to 0.8"),
+        ("compression", "protect_last_n", 0, "0: must be an integer >= 1"),
+        ("compression", "protect_first_n", -1, "-1: must be an integer >= 0"),
+        ("compression", "hygiene_threshold", 1.2, "1.2: must be a number from 0.05 to 1.0"),
+        ("compression", "hygiene_hard_message_limit", 3, "3: must be an integer >= 4"),
+        ("model", "context_length", 1000, "1000: must be an integer >= 1024 or null"),
+        ("model", "max_tokens", 0, "0: must be an integer >= 1 or null"),
+        ("auxiliary.compression", "timeout", 0, "0: must be a number > 0"),
+        ("auxiliary.compression", "timeout", -3.5, "-3.5: must be a number > 0"),
+        ("auxiliary.compression", "context_length", 512, "512: must be an integer >= 1024 or null"),
+    ],
+)
+def test_range_errors(section: str, key: str, value: object, message: str) -> None:
+    data: dict[str, Any] = {key: value}
+    for part in reversed(section.split(".")):
+        data = {part: data}
+    assert only_error(data) == f"config error in {SRC}: {section}.{key} = {message}"
+
+
+def test_threshold_message_exact_from_brief() -> None:
+    assert only_error({"compression": {"threshold": 1.5}}) == (
+        f"config error in {SRC}: compression.threshold = 1.5: must be a number from 0.05 to 0.95"
+    )
+
+
+def test_non_finite_numbers_are_rejected() -> None:
+    assert only_error({"auxiliary": {"compression": {"timeout": float("inf")}}}).endswith(
+        "auxiliary.compression.timeout = inf: must be a number > 0"
+    )
+    assert only_error({"compression": {"threshold": float("nan")}}).endswith(
+        "compression.threshold = nan: must be a number from 0.05 to 0.95"
+    )
+
+
+def test_model_override_errors() -> None:
+    lines = error_lines(
+        {
+            "models": {
+                "m1": {
+                    "context_length": 10,
+                    "max_output_tokens": 0,
+                    "min_cacheable_tokens": 0,
+                    "input_price": -1,
+                    "output_price": "free",
+                    "window": 5,
+                }
+            }
+        }
+    )
+    assert lines == [
+        f"config error in {SRC}: models.m1.context_length = 10: must be an integer >= 1024 or null",
+        f"config error in {SRC}: models.m1.max_output_tokens = 0: must be an integer >= 1 or null",
+        f"config error in {SRC}: models.m1.min_cacheable_tokens = 0: "
+        "must be an integer >= 1 or null",
+        f"config error in {SRC}: models.m1.input_price = -1: must be a number >= 0 or null",
+        f"config error in {SRC}: models.m1.output_price = 'free': must be a number >= 0 or null",
+        f"config error in {SRC}: models.m1.window: unknown key "
+        "(allowed: context_length, max_output_tokens, min_cacheable_tokens, input_price, "
+        "output_price)",
+    ]
+
+
+def test_model_names_must_be_strings() -> None:
+    assert only_error({"models": {5: {}}}) == (
+        f"config error in {SRC}: models = 5: model names must be non-empty strings"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Type errors
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("context.strict", "yes", "'yes': must be true or false"),
+        ("context.strict", 1, "1: must be true or false"),
+        ("compression.enabled", "true", "'true': must be true or false"),
+        ("compression.abort_on_summary_failure", None, "null: must be true or false"),
+        ("compression.protect_last_n", True, "true: must be an integer >= 1"),
+        ("compression.protect_last_n", 20.0, "20.0: must be an integer >= 1"),
+        ("compression.hygiene_hard_message_limit", "5000", "'5000': must be an integer >= 4"),
+        ("compression.threshold", True, "true: must be a number from 0.05 to 0.95"),
+        ("compression.threshold", "0.5", "'0.5': must be a number from 0.05 to 0.95"),
+        ("model.name", "", "'': must be a non-empty string"),
+        ("model.name", None, "null: must be a non-empty string"),
+        ("model.name", 42, "42: must be a non-empty string"),
+        ("model.context_length", "200k", "'200k': must be an integer >= 1024 or null"),
+        ("context.plugin_dirs", "/opt/p", "'/opt/p': must be a list of non-empty strings"),
+        ("context.plugin_dirs", ["/a", 3], "['/a', 3]: must be a list of non-empty strings"),
+        (
+            "context.engine",
+            "",
+            "'': must be a non-empty name made of letters, digits, '_', '.' and '-'",
+        ),
+        (
+            "context.engine",
+            "my engine",
+            "'my engine': must be a non-empty name made of letters, digits, '_', '.' and '-'",
+        ),
+        (
+            "prompt_caching.strategy",
+            "",
+            "'': must be a non-empty name made of letters, digits, '_', '.' and '-'",
+        ),
+        (
+            "model.base_url",
+            "localhost:8080",
+            "'localhost:8080': must be an http:// or https:// URL or null",
+        ),
+        (
+            "model.base_url",
+            "ftp://host/x",
+            "'ftp://host/x': must be an http:// or https:// URL or null",
+        ),
+        (
+            "auxiliary.compression.base_url",
+            "http://",
+            "'http://': must be an http:// or https:// URL or null",
+        ),
+        ("auxiliary.compression.api_key", 123, "123: must be a non-empty string or null"),
+    ],
+)
+def test_type_errors(path: str, value: object, message: str) -> None:
+    *sections, key = path.split(".")
+    data: dict[str, Any] = {key: value}
+    for part in reversed(sections):
+        data = {part: data}
+    assert only_error(data) == f"config error in {SRC}: {path} = {message}"
+
+
+def test_yaml_booleans_are_accepted() -> None:
+    c = config_from_mapping({"context": {"strict": True}, "compression": {"enabled": False}})
+    assert c.context.strict is True
+    assert c.compression.enabled is False
+
+
+def test_bad_provider() -> None:
+    assert only_error({"auxiliary": {"compression": {"provider": "gemini"}}}) == (
+        f"config error in {SRC}: auxiliary.compression.provider = 'gemini': must be one of "
+        "'auto', 'anthropic', 'openai', 'main', 'extractive'"
+    )
+
+
+@pytest.mark.parametrize("ttl", ["10m", "5M", "1 h", 300, "", None])
+def test_bad_cache_ttl(ttl: object) -> None:
+    shown = {None: "null", 300: "300"}.get(ttl, repr(ttl))  # type: ignore[call-overload]
+    assert only_error({"prompt_caching": {"cache_ttl": ttl}}) == (
+        f"config error in {SRC}: prompt_caching.cache_ttl = {shown}: must be one of '5m', '1h'"
+    )
+
+
+@pytest.mark.parametrize("value", ["yes", "true", 1, "on"])
+def test_bad_prompt_caching_enabled(value: object) -> None:
+    shown = repr(value)
+    assert only_error({"prompt_caching": {"enabled": value}}) == (
+        f"config error in {SRC}: prompt_caching.enabled = {shown}: "
+        "must be one of 'auto', true, false"
+    )
+
+
+@pytest.mark.parametrize("value", ["auto", True, False])
+def test_prompt_caching_enabled_values(value: object) -> None:
+    c = config_from_mapping({"prompt_caching": {"enabled": value}})
+    assert c.prompt_caching.enabled == value
+    assert type(c.prompt_caching.enabled) is type(value)
+
+
+def test_section_must_be_a_mapping() -> None:
+    assert only_error({"compression": [1, 2]}) == (
+        f"config error in {SRC}: compression = [1, 2]: must be a mapping of key: value "
+        "(allowed keys: enabled, threshold, target_ratio, protect_last_n, protect_first_n, "
+        "abort_on_summary_failure, hygiene_threshold, hygiene_hard_message_limit)"
+    )
+    assert only_error({"auxiliary": "openai"}) == (
+        f"config error in {SRC}: auxiliary = 'openai': must be a mapping of key: value "
+        "(allowed keys: compression)"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Unknown keys and sections
+# ---------------------------------------------------------------------------------------------
+
+
+def test_unknown_key_suggests_closest() -> None:
+    assert only_error({"compression": {"treshold": 0.5}}) == (
+        f"config error in {SRC}: compression.treshold: unknown key; did you mean 'threshold'? "
+        "(allowed: enabled, threshold, target_ratio, protect_last_n, protect_first_n, "
+        "abort_on_summary_failure, hygiene_threshold, hygiene_hard_message_limit)"
+    )
+
+
+def test_unknown_key_without_close_match() -> None:
+    assert only_error({"context": {"zzz": 1}}) == (
+        f"config error in {SRC}: context.zzz: unknown key (allowed: engine, plugin_dirs, strict)"
+    )
+
+
+def test_unknown_nested_key() -> None:
+    assert only_error({"auxiliary": {"compression": {"modle": "x"}}}) == (
+        f"config error in {SRC}: auxiliary.compression.modle: unknown key; did you mean 'model'? "
+        "(allowed: provider, model, base_url, api_key, timeout, context_length)"
+    )
+    assert only_error({"auxiliary": {"compresion": {}}}) == (
+        f"config error in {SRC}: auxiliary.compresion: unknown key; did you mean "
+        "'compression'? (allowed: compression)"
+    )
+
+
+def test_unknown_section_suggests_closest() -> None:
+    assert only_error({"prompt_cache": {}}) == (
+        f"config error in {SRC}: prompt_cache: unknown section; did you mean 'prompt_caching'? "
+        "(allowed: context, model, compression, auxiliary, prompt_caching, models, engines)"
+    )
+
+
+def test_engine_names_are_checked() -> None:
+    assert only_error({"engines": {"bad name": {}}}) == (
+        f"config error in {SRC}: engines.bad name: engine names must be made of letters, "
+        "digits, '_', '.' and '-'"
+    )
+    assert only_error({"engines": {"lcm": 3}}) == (
+        f"config error in {SRC}: engines.lcm = 3: must be a mapping of key: value"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Cross-key rules
+# ---------------------------------------------------------------------------------------------
+
+
+def test_hygiene_below_threshold() -> None:
+    assert only_error({"compression": {"threshold": 0.6, "hygiene_threshold": 0.5}}) == (
+        f"config error in {SRC}: compression.hygiene_threshold = 0.5: "
+        "must be >= compression.threshold (0.6) and <= 1.0"
+    )
+
+
+def test_threshold_above_default_hygiene_points_at_threshold() -> None:
+    assert only_error({"compression": {"threshold": 0.9}}) == (
+        f"config error in {SRC}: compression.threshold = 0.9: must be <= "
+        "compression.hygiene_threshold (0.85, the default); raise "
+        "compression.hygiene_threshold as well"
+    )
+
+
+def test_hygiene_equal_to_threshold_is_fine() -> None:
+    c = config_from_mapping({"compression": {"threshold": 0.9, "hygiene_threshold": 0.9}})
+    assert c.compression.hygiene_threshold == 0.9
+
+
+def test_max_tokens_must_be_below_context_length() -> None:
+    assert only_error({"model": {"context_length": 8192, "max_tokens": 8192}}) == (
+        f"config error in {SRC}: model.max_tokens = 8192: "
+        "must be less than model.context_length (8192)"
+    )
+    assert config_from_mapping({"model": {"max_tokens": 10**6}}).model.max_tokens == 10**6
+
+
+def test_model_override_output_below_window() -> None:
+    assert only_error({"models": {"m": {"context_length": 4096, "max_output_tokens": 5000}}}) == (
+        f"config error in {SRC}: models.m.max_output_tokens = 5000: "
+        "must be less than models.m.context_length (4096)"
+    )
+
+
+def test_cross_check_skipped_when_a_value_is_already_invalid() -> None:
+    assert error_lines({"compression": {"threshold": 2, "hygiene_threshold": 0.1}}) == [
+        f"config error in {SRC}: compression.threshold = 2: must be a number from 0.05 to 0.95"
+    ]
+
+
+def test_all_problems_collected_in_one_error() -> None:
+    with pytest.raises(ConfigError) as info:
+        config_from_mapping(
+            {
+                "compression": {"threshold": 1.5, "treshold": 1},
+                "context": {"strict": "no"},
+                "bogus": 1,
+                "prompt_caching": {"cache_ttl": "2h"},
+            },
+            source=SRC,
+        )
+    keys = [p.key for p in info.value.problems]
+    assert keys == [
+        "compression.threshold",
+        "compression.treshold",
+        "context.strict",
+        "bogus",
+        "prompt_caching.cache_ttl",
+    ]
+    assert all(p.source == SRC for p in info.value.problems)
+    assert len(str(info.value).splitlines()) == 5
+    assert info.value.problems[0] == ConfigProblem(
+        "compression.threshold", 1.5, "must be a number from 0.05 to 0.95", SRC
+    )
+
+
+def test_config_error_is_a_value_error_and_pickles() -> None:
+    err = ConfigError([ConfigProblem("a.b", 1, "must be x", "f.yaml")])
+    assert isinstance(err, ValueError)
+    again = pickle.loads(pickle.dumps(err))
+    assert str(again) == "config error in f.yaml: a.b = 1: must be x"
+    assert again.problems == err.problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Files and discovery
+# ---------------------------------------------------------------------------------------------
+
+
+def test_no_file_anywhere_means_defaults(home: Path) -> None:
+    loaded = load_config(env=env_for(home))
+    assert loaded.config == Config()
+    assert loaded.path is None
+    assert set(loaded.sources.values()) == {"default"}
+
+
+def test_home_file_is_found(home: Path) -> None:
+    f = write(home / "config.yaml", "context:\n  engine: lcm\n")
+    loaded = load_config(env=env_for(home))
+    assert loaded.path == f
+    assert loaded.config.context.engine == "lcm"
+    assert loaded.sources["context.engine"] == str(f)
+
+
+def test_env_config_beats_home(home: Path, tmp_path: Path) -> None:
+    write(home / "config.yaml", "context:\n  engine: from_home\n")
+    f = write(tmp_path / "env.yaml", "context:\n  engine: from_env\n")
+    loaded = load_config(env=env_for(home, CTXENGINE_CONFIG=str(f)))
+    assert loaded.config.context.engine == "from_env"
+    assert loaded.path == f
+
+
+def test_explicit_path_beats_env_and_home(home: Path, tmp_path: Path) -> None:
+    write(home / "config.yaml", "context:\n  engine: from_home\n")
+    env_file = write(tmp_path / "env.yaml", "context:\n  engine: from_env\n")
+    explicit = write(tmp_path / "explicit.yaml", "context:\n  engine: explicit\n")
+    loaded = load_config(explicit, env=env_for(home, CTXENGINE_CONFIG=str(env_file)))
+    assert loaded.config.context.engine == "explicit"
+    assert loaded.path == explicit
+
+
+def test_discovery_uses_os_environ_by_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for var in [*ENV_VARS, "CTXENGINE_CONFIG"]:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CTXENGINE_HOME", str(tmp_path))
+    write(tmp_path / "config.yaml", "model:\n  name: from-home\n")
+    assert load_config().config.model.name == "from-home"
+    assert ctxengine_home() == tmp_path
+
+
+def test_home_defaults_to_dot_ctxengine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert ctxengine_home({}) == tmp_path / ".ctxengine"
+    assert ctxengine_home({"CTXENGINE_HOME": ""}) == tmp_path / ".ctxengine"
+    assert ctxengine_home({"CTXENGINE_HOME": "~/elsewhere"}) == tmp_path / "elsewhere"
+
+
+def test_missing_explicit_file(home: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError) as info:
+        load_config(missing, env=env_for(home))
+    assert str(info.value) == (
+        f"config error in {missing}: config file does not exist (path given explicitly)"
+    )
+
+
+def test_missing_env_file(home: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError) as info:
+        load_config(env=env_for(home, CTXENGINE_CONFIG=str(missing)))
+    assert str(info.value) == (
+        f"config error in {missing}: config file does not exist (path named by $CTXENGINE_CONFIG)"
+    )
+
+
+def test_explicit_path_that_is_a_directory(home: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path, env=env_for(home))
+    assert str(info.value) == (
+        f"config error in {tmp_path}: config path is a directory, not a file "
+        "(path given explicitly)"
+    )
+
+
+def test_empty_file_means_defaults(home: Path, tmp_path: Path) -> None:
+    f = write(tmp_path / "c.yaml", "")
+    assert load_config(f, env=env_for(home)).config == Config()
+    g = write(tmp_path / "d.yaml", "# only a comment\n")
+    loaded = load_config(g, env=env_for(home))
+    assert loaded.config == Config()
+    assert loaded.path == g
+
+
+def test_yaml_syntax_error_names_file_line_and_column(home: Path, tmp_path: Path) -> None:
+    f = write(tmp_path / "c.yaml", "context:\n  engine: lcm\n  strict: [true\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(f, env=env_for(home))
+    message = str(info.value)
+    assert message.startswith(f"config error in {f}: invalid YAML at line 4, column 1: ")
+    assert "expected ',' or ']'" in message
+
+
+def test_yaml_syntax_error_bad_indentation(home: Path, tmp_path: Path) -> None:
+    f = write(tmp_path / "c.yaml", "compression:\n  threshold: 0.5\n   target_ratio: 0.2\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(f, env=env_for(home))
+    assert str(info.value) == (
+        f"config error in {f}: invalid YAML at line 3, column 16: "
+        "mapping values are not allowed here"
+    )
+
+
+def test_top_level_must_be_a_mapping(home: Path, tmp_path: Path) -> None:
+    f = write(tmp_path / "c.yaml", "- context\n- model\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(f, env=env_for(home))
+    assert str(info.value) == (
+        f"config error in {f}: the top level must be a mapping of sections (context, model, "
+        "compression, auxiliary, prompt_caching, models, engines), not list ['context', 'model']"
+    )
+
+
+def test_file_not_utf8(home: Path, tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_bytes(b"model:\n  name: \xff\xfe\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(f, env=env_for(home))
+    assert str(info.value) == f"config error in {f}: file is not valid UTF-8 text"
+
+
+def test_quoted_yes_in_file_is_an_error_but_bare_yes_is_a_boolean(
+    home: Path, tmp_path: Path
+) -> None:
+    good = write(tmp_path / "good.yaml", "context:\n  strict: yes\n")
+    assert load_config(good, env=env_for(home)).config.context.strict is True
+    bad = write(tmp_path / "bad.yaml", 'context:\n  strict: "yes"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(bad, env=env_for(home))
+    assert (
+        str(info.value) == f"config error in {bad}: context.strict = 'yes': must be true or false"
+    )
+
+
+def test_file_errors_name_the_file(home: Path, tmp_path: Path) -> None:
+    f = write(tmp_path / "c.yaml", "compression:\n  threshold: 1.5\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(f, env=env_for(home))
+    assert str(info.value) == (
+        f"config error in {f}: compression.threshold = 1.5: must be a number from 0.05 to 0.95"
+    )
+
+
+def test_yaml_layout_from_spec_parses_to_defaults(home: Path, tmp_path: Path) -> None:
+    spec_yaml = """\
+context:
+  engine: compressor
+  plugin_dirs: []
+  strict: false
+model:
+  name: claude-sonnet-4-6
+  context_length: null
+  max_tokens: null
+compression:
+  enabled: true
+  threshold: 0.50
+  target_ratio: 0.20
+  protect_last_n: 20
+  protect_first_n: 3
+  abort_on_summary_failure: false
+  hygiene_threshold: 0.85
+  hygiene_hard_message_limit: 5000
+auxiliary:
+  compression:
+    provider: auto
+    model: null
+    base_url: null
+    api_key: null
+    timeout: 120
+    context_length: null
+prompt_caching:
+  enabled: auto
+  strategy: system_and_3
+  cache_ttl: "5m"
+"""
+    f = write(tmp_path / "c.yaml", spec_yaml)
+    loaded = load_config(f, env=env_for(home))
+    assert loaded.config == Config()
+    assert loaded.sources["compression.threshold"] == str(f)
+    assert loaded.sources["model.base_url"] == "default"
+
+
+# ---------------------------------------------------------------------------------------------
+# Environment variables
+# ---------------------------------------------------------------------------------------------
+
+
+def test_env_overrides_file(home: Path, tmp_path: Path) -> None:
+    f = write(tmp_path / "c.yaml", "compression:\n  threshold: 0.6\n  enabled: true\n")
+    loaded = load_config(
+        f, env=env_for(home, CTXENGINE_THRESHOLD="0.7", CTXENGINE_COMPRESSION_ENABLED="off")
+    )
+    assert loaded.config.compression.threshold == 0.7
+    assert loaded.config.compression.enabled is False
+    assert loaded.sources["compression.threshold"] == "env CTXENGINE_THRESHOLD"
+    assert loaded.sources["compression.enabled"] == "env CTXENGINE_COMPRESSION_ENABLED"
+
+
+def test_every_env_var(home: Path) -> None:
+    env = env_for(
+        home,
+        CTXENGINE_ENGINE="lcm",
+        CTXENGINE_PLUGIN_DIRS=os.pathsep.join(["/a", "", "/b"]),
+        CTXENGINE_STRICT="1",
+        CTXENGINE_MODEL="gpt-5",
+        CTXENGINE_CONTEXT_LENGTH="400000",
+        CTXENGINE_MAX_TOKENS="16000",
+        CTXENGINE_BASE_URL="https://openrouter.ai/api/v1",
+        CTXENGINE_COMPRESSION_ENABLED="no",
+        CTXENGINE_THRESHOLD="0.6",
+        CTXENGINE_HYGIENE_THRESHOLD="0.9",
+        CTXENGINE_SUMMARY_PROVIDER="openai",
+        CTXENGINE_SUMMARY_MODEL="gpt-5-mini",
+        CTXENGINE_SUMMARY_BASE_URL="http://127.0.0.1:11434/v1",
+        CTXENGINE_SUMMARY_TIMEOUT="30",
+        CTXENGINE_PROMPT_CACHING="auto",
+        CTXENGINE_CACHE_TTL="1h",
+    )
+    assert set(env) - {"CTXENGINE_HOME"} == set(ENV_VARS)
+    loaded = load_config(env=env)
+    c = loaded.config
+    assert c.context == ContextSettings(engine="lcm", plugin_dirs=("/a", "/b"), strict=True)
+    assert c.model == ModelSettings("gpt-5", 400_000, 16_000, "https://openrouter.ai/api/v1")
+    assert c.compression.enabled is False
+    assert c.compression.threshold == 0.6
+    assert c.compression.hygiene_threshold == 0.9
+    assert c.auxiliary.compression == SummaryProviderSettings(
+        provider="openai",
+        model="gpt-5-mini",
+        base_url="http://127.0.0.1:11434/v1",
+        timeout=30.0,
+    )
+    assert c.prompt_caching == PromptCachingSettings(enabled="auto", cache_ttl="1h")
+    for var, key in ENV_VARS.items():
+        assert loaded.sources[key] == f"env {var}"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1", True),
+        ("TRUE", True),
+        ("yes", True),
+        ("On", True),
+        ("0", False),
+        ("false", False),
+        ("NO", False),
+        ("off", False),
+    ],
+)
+def test_env_bool_spellings(home: Path, text: str, expected: bool) -> None:
+    assert load_config(env=env_for(home, CTXENGINE_STRICT=text)).config.context.strict is expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [("yes", True), ("0", False), ("auto", "auto")])
+def test_env_prompt_caching_spellings(home: Path, text: str, expected: object) -> None:
+    env = env_for(home, CTXENGINE_PROMPT_CACHING=text)
+    assert load_config(env=env).config.prompt_caching.enabled == expected
+
+
+def test_env_null_and_empty(home: Path, tmp_path: Path) -> None:
+    f = write(tmp_path / "c.yaml", "model:\n  context_length: 100000\n  name: from-file\n")
+    loaded = load_config(f, env=env_for(home, CTXENGINE_CONTEXT_LENGTH="null", CTXENGINE_MODEL=""))
+    assert loaded.config.model.context_length is None
+    assert loaded.sources["model.context_length"] == "env CTXENGINE_CONTEXT_LENGTH"
+    # An empty variable counts as unset: the file's value stays.
+    assert loaded.config.model.name == "from-file"
+    assert loaded.sources["model.name"] == str(f)
+
+
+@pytest.mark.parametrize(
+    ("var", "text", "message"),
+    [
+        (
+            "CTXENGINE_THRESHOLD",
+            "1.5",
+            "compression.threshold = 1.5: must be a number from 0.05 to 0.95",
+        ),
+        (
+            "CTXENGINE_THRESHOLD",
+            "half",
+            "compression.threshold = 'half': must be a number from 0.05 to 0.95",
+        ),
+        (
+            "CTXENGINE_STRICT",
+            "maybe",
+            "context.strict = 'maybe': must be true or false "
+            "(true/false may be written 1/0, yes/no, on/off)",
+        ),
+        (
+            "CTXENGINE_COMPRESSION_ENABLED",
+            "2",
+            "compression.enabled = '2': must be true or "
+            "false (true/false may be written 1/0, yes/no, on/off)",
+        ),
+        (
+            "CTXENGINE_CONTEXT_LENGTH",
+            "200k",
+            "model.context_length = '200k': must be an integer >= 1024 or null",
+        ),
+        (
+            "CTXENGINE_CONTEXT_LENGTH",
+            "100",
+            "model.context_length = 100: must be an integer >= 1024 or null",
+        ),
+        ("CTXENGINE_CACHE_TTL", "1d", "prompt_caching.cache_ttl = '1d': must be one of '5m', '1h'"),
+        (
+            "CTXENGINE_SUMMARY_PROVIDER",
+            "claude",
+            "auxiliary.compression.provider = 'claude': "
+            "must be one of 'auto', 'anthropic', 'openai', 'main', 'extractive'",
+        ),
+        (
+            "CTXENGINE_PROMPT_CACHING",
+            "sometimes",
+            "prompt_caching.enabled = 'sometimes': must be "
+            "one of 'auto', true, false (true/false may be written 1/0, yes/no, on/off)",
+        ),
+        (
+            "CTXENGINE_ENGINE",
+            "my engine",
+            "context.engine = 'my engine': must be a non-empty "
+            "name made of letters, digits, '_', '.' and '-'",
+        ),
+        (
+            "CTXENGINE_BASE_URL",
+            "openrouter.ai",
+            "model.base_url = 'openrouter.ai': must be an http:// or https:// URL or null",
+        ),
+        (
+            "CTXENGINE_SUMMARY_TIMEOUT",
+            "-1",
+            "auxiliary.compression.timeout = -1.0: must be a number > 0",
+        ),
+    ],
+)
+def test_env_errors_name_the_variable(home: Path, var: str, text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(env=env_for(home, **{var: text}))
+    assert str(info.value) == f"config error in env {var}: {message}"
+    assert info.value.problems[0].source == f"env {var}"
+
+
+def test_env_and_file_errors_are_reported_together(home: Path, tmp_path: Path) -> None:
+    f = write(tmp_path / "c.yaml", "context:\n  strict: maybe\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(f, env=env_for(home, CTXENGINE_CACHE_TTL="7m"))
+    assert [p.source for p in info.value.problems] == [str(f), "env CTXENGINE_CACHE_TTL"]
+
+
+def test_env_threshold_against_file_hygiene_names_both_sources(home: Path, tmp_path: Path) -> None:
+    f = write(tmp_path / "c.yaml", "compression:\n  hygiene_threshold: 0.6\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(f, env=env_for(home, CTXENGINE_THRESHOLD="0.7"))
+    assert str(info.value) == (
+        f"config error in {f}: compression.hygiene_threshold = 0.6: must be >= "
+        "compression.threshold (0.7, from env CTXENGINE_THRESHOLD) and <= 1.0"
+    )
+
+
+def test_discovery_env_vars_are_not_key_overrides() -> None:
+    assert "CTXENGINE_CONFIG" not in ENV_VARS
+    assert "CTXENGINE_HOME" not in ENV_VARS
+    assert all(
+        key in {f"{s}.{f.name}" for s, fs in SECTION_FIELDS.items() for f in fs}
+        for key in ENV_VARS.values()
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Overrides
+# ---------------------------------------------------------------------------------------------
+
+
+def test_overrides_apply_last(home: Path, tmp_path: Path) -> None:
+    f = write(tmp_path / "c.yaml", "context:\n  engine: from_file\n")
+    loaded = load_config(
+        f,
+        env=env_for(home, CTXENGINE_ENGINE="from_env", CTXENGINE_THRESHOLD="0.6"),
+        overrides={"context.engine": "from_flag", "compression.protect_last_n": 5},
+    )
+    assert loaded.config.context.engine == "from_flag"
+    assert loaded.sources["context.engine"] == "override"
+    assert loaded.config.compression.threshold == 0.6
+    assert loaded.config.compression.protect_last_n == 5
+    assert loaded.sources["compression.protect_last_n"] == "override"
+
+
+def test_override_strings_are_parsed_like_env(home: Path) -> None:
+    loaded = load_config(
+        env=env_for(home),
+        overrides={
+            "context.strict": "yes",
+            "compression.threshold": "0.4",
+            "model.context_length": "32768",
+            "context.plugin_dirs": ["/x"],
+        },
+    )
+    c = loaded.config
+    assert c.context.strict is True
+    assert c.compression.threshold == 0.4
+    assert c.model.context_length == 32768
+    assert c.context.plugin_dirs == ("/x",)
+
+
+def test_override_errors(home: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(
+            env=env_for(home),
+            overrides={
+                "compression.threshold": 2.0,
+                "compression.thresold": 0.5,
+                "prompt_caching.cache_ttl": "2h",
+                "models.m.windw": 5,
+            },
+        )
+    assert str(info.value).splitlines() == [
+        "config error in override: compression.threshold = 2.0: must be a number from 0.05 to 0.95",
+        "config error in override: compression.thresold: unknown key; did you mean "
+        "'compression.threshold'? (allowed: the keys listed by `ctxengine config`, "
+        "models.<name>.<field> or engines.<name>.<option>)",
+        "config error in override: prompt_caching.cache_ttl = '2h': must be one of '5m', '1h'",
+        "config error in override: models.m.windw: unknown key (allowed: context_length, "
+        "max_output_tokens, min_cacheable_tokens, input_price, output_price)",
+    ]
+
+
+def test_override_models_and_engines(home: Path, tmp_path: Path) -> None:
+    f = write(
+        tmp_path / "c.yaml",
+        "engines:\n  lcm:\n    db: a.sqlite\n    depth: 2\n"
+        "models:\n  claude-3.5-x:\n    input_price: 3\n",
+    )
+    loaded = load_config(
+        f,
+        env=env_for(home),
+        overrides={
+            "engines.lcm.depth": 3,
+            "models.claude-3.5-x.output_price": "15",
+            "engines.other": {"k": 1},
+        },
+    )
+    c = loaded.config
+    assert c.engines["lcm"] == {"db": "a.sqlite", "depth": 3}
+    assert c.engines["other"] == {"k": 1}
+    assert c.models["claude-3.5-x"] == ModelOverride(input_price=3.0, output_price=15.0)
+    assert loaded.sources["engines.lcm.db"] == str(f)
+    assert loaded.sources["engines.lcm.depth"] == "override"
+    assert loaded.sources["engines.other.k"] == "override"
+    assert loaded.sources["models.claude-3.5-x.input_price"] == str(f)
+    assert loaded.sources["models.claude-3.5-x.output_price"] == "override"
+    assert loaded.sources["models.claude-3.5-x.context_length"] == "default"
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources and listing
+# ---------------------------------------------------------------------------------------------
+
+
+def test_sources_cover_every_leaf(home: Path, tmp_path: Path) -> None:
+    f = write(tmp_path / "c.yaml", "compression:\n  threshold: 0.4\nengines:\n  lcm: {}\n")
+    loaded = load_config(
+        f, env=env_for(home, CTXENGINE_CACHE_TTL="1h"), overrides={"context.strict": True}
+    )
+    leaves = {f"{s}.{fld.name}" for s, fs in SECTION_FIELDS.items() for fld in fs}
+    assert leaves | {"engines.lcm"} == set(loaded.sources)
+    assert loaded.sources["compression.threshold"] == str(f)
+    assert loaded.sources["prompt_caching.cache_ttl"] == "env CTXENGINE_CACHE_TTL"
+    assert loaded.sources["context.strict"] == "override"
+    assert loaded.sources["compression.enabled"] == "default"
+    assert loaded.sources["engines.lcm"] == str(f)
+
+
+def test_items_lists_key_value_source(home: Path, tmp_path: Path) -> None:
+    f = write(
+        tmp_path / "c.yaml",
+        "auxiliary:\n  compression:\n    api_key: sk-secret\n"
+        "models:\n  m:\n    context_length: 4096\nengines:\n  lcm:\n    db: x\n",
+    )
+    loaded = load_config(f, env=env_for(home))
+    rows = loaded.items()
+    assert rows[0] == ("context.engine", "compressor", "default")
+    by_key = {key: (value, source) for key, value, source in rows}
+    assert by_key["auxiliary.compression.api_key"] == ("***", str(f))
+    assert by_key["models.m.context_length"] == (4096, str(f))
+    assert by_key["models.m.input_price"] == (None, "default")
+    assert by_key["engines.lcm.db"] == ("x", str(f))
+    assert "sk-secret" not in repr(rows)
+    assert "sk-secret" not in repr(loaded.config)
+
+
+def test_items_without_sources() -> None:
+    rows = LoadedConfig(config=Config(), path=None, sources={}).items()
+    assert len(rows) == sum(len(fs) for fs in SECTION_FIELDS.values())
+    assert {source for _, _, source in rows} == {"default"}
+
+
+# ---------------------------------------------------------------------------------------------
+# parse_section and Field (the engine-facing API)
+# ---------------------------------------------------------------------------------------------
+
+LCM_FIELDS = (
+    Field("db_path", "str", "lcm.sqlite"),
+    Field("fresh_tail", "int", 32, ge=1),
+    Field("leaf_ratio", "number", 0.5, gt=0, le=1),
+    Field("mode", "choice", "fast", choices=("fast", "deep")),
+)
+
+
+def test_parse_section_fills_defaults() -> None:
+    assert parse_section({"fresh_tail": 8}, "engines.lcm", LCM_FIELDS, source="x") == {
+        "db_path": "lcm.sqlite",
+        "fresh_tail": 8,
+        "leaf_ratio": 0.5,
+        "mode": "fast",
+    }
+    assert parse_section(None, "engines.lcm", LCM_FIELDS, source="x")["fresh_tail"] == 32
+
+
+def test_parse_section_messages_match_core_style() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_section(
+            {"fresh_tail": 0, "leaf_ratio": 0, "mode": "slow", "db_pth": "x"},
+            "engines.lcm",
+            LCM_FIELDS,
+            source=SRC,
+        )
+    assert str(info.value).splitlines() == [
+        f"config error in {SRC}: engines.lcm.fresh_tail = 0: must be an integer >= 1",
+        f"config error in {SRC}: engines.lcm.leaf_ratio = 0: must be a number > 0 and <= 1",
+        f"config error in {SRC}: engines.lcm.mode = 'slow': must be one of 'fast', 'deep'",
+        f"config error in {SRC}: engines.lcm.db_pth: unknown key; did you mean 'db_path'? "
+        "(allowed: db_path, fresh_tail, leaf_ratio, mode)",
+    ]
+
+
+def test_parse_section_on_config_engines_names_the_file(home: Path, tmp_path: Path) -> None:
+    f = write(tmp_path / "c.yaml", "engines:\n  lcm:\n    fresh_tail: -2\n")
+    loaded = load_config(f, env=env_for(home), overrides={"engines.lcm.mode": "slow"})
+    raw = loaded.config.engines["lcm"]
+    assert isinstance(raw, RawSection)
+    with pytest.raises(ConfigError) as info:
+        parse_section(raw, "engines.lcm", LCM_FIELDS, source="config")
+    assert str(info.value).splitlines() == [
+        f"config error in {f}: engines.lcm.fresh_tail = -2: must be an integer >= 1",
+        "config error in override: engines.lcm.mode = 'slow': must be one of 'fast', 'deep'",
+    ]
+
+
+def test_parse_section_rejects_non_mapping() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_section([1], "engines.lcm", LCM_FIELDS, source="s")  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "config error in s: engines.lcm = [1]: must be a mapping of key: value "
+        "(allowed keys: db_path, fresh_tail, leaf_ratio, mode)"
+    )
+
+
+def test_field_allowed_texts() -> None:
+    assert Field("a", "int", 1, le=10).allowed() == "must be an integer <= 10"
+    assert Field("a", "int", 1).allowed() == "must be an integer"
+    assert Field("a", "str_list", ()).allowed(from_text=True) == (
+        f"must be a list of non-empty strings (in an environment variable: separated by "
+        f"{os.pathsep!r})"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Budgets
+# ---------------------------------------------------------------------------------------------
+
+
+def test_budgets_reference_figures() -> None:
+    b = budgets(CompressionSettings(), 200_000, None)
+    assert b.window == 200_000
+    assert b.threshold_tokens == 100_000
+    assert b.tail_token_budget == 20_000
+    assert b.max_summary_tokens == 10_000
+    assert b.hygiene_threshold_tokens == 170_000
+
+
+def test_budgets_subtract_output_reservation_and_cap_summary() -> None:
+    b = budgets(CompressionSettings(threshold=0.6, target_ratio=0.5), 1_000_000, 200_000)
+    assert b.window == 800_000
+    assert b.threshold_tokens == 480_000
+    assert b.tail_token_budget == 240_000
+    assert b.max_summary_tokens == 12_000
+    assert b.hygiene_threshold_tokens == 680_000
+
+
+def test_budgets_small_window() -> None:
+    b = budgets(CompressionSettings(), 8192, 0)
+    assert (b.window, b.threshold_tokens, b.tail_token_budget, b.max_summary_tokens) == (
+        8192,
+        4096,
+        819,
+        409,
+    )
+
+
+def test_budgets_reject_no_window() -> None:
+    with pytest.raises(ValueError, match=r"max_tokens \(8192\) must be less than context_length"):
+        budgets(CompressionSettings(), 8192, 8192)
