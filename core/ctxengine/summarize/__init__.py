@@ -1,0 +1,78 @@
+"""The summariser providers: a kernel service every engine calls to write summaries.
+
+Providers (``auxiliary.compression.provider``): ``anthropic`` (official SDK), ``openai`` (any
+OpenAI-compatible endpoint; optional extra), ``main`` (the host's own model as a callable),
+``extractive`` (no model: :func:`resolve_provider` returns ``None`` and the engine writes its local
+digest) and ``auto`` (picks one from settings and environment, see :func:`choose`).
+
+Every failure of a summary call is a :class:`SummaryError` whose ``aborts`` flag carries SPEC §2's
+failure policy, identically for every engine. Importing this package imports no SDK.
+"""
+
+from __future__ import annotations
+
+from ctxengine.summarize.errors import (
+    ABORT_KINDS,
+    FALLBACK_KINDS,
+    ProviderConfigError,
+    SummaryError,
+    classify_error,
+    is_context_length_message,
+    kind_for_status,
+)
+from ctxengine.summarize.providers import (
+    OPENAI_INSTALL_HINT,
+    SAFETY_MARGIN,
+    AnthropicProvider,
+    MainCallable,
+    MainProvider,
+    OpenAIProvider,
+    SummaryProvider,
+    anthropic_reply_text,
+    fits,
+    max_prompt_tokens,
+    openai_reply_text,
+)
+from ctxengine.summarize.reasoning import strip_reasoning
+from ctxengine.summarize.selection import (
+    DEFAULT_ANTHROPIC_MODEL,
+    DEFAULT_OPENAI_MODEL,
+    FALLBACK_CONTEXT_LENGTH,
+    PROVIDERS,
+    Choice,
+    choose,
+    describe_provider,
+    resolve_provider,
+    summary_context_length,
+)
+
+__all__ = [
+    "ABORT_KINDS",
+    "DEFAULT_ANTHROPIC_MODEL",
+    "DEFAULT_OPENAI_MODEL",
+    "FALLBACK_CONTEXT_LENGTH",
+    "FALLBACK_KINDS",
+    "OPENAI_INSTALL_HINT",
+    "PROVIDERS",
+    "SAFETY_MARGIN",
+    "AnthropicProvider",
+    "Choice",
+    "MainCallable",
+    "MainProvider",
+    "OpenAIProvider",
+    "ProviderConfigError",
+    "SummaryError",
+    "SummaryProvider",
+    "anthropic_reply_text",
+    "choose",
+    "classify_error",
+    "describe_provider",
+    "fits",
+    "is_context_length_message",
+    "kind_for_status",
+    "max_prompt_tokens",
+    "openai_reply_text",
+    "resolve_provider",
+    "strip_reasoning",
+    "summary_context_length",
+]

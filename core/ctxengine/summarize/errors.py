@@ -1,0 +1,185 @@
+"""Summary-call failures and their classification into the kinds the failure policy acts on.
+
+SPEC §2 "Failure policy": auth, network, timeout and rate-limit failures *abort* a compaction
+(messages unchanged, cooldown); every other failure falls back to the local digest. Every provider
+raises :class:`SummaryError` and nothing else from a summary call, so engines branch on
+``.aborts`` / ``.kind`` without knowing which SDK was involved.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Any
+
+ABORT_KINDS = frozenset({"auth", "network", "timeout", "rate_limit"})
+"""Kinds that abort the compaction and start a cooldown."""
+
+FALLBACK_KINDS = frozenset(
+    {"empty", "server", "unparsable", "context_length", "too_small", "other"}
+)
+"""Kinds after which the engine writes the deterministic local digest instead."""
+
+_WHAT = {
+    "auth": "authentication failed",
+    "network": "could not reach the endpoint",
+    "timeout": "timed out",
+    "rate_limit": "rate limited or overloaded",
+    "empty": "the reply held no text",
+    "server": "server error",
+    "unparsable": "the reply could not be used",
+    "context_length": "the input does not fit the summary model's context window",
+    "too_small": "the summary model's context window is too small",
+    "other": "the request failed",
+}
+
+# How providers word "your prompt does not fit" in a 400 (Anthropic, OpenAI, vLLM, llama.cpp,
+# Ollama, OpenRouter).
+_CONTEXT_LENGTH = re.compile(
+    r"prompt is too long|context[ _-]?length|maximum context|context window|context limit"
+    r"|too many tokens|exceeds? the (?:model'?s? )?(?:context|maximum)",
+    re.IGNORECASE,
+)
+
+
+class SummaryError(Exception):
+    """A summary call failed; ``kind`` says how, ``aborts`` what the failure policy does.
+
+    :ivar kind: one of :data:`ABORT_KINDS` or :data:`FALLBACK_KINDS`.
+    :ivar provider: the provider name (``"anthropic"``, ``"openai"``, ``"main"``).
+    :ivar status: the HTTP status when the endpoint answered with an error, else ``None``.
+    """
+
+    def __init__(
+        self, message: str, *, kind: str, provider: str, status: int | None = None
+    ) -> None:
+        if kind not in ABORT_KINDS and kind not in FALLBACK_KINDS:
+            allowed = ", ".join(sorted(ABORT_KINDS | FALLBACK_KINDS))
+            raise ValueError(f"SummaryError kind {kind!r} is unknown; allowed: {allowed}")
+        super().__init__(message)
+        self.kind = kind
+        self.provider = provider
+        self.status = status
+
+    @property
+    def aborts(self) -> bool:
+        """True when the compaction must be aborted rather than fall back to a local digest."""
+        return self.kind in ABORT_KINDS
+
+    @classmethod
+    def of(
+        cls, kind: str, provider: str, detail: str = "", *, status: int | None = None
+    ) -> SummaryError:
+        """An error whose message reads ``"<provider> summariser: <what went wrong>: <detail>"``."""
+        head = f"{provider} summariser: {_WHAT.get(kind, kind)}"
+        if status is not None:
+            head += f" (HTTP {status})"
+        return cls(
+            f"{head}: {detail}" if detail else head, kind=kind, provider=provider, status=status
+        )
+
+
+class ProviderConfigError(ValueError):
+    """The summary provider settings cannot work (missing key, missing model, unknown name)."""
+
+
+def is_context_length_message(message: str) -> bool:
+    """True when an error message says the prompt does not fit the model's context window."""
+    return bool(_CONTEXT_LENGTH.search(message))
+
+
+def kind_for_status(status: int, message: str = "", error_type: str | None = None) -> str:
+    """The failure kind for an HTTP error ``status`` (with the API's message and error type)."""
+    if status in (401, 403):
+        return "auth"
+    if status == 408:
+        return "timeout"
+    if status in (429, 529) or error_type == "overloaded_error":
+        return "rate_limit"
+    if status == 413:
+        return "context_length"
+    if status in (400, 422) and is_context_length_message(message):
+        return "context_length"
+    if status >= 500:
+        return "server"
+    return "other"
+
+
+def classify_error(
+    exc: BaseException, provider: str, *, timeout: float | None = None
+) -> SummaryError:
+    """Turn any exception from a summary call into a :class:`SummaryError`.
+
+    Exceptions of the ``anthropic`` and ``openai`` SDKs are mapped by class (both SDKs use the
+    same names); built-in ``TimeoutError`` / ``ConnectionError`` become ``timeout`` / ``network``;
+    a reply body that is not JSON becomes ``unparsable``; anything else is ``other``. A
+    :class:`SummaryError` passes through unchanged.
+    """
+    if isinstance(exc, SummaryError):
+        return exc
+    sdk = _sdk_of(exc)
+    if sdk is not None:
+        classified = _classify_sdk(exc, sdk, provider, timeout)
+        if classified is not None:
+            return classified
+    if isinstance(exc, _timeout_types()):
+        return SummaryError.of("timeout", provider, _after(timeout) or str(exc))
+    if isinstance(exc, ConnectionError):
+        return SummaryError.of("network", provider, f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, json.JSONDecodeError):
+        return SummaryError.of("unparsable", provider, f"the reply body is not valid JSON ({exc})")
+    return SummaryError.of("other", provider, f"{type(exc).__name__}: {exc}")
+
+
+def _sdk_of(exc: BaseException) -> Any:
+    """The ``anthropic`` / ``openai`` module an exception comes from, if it is already imported."""
+    root = type(exc).__module__.split(".", 1)[0]
+    if root in ("anthropic", "openai"):
+        return sys.modules.get(root)
+    return None
+
+
+def _timeout_types() -> tuple[type[BaseException], ...]:
+    """Built-in timeouts; on Python 3.10 asyncio's is a separate class (no asyncio import here:
+    if asyncio is not loaded, nothing raised its timeout)."""
+    asyncio = sys.modules.get("asyncio")
+    return (TimeoutError, asyncio.TimeoutError) if asyncio is not None else (TimeoutError,)
+
+
+def _after(timeout: float | None) -> str:
+    return f"no reply within {timeout:g} s" if timeout is not None else ""
+
+
+def _classify_sdk(
+    exc: BaseException, sdk: Any, provider: str, timeout: float | None
+) -> SummaryError | None:
+    if isinstance(exc, sdk.APITimeoutError):
+        return SummaryError.of("timeout", provider, _after(timeout) or str(exc))
+    if isinstance(exc, sdk.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = f"{exc} ({type(cause).__name__}: {cause})" if cause is not None else str(exc)
+        return SummaryError.of("network", provider, detail)
+    if isinstance(exc, sdk.APIStatusError):
+        status = int(exc.status_code)
+        message, error_type = _api_message(exc)
+        kind = kind_for_status(status, message, error_type)
+        detail = f"{error_type}: {message}" if error_type else message
+        return SummaryError.of(kind, provider, detail, status=status)
+    if isinstance(exc, sdk.APIResponseValidationError):
+        return SummaryError.of("unparsable", provider, str(exc))
+    return None
+
+
+def _api_message(exc: Any) -> tuple[str, str | None]:
+    """``(message, error type)`` from an SDK status error's body, whichever envelope it used."""
+    body = getattr(exc, "body", None)
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        message = error.get("message")
+        error_type = error.get("type") or error.get("code")
+        return (
+            str(message) if message else str(exc),
+            str(error_type) if error_type else None,
+        )
+    return str(getattr(exc, "message", exc)), None

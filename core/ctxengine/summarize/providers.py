@@ -1,0 +1,324 @@
+"""The summary providers: the Anthropic SDK, the OpenAI SDK (any compatible endpoint) and the
+host's own model.
+
+Each provider makes one call per summary, never retries (``max_retries=0``: the failure policy
+decides what a failure means, see :mod:`ctxengine.summarize.errors`) and returns plain text that
+is neither empty nor reasoning. SDKs are imported on first use, never at module import.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from ctxengine.summarize.errors import SummaryError, classify_error
+from ctxengine.summarize.reasoning import strip_reasoning
+
+SAFETY_MARGIN = 0.05
+"""Share of the summary model's window kept free for estimate error and message framing."""
+
+OPENAI_INSTALL_HINT = "pip install 'ctxengine[openai]'"
+
+MainCallable = Callable[[str, str, int], str]
+"""The host's own model: ``(system, prompt, max_tokens) -> text``."""
+
+
+@runtime_checkable
+class SummaryProvider(Protocol):
+    """What every engine calls to write a summary.
+
+    ``complete`` / ``acomplete`` return non-empty text with reasoning removed, or raise
+    :class:`~ctxengine.summarize.errors.SummaryError`; nothing else escapes them.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def context_length(self) -> int: ...
+
+    def complete(self, system: str, prompt: str, max_tokens: int) -> str: ...
+
+    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str: ...
+
+
+def max_prompt_tokens(
+    context_length: int, max_tokens: int, *, margin: float = SAFETY_MARGIN
+) -> int:
+    """The most prompt tokens (system + input) that leave room for ``max_tokens`` of reply.
+
+    ``margin`` of the window stays free for token-estimate error; 0 when nothing fits.
+    """
+    return max(int(context_length * (1.0 - margin)) - max_tokens, 0)
+
+
+def fits(provider: SummaryProvider, prompt_tokens: int, max_tokens: int) -> bool:
+    """True when a prompt of ``prompt_tokens`` plus ``max_tokens`` of reply fit the provider's
+    window with the safety margin; engines shrink their input until it does instead of failing."""
+    return prompt_tokens <= max_prompt_tokens(provider.context_length, max_tokens)
+
+
+def _check_call(system: str, prompt: str, max_tokens: int) -> None:
+    if not isinstance(system, str) or not isinstance(prompt, str):
+        raise TypeError("summary calls take system and prompt as str")
+    if not prompt.strip():
+        raise ValueError("summary prompt is empty: there is nothing to summarise")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+
+
+def _final_text(text: str, provider: str) -> str:
+    cleaned = strip_reasoning(text)
+    if not cleaned:
+        detail = "only reasoning" if text.strip() else "empty or whitespace text"
+        raise SummaryError.of("empty", provider, detail)
+    return cleaned
+
+
+def anthropic_reply_text(reply: Any, provider: str = "anthropic") -> str:
+    """The text of a Messages API reply: text blocks joined, thinking and tool blocks ignored.
+
+    :raises SummaryError: ``unparsable`` when the reply is not a message or has content but no
+        text block; ``empty`` when it has no content or only blank text / reasoning.
+    """
+    content = getattr(reply, "content", None)
+    if not isinstance(content, list):
+        raise SummaryError.of(
+            "unparsable", provider, f"expected a message with content, got {type(reply).__name__}"
+        )
+    if not content:
+        raise SummaryError.of("empty", provider, "the reply has no content blocks")
+    texts = [str(block.text) for block in content if getattr(block, "type", None) == "text"]
+    if not texts:
+        kinds = ", ".join(sorted({str(getattr(b, "type", "?")) for b in content}))
+        raise SummaryError.of("unparsable", provider, f"no text block, only: {kinds}")
+    return _final_text("".join(texts), provider)
+
+
+def openai_reply_text(reply: Any, provider: str = "openai") -> str:
+    """The text of a chat completion: ``choices[0].message.content`` (``reasoning_content`` and
+    ``reasoning`` are ignored).
+
+    :raises SummaryError: ``unparsable`` when there is no choice or the message holds only tool
+        calls; ``empty`` when the content is missing, blank or only reasoning.
+    """
+    choices = getattr(reply, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise SummaryError.of(
+            "unparsable", provider, f"expected a chat completion with choices, got {reply!r:.200}"
+        )
+    message = getattr(choices[0], "message", None)
+    content = getattr(message, "content", None)
+    if isinstance(content, list):  # some servers return content parts
+        content = "".join(
+            str(part.get("text", "")) if isinstance(part, dict) else str(getattr(part, "text", ""))
+            for part in content
+        )
+    if content is None or not isinstance(content, str):
+        if getattr(message, "tool_calls", None) or getattr(message, "function_call", None):
+            raise SummaryError.of("unparsable", provider, "the reply holds only tool calls")
+        raise SummaryError.of("empty", provider, "the reply has no content")
+    return _final_text(content, provider)
+
+
+@attrs.define(eq=False)
+class AnthropicProvider:
+    """Summaries through the official ``anthropic`` SDK (Messages API)."""
+
+    model: str
+    api_key: str = attrs.field(repr=False)
+    base_url: str
+    timeout: float
+    context_length: int
+    name: str = "anthropic"
+    last_usage: Any = attrs.field(default=None, init=False)
+    """The SDK usage object of the last successful call (for cost accounting)."""
+    _client: Any = attrs.field(default=None, init=False, repr=False)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
+
+    def _client_kwargs(self) -> dict[str, Any]:
+        return {
+            "api_key": self.api_key,
+            "base_url": self.base_url,
+            "timeout": self.timeout,
+            "max_retries": 0,
+        }
+
+    def _request(self, system: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": prompt}],
+        }
+        if system.strip():
+            request["system"] = system
+        return request
+
+    def complete(self, system: str, prompt: str, max_tokens: int) -> str:
+        """One Messages API call; see :class:`SummaryProvider`."""
+        _check_call(system, prompt, max_tokens)
+        import anthropic
+
+        with self._lock:
+            if self._client is None:
+                self._client = anthropic.Anthropic(**self._client_kwargs())
+            client = self._client
+        try:
+            reply = client.messages.create(**self._request(system, prompt, max_tokens))
+        except Exception as exc:
+            raise classify_error(exc, self.name, timeout=self.timeout) from exc
+        text = anthropic_reply_text(reply, self.name)
+        self.last_usage = getattr(reply, "usage", None)
+        return text
+
+    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str:
+        """As :meth:`complete`, with the SDK's async client (one per call: clients are bound to
+        the event loop they were created on)."""
+        _check_call(system, prompt, max_tokens)
+        import anthropic
+
+        try:
+            async with anthropic.AsyncAnthropic(**self._client_kwargs()) as client:
+                reply = await client.messages.create(**self._request(system, prompt, max_tokens))
+        except Exception as exc:
+            raise classify_error(exc, self.name, timeout=self.timeout) from exc
+        text = anthropic_reply_text(reply, self.name)
+        self.last_usage = getattr(reply, "usage", None)
+        return text
+
+    def close(self) -> None:
+        """Close the pooled HTTP connections of the sync client, if one was made."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+
+def _import_openai() -> Any:
+    try:
+        import openai
+    except ImportError as exc:
+        raise ImportError(
+            "the 'openai' summary provider needs the openai package; install it with: "
+            f"{OPENAI_INSTALL_HINT}"
+        ) from exc
+    return openai
+
+
+@attrs.define(eq=False)
+class OpenAIProvider:
+    """Summaries through the ``openai`` SDK against OpenAI or any compatible endpoint."""
+
+    model: str
+    api_key: str = attrs.field(repr=False)
+    base_url: str | None
+    timeout: float
+    context_length: int
+    name: str = "openai"
+    last_usage: Any = attrs.field(default=None, init=False)
+    _client: Any = attrs.field(default=None, init=False, repr=False)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
+
+    @property
+    def official(self) -> bool:
+        """True for OpenAI's own API (which wants ``max_completion_tokens``)."""
+        return self.base_url is None or "api.openai.com" in self.base_url
+
+    def _client_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "api_key": self.api_key,
+            "timeout": self.timeout,
+            "max_retries": 0,
+        }
+        if self.base_url is not None:
+            kwargs["base_url"] = self.base_url
+        return kwargs
+
+    def _request(self, system: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+        messages = [{"role": "user", "content": prompt}]
+        if system.strip():
+            messages.insert(0, {"role": "system", "content": system})
+        # OpenAI's newer models reject `max_tokens`; local servers (llama.cpp, older vLLM and
+        # Ollama) only know `max_tokens`.
+        limit_key = "max_completion_tokens" if self.official else "max_tokens"
+        return {"model": self.model, "messages": messages, limit_key: max_tokens}
+
+    def complete(self, system: str, prompt: str, max_tokens: int) -> str:
+        """One chat completions call; see :class:`SummaryProvider`."""
+        _check_call(system, prompt, max_tokens)
+        openai = _import_openai()
+        with self._lock:
+            if self._client is None:
+                self._client = openai.OpenAI(**self._client_kwargs())
+            client = self._client
+        try:
+            reply = client.chat.completions.create(**self._request(system, prompt, max_tokens))
+        except Exception as exc:
+            raise classify_error(exc, self.name, timeout=self.timeout) from exc
+        text = openai_reply_text(reply, self.name)
+        self.last_usage = getattr(reply, "usage", None)
+        return text
+
+    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str:
+        """As :meth:`complete`, with the SDK's async client (one per call)."""
+        _check_call(system, prompt, max_tokens)
+        openai = _import_openai()
+        try:
+            async with openai.AsyncOpenAI(**self._client_kwargs()) as client:
+                reply = await client.chat.completions.create(
+                    **self._request(system, prompt, max_tokens)
+                )
+        except Exception as exc:
+            raise classify_error(exc, self.name, timeout=self.timeout) from exc
+        text = openai_reply_text(reply, self.name)
+        self.last_usage = getattr(reply, "usage", None)
+        return text
+
+    def close(self) -> None:
+        """Close the pooled HTTP connections of the sync client, if one was made."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+
+@attrs.define(eq=False)
+class MainProvider:
+    """Summaries written by the host's own model through a callable it hands to the kernel.
+
+    Exceptions from the callable are classified like SDK errors: ``TimeoutError`` and
+    ``ConnectionError`` (and SDK timeouts / connection / auth / rate-limit errors) abort, the rest
+    fall back; a :class:`SummaryError` it raises passes through.
+    """
+
+    call: MainCallable = attrs.field(repr=False)
+    model: str = "main"
+    context_length: int = 128_000
+    name: str = "main"
+
+    def complete(self, system: str, prompt: str, max_tokens: int) -> str:
+        """Call the host's model; see :class:`SummaryProvider`."""
+        _check_call(system, prompt, max_tokens)
+        try:
+            reply = self.call(system, prompt, max_tokens)
+        except Exception as exc:
+            raise classify_error(exc, self.name) from exc
+        if not isinstance(reply, str):
+            raise SummaryError.of(
+                "unparsable",
+                self.name,
+                f"the host callable returned {type(reply).__name__}, not str",
+            )
+        return _final_text(reply, self.name)
+
+    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str:
+        """:meth:`complete` in a worker thread so the blocking host call does not stall the loop."""
+        import asyncio
+
+        return await asyncio.to_thread(self.complete, system, prompt, max_tokens)

@@ -1,0 +1,312 @@
+"""Which summary provider the settings and the environment select, and why.
+
+One pure function, :func:`choose`, decides; :func:`resolve_provider` builds the provider it picked
+and :func:`describe_provider` reports the same decision for status lines, so the two never
+disagree.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
+
+import attrs
+
+from ctxengine.summarize.errors import ProviderConfigError
+from ctxengine.summarize.providers import (
+    OPENAI_INSTALL_HINT,
+    AnthropicProvider,
+    MainCallable,
+    MainProvider,
+    OpenAIProvider,
+    SummaryProvider,
+)
+
+if TYPE_CHECKING:
+    from ctxengine.config import SummaryProviderSettings
+
+ProviderName = Literal["anthropic", "openai", "main", "extractive"]
+
+PROVIDERS = ("auto", "anthropic", "openai", "main", "extractive")
+DEFAULT_ANTHROPIC_MODEL = "claude-haiku-4-5"
+DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
+ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+FALLBACK_CONTEXT_LENGTH = 128_000
+"""The summary model's window when neither the settings nor the model table know it."""
+
+# Sent to keyless local endpoints (llama.cpp, vLLM, Ollama): the SDKs insist on some key.
+NO_KEY = "not-needed"
+
+_KEY = "auxiliary.compression"
+_log = logging.getLogger("ctxengine")
+
+
+@attrs.frozen
+class Choice:
+    """The outcome of provider selection.
+
+    :ivar provider: what will write summaries; ``extractive`` means the local digest.
+    :ivar reason: why ``auto`` picked it (empty for an explicit provider).
+    :ivar problem: why the explicitly requested provider cannot work (``None`` when it can).
+    """
+
+    requested: str
+    provider: ProviderName
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = attrs.field(default=None, repr=False)
+    reason: str = ""
+    problem: str | None = None
+
+
+def _get(mapping: Mapping[str, str], name: str) -> str | None:
+    value = mapping.get(name)
+    return value if value else None  # an empty variable counts as unset
+
+
+def _anthropic_key(env: Mapping[str, str]) -> tuple[str | None, str]:
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        if _get(env, var):
+            return _get(env, var), f"${var}"
+    return None, ""
+
+
+def _anthropic(settings: SummaryProviderSettings, env: Mapping[str, str], reason: str) -> Choice:
+    key = settings.api_key or _anthropic_key(env)[0]
+    base_url = settings.base_url or _get(env, "ANTHROPIC_BASE_URL") or ANTHROPIC_BASE_URL
+    model = settings.model or DEFAULT_ANTHROPIC_MODEL
+    problem = None
+    if key is None:
+        if base_url.rstrip("/") == ANTHROPIC_BASE_URL:
+            problem = (
+                f"no API key for the anthropic summariser: set {_KEY}.api_key or "
+                "$ANTHROPIC_API_KEY (or choose provider 'openai', 'main' or 'extractive')"
+            )
+        else:
+            key = NO_KEY
+    return Choice(
+        requested=settings.provider,
+        provider="anthropic",
+        model=model,
+        base_url=base_url,
+        api_key=key,
+        reason=reason,
+        problem=problem,
+    )
+
+
+def _is_official_openai(base_url: str | None) -> bool:
+    return base_url is None or "api.openai.com" in base_url
+
+
+def _openai(settings: SummaryProviderSettings, env: Mapping[str, str], reason: str) -> Choice:
+    base_url = settings.base_url or _get(env, "OPENAI_BASE_URL")
+    official = _is_official_openai(base_url)
+    key = settings.api_key or _get(env, "OPENAI_API_KEY") or (None if official else NO_KEY)
+    model = settings.model or (DEFAULT_OPENAI_MODEL if official else None)
+    problem = None
+    if importlib.util.find_spec("openai") is None:
+        problem = f"the openai package is not installed; install it with: {OPENAI_INSTALL_HINT}"
+    elif model is None:
+        problem = (
+            f"{_KEY}.model is required for the OpenAI-compatible endpoint {base_url}: "
+            "name the model that endpoint serves (for example 'qwen2.5:7b' on Ollama)"
+        )
+    elif key is None:
+        problem = (
+            f"no API key for the openai summariser: set {_KEY}.api_key or $OPENAI_API_KEY, "
+            f"or point {_KEY}.base_url at a local endpoint"
+        )
+    return Choice(
+        requested=settings.provider,
+        provider="openai",
+        model=model,
+        base_url=base_url,
+        api_key=key,
+        reason=reason,
+        problem=problem,
+    )
+
+
+def _extractive(requested: str, reason: str = "") -> Choice:
+    return Choice(requested=requested, provider="extractive", reason=reason)
+
+
+def _auto(settings: SummaryProviderSettings, env: Mapping[str, str]) -> Choice:
+    # Explicit settings beat ambient environment variables.
+    if settings.api_key and not settings.base_url:
+        candidate = _anthropic(settings, env, f"{_KEY}.api_key is set")
+    elif settings.base_url:
+        candidate = _openai(settings, env, f"{_KEY}.base_url is set")
+    elif _anthropic_key(env)[0]:
+        candidate = _anthropic(settings, env, f"{_anthropic_key(env)[1]} is set")
+    elif _get(env, "OPENAI_API_KEY") or _get(env, "OPENAI_BASE_URL"):
+        var = "$OPENAI_API_KEY" if _get(env, "OPENAI_API_KEY") else "$OPENAI_BASE_URL"
+        candidate = _openai(settings, env, f"{var} is set")
+    else:
+        return _extractive(
+            "auto",
+            "no summary model configured (set $ANTHROPIC_API_KEY or $OPENAI_API_KEY, "
+            f"or {_KEY}.base_url)",
+        )
+    if candidate.problem is not None:
+        # auto never fails a session: it degrades to the local digest and says why.
+        return _extractive("auto", f"{candidate.provider} unusable: {candidate.problem}")
+    return candidate
+
+
+def choose(
+    settings: SummaryProviderSettings,
+    env: Mapping[str, str] | None = None,
+    *,
+    main_available: bool = False,
+) -> Choice:
+    """Decide the provider from ``settings`` and ``env`` (default: ``os.environ``).
+
+    ``auto`` picks, in order: Anthropic when ``api_key`` is set without ``base_url``; the
+    OpenAI-compatible endpoint when ``base_url`` is set; Anthropic when ``$ANTHROPIC_API_KEY`` (or
+    ``$ANTHROPIC_AUTH_TOKEN``) is set; OpenAI when ``$OPENAI_API_KEY`` or ``$OPENAI_BASE_URL`` is
+    set; otherwise the extractive digest. When the candidate cannot work (missing model, missing
+    extra) ``auto`` degrades to extractive with the problem as its reason; an explicit provider
+    reports the problem in :attr:`Choice.problem` instead.
+
+    :raises ProviderConfigError: for a provider name outside :data:`PROVIDERS` or a bad timeout.
+    """
+    env = os.environ if env is None else env
+    requested = settings.provider
+    if requested not in PROVIDERS:
+        raise ProviderConfigError(
+            f"{_KEY}.provider: {requested!r} is not a summary provider; "
+            f"allowed: {', '.join(PROVIDERS)}"
+        )
+    timeout = settings.timeout
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ProviderConfigError(f"{_KEY}.timeout: {timeout!r} is not allowed; use seconds > 0")
+    if requested == "anthropic":
+        return _anthropic(settings, env, "")
+    if requested == "openai":
+        return _openai(settings, env, "")
+    if requested == "main":
+        problem = (
+            None
+            if main_available
+            else "provider 'main' needs the host's model callable, and none was given "
+            "(pass main_summarizer= when loading the kernel, or choose another provider)"
+        )
+        return Choice(requested="main", provider="main", model=settings.model, problem=problem)
+    if requested == "extractive":
+        return _extractive("extractive")
+    return _auto(settings, env)
+
+
+def summary_context_length(settings: SummaryProviderSettings, model: str | None) -> int:
+    """The summary model's window: ``settings.context_length``, else the model table's value,
+    else :data:`FALLBACK_CONTEXT_LENGTH`."""
+    if settings.context_length:
+        return int(settings.context_length)
+    if model:
+        try:
+            from ctxengine.models import lookup_model
+        except ImportError:  # models.py is optional for this module
+            return FALLBACK_CONTEXT_LENGTH
+        return int(lookup_model(model).context_length)
+    return FALLBACK_CONTEXT_LENGTH
+
+
+def resolve_provider(
+    settings: SummaryProviderSettings,
+    *,
+    main: MainCallable | None = None,
+    env: Mapping[str, str] | None = None,
+    main_model: str | None = None,
+) -> SummaryProvider | None:
+    """Build the configured summary provider; ``None`` means the extractive local digest.
+
+    No SDK is imported and no network is touched here; clients are made on the first call.
+
+    :param main: the host's own model as ``(system, prompt, max_tokens) -> text`` (provider
+        ``main``).
+    :param main_model: the host model's name, used for the ``main`` provider's window.
+    :raises ProviderConfigError: when an explicitly chosen provider cannot work (missing key,
+        missing model for a compatible endpoint, no ``main`` callable), naming what to set.
+    :raises ImportError: for provider ``openai`` without the openai package; the message holds
+        the ``pip install`` line.
+    """
+    choice = choose(settings, env, main_available=main is not None)
+    if choice.problem is not None:
+        if choice.provider == "openai" and "not installed" in choice.problem:
+            raise ImportError(choice.problem)
+        raise ProviderConfigError(f"{_KEY}.provider {choice.requested!r}: {choice.problem}")
+    if choice.reason:
+        _log.info("summary provider: %s", _describe(choice))
+    if choice.provider == "extractive":
+        return None
+    if choice.provider == "main":
+        assert main is not None  # choose() reports a problem otherwise
+        name = main_model or settings.model
+        return MainProvider(
+            call=main,
+            model=name or "main",
+            context_length=summary_context_length(settings, name),
+        )
+    assert choice.model is not None and choice.api_key is not None
+    window = summary_context_length(settings, choice.model)
+    if choice.provider == "anthropic":
+        assert choice.base_url is not None
+        return AnthropicProvider(
+            model=choice.model,
+            api_key=choice.api_key,
+            base_url=choice.base_url,
+            timeout=float(settings.timeout),
+            context_length=window,
+        )
+    return OpenAIProvider(
+        model=choice.model,
+        api_key=choice.api_key,
+        base_url=choice.base_url,
+        timeout=float(settings.timeout),
+        context_length=window,
+    )
+
+
+def _describe(choice: Choice) -> str:
+    if choice.provider == "extractive":
+        picked = "extractive (local digest, no model call)"
+    elif choice.provider == "main":
+        picked = f"main ({choice.model or 'the host model'})"
+    else:
+        where = ""
+        if choice.base_url and choice.base_url.rstrip("/") != ANTHROPIC_BASE_URL:
+            where = f" at {choice.base_url}"
+        picked = f"{choice.provider} ({choice.model or 'no model'}{where})"
+    text = f"auto -> {picked}" if choice.requested == "auto" else picked
+    if choice.reason:
+        text += f": {choice.reason}"
+    if choice.problem:
+        text += f": not usable: {choice.problem}"
+    return text
+
+
+def describe_provider(
+    settings: SummaryProviderSettings,
+    env: Mapping[str, str] | None = None,
+    *,
+    main: MainCallable | None = None,
+    main_model: str | None = None,
+) -> str:
+    """One status line saying which provider summaries use and why, e.g.
+    ``"auto -> anthropic (claude-haiku-4-5): $ANTHROPIC_API_KEY is set"``.
+
+    Never raises for an unusable explicit provider: the line says ``not usable`` and why. Never
+    shows an API key.
+    """
+    try:
+        choice = choose(settings, env, main_available=main is not None)
+    except ProviderConfigError as exc:
+        return f"{settings.provider}: not usable: {exc}"
+    if choice.provider == "main" and main_model:
+        choice = attrs.evolve(choice, model=main_model)
+    return _describe(choice)
