@@ -130,7 +130,7 @@ def _count(data: Mapping[str, Any], key: str, where: str = "") -> int:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(
-            f"usage field {where}{key!r} must be a non-negative integer, got {value!r}"
+            f"usage field '{where}{key}' must be a non-negative integer, got {value!r}"
         )
     return value
 

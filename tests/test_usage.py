@@ -1,0 +1,229 @@
+"""Usage normalisation across Anthropic, OpenAI chat and OpenAI Responses, dicts and SDK types."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from ctxengine.models import lookup_model
+from ctxengine.usage import Usage, cost_usd, normalize_usage
+
+# -- Anthropic ---------------------------------------------------------------------------------
+
+
+def test_anthropic_dict_with_ttl_split() -> None:
+    raw = {
+        "input_tokens": 50,
+        "output_tokens": 300,
+        "cache_read_input_tokens": 10_000,
+        "cache_creation_input_tokens": 2_500,
+        "cache_creation": {"ephemeral_5m_input_tokens": 500, "ephemeral_1h_input_tokens": 2_000},
+    }
+    usage = normalize_usage(raw)
+    assert usage == Usage(
+        input_tokens=50,
+        output_tokens=300,
+        cache_read_tokens=10_000,
+        cache_write_5m_tokens=500,
+        cache_write_1h_tokens=2_000,
+    )
+    assert usage.cache_write_tokens == 2_500
+    assert usage.prompt_tokens == 50 + 10_000 + 2_500
+
+
+def test_anthropic_total_without_split_counts_as_5m() -> None:
+    usage = normalize_usage(
+        {"input_tokens": 7, "output_tokens": 1, "cache_creation_input_tokens": 1_234}
+    )
+    assert (usage.cache_write_5m_tokens, usage.cache_write_1h_tokens) == (1_234, 0)
+
+
+def test_anthropic_split_short_of_total_keeps_every_token() -> None:
+    usage = normalize_usage(
+        {
+            "input_tokens": 1,
+            "output_tokens": 1,
+            "cache_creation_input_tokens": 1_000,
+            "cache_creation": {"ephemeral_1h_input_tokens": 600},
+        }
+    )
+    assert (usage.cache_write_5m_tokens, usage.cache_write_1h_tokens) == (400, 600)
+
+
+def test_anthropic_sdk_usage_object() -> None:
+    from anthropic.types import CacheCreation
+    from anthropic.types import Usage as AnthropicUsage
+    from anthropic.types.output_tokens_details import OutputTokensDetails
+
+    sdk = AnthropicUsage(
+        input_tokens=12,
+        output_tokens=900,
+        cache_read_input_tokens=40_000,
+        cache_creation_input_tokens=3_000,
+        cache_creation=CacheCreation(
+            ephemeral_5m_input_tokens=1_000, ephemeral_1h_input_tokens=2_000
+        ),
+        output_tokens_details=OutputTokensDetails(thinking_tokens=700),
+    )
+    usage = normalize_usage(sdk)
+    assert usage == Usage(12, 900, 40_000, 1_000, 2_000, 700)
+    assert usage.cache_hit_ratio == pytest.approx(40_000 / 43_012)
+
+
+def test_anthropic_sdk_usage_with_null_cache_fields() -> None:
+    from anthropic.types import Usage as AnthropicUsage
+
+    usage = normalize_usage(AnthropicUsage(input_tokens=5, output_tokens=6))
+    assert usage == Usage(input_tokens=5, output_tokens=6)
+
+
+# -- OpenAI chat -------------------------------------------------------------------------------
+
+
+def test_openai_chat_prompt_tokens_include_cached() -> None:
+    raw = {
+        "prompt_tokens": 10_000,
+        "completion_tokens": 500,
+        "total_tokens": 10_500,
+        "prompt_tokens_details": {"cached_tokens": 8_192},
+        "completion_tokens_details": {"reasoning_tokens": 320},
+    }
+    usage = normalize_usage(raw)
+    assert usage == Usage(
+        input_tokens=10_000 - 8_192,
+        output_tokens=500,
+        cache_read_tokens=8_192,
+        reasoning_tokens=320,
+    )
+    assert usage.prompt_tokens == 10_000
+
+
+def test_openai_chat_router_cache_writes_are_split_out() -> None:
+    # OpenRouter reports Claude cache writes inside prompt_tokens_details.
+    raw = {
+        "prompt_tokens": 5_000,
+        "completion_tokens": 10,
+        "prompt_tokens_details": {"cached_tokens": 3_000, "cache_write_tokens": 1_500},
+    }
+    usage = normalize_usage(raw)
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_5m_tokens) == (
+        500,
+        3_000,
+        1_500,
+    )
+    assert usage.prompt_tokens == 5_000
+
+
+def test_openai_chat_sdk_object() -> None:
+    from openai.types import CompletionUsage
+    from openai.types.completion_usage import CompletionTokensDetails, PromptTokensDetails
+
+    sdk = CompletionUsage(
+        prompt_tokens=2_048,
+        completion_tokens=64,
+        total_tokens=2_112,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=1_024),
+        completion_tokens_details=CompletionTokensDetails(reasoning_tokens=32),
+    )
+    assert normalize_usage(sdk) == Usage(
+        input_tokens=1_024, output_tokens=64, cache_read_tokens=1_024, reasoning_tokens=32
+    )
+
+
+def test_openai_chat_without_details() -> None:
+    usage = normalize_usage({"prompt_tokens": 30, "completion_tokens": 4, "total_tokens": 34})
+    assert usage == Usage(input_tokens=30, output_tokens=4)
+
+
+# -- OpenAI Responses --------------------------------------------------------------------------
+
+
+def test_openai_responses_sdk_object() -> None:
+    from openai.types.responses import ResponseUsage
+    from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+
+    sdk = ResponseUsage(
+        input_tokens=3_000,
+        input_tokens_details=InputTokensDetails(cached_tokens=2_000, cache_write_tokens=0),
+        output_tokens=800,
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=600),
+        total_tokens=3_800,
+    )
+    assert normalize_usage(sdk) == Usage(
+        input_tokens=1_000, output_tokens=800, cache_read_tokens=2_000, reasoning_tokens=600
+    )
+
+
+def test_openai_responses_dict_with_cache_writes_by_retention() -> None:
+    raw = {
+        "input_tokens": 10_000,
+        "input_tokens_details": {
+            "cached_tokens": 4_000,
+            "cache_write_tokens": 5_000,
+            "cache_write_tokens_details": {"ttl_30m_tokens": 3_000, "ttl_12h_tokens": 2_000},
+        },
+        "output_tokens": 10,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 10_010,
+    }
+    usage = normalize_usage(raw)
+    assert usage == Usage(
+        input_tokens=1_000,
+        output_tokens=10,
+        cache_read_tokens=4_000,
+        cache_write_5m_tokens=3_000,
+        cache_write_1h_tokens=2_000,
+    )
+    assert usage.prompt_tokens == 10_000
+
+
+# -- containers, errors, arithmetic ------------------------------------------------------------
+
+
+def test_usage_passes_through_and_responses_are_unwrapped() -> None:
+    usage = Usage(input_tokens=1)
+    assert normalize_usage(usage) is usage
+    response = {"id": "msg_1", "type": "message", "usage": {"input_tokens": 3, "output_tokens": 4}}
+    assert normalize_usage(response) == Usage(input_tokens=3, output_tokens=4)
+    attribute_object = types.SimpleNamespace(prompt_tokens=9, completion_tokens=2)
+    assert normalize_usage(attribute_object) == Usage(input_tokens=9, output_tokens=2)
+
+
+def test_unknown_shape_names_the_keys_seen() -> None:
+    with pytest.raises(ValueError) as excinfo:
+        normalize_usage({"tokens": 5, "cost": 0.1})
+    message = str(excinfo.value)
+    assert "unrecognised usage shape: keys seen ['cost', 'tokens']" in message
+    assert "OpenAI chat (prompt_tokens, completion_tokens)" in message
+
+
+def test_non_mapping_is_refused() -> None:
+    with pytest.raises(ValueError, match="cannot read a usage report from int"):
+        normalize_usage(42)
+
+
+def test_bad_counts_name_the_field() -> None:
+    with pytest.raises(ValueError, match="usage field 'input_tokens' must be a non-negative"):
+        normalize_usage({"input_tokens": -1, "output_tokens": 0})
+    with pytest.raises(
+        ValueError,
+        match=r"usage field 'prompt_tokens_details\.cached_tokens' must be .*, got 'many'",
+    ):
+        normalize_usage(
+            {
+                "prompt_tokens": 1,
+                "completion_tokens": 1,
+                "prompt_tokens_details": {"cached_tokens": "many"},
+            }
+        )
+
+
+def test_addition_and_cost() -> None:
+    a = Usage(100, 10, 1_000, 200, 0, 5)
+    b = Usage(50, 20, 0, 0, 400, 0)
+    assert a + b == Usage(150, 30, 1_000, 200, 400, 5)
+    model = lookup_model("claude-sonnet-4-5")  # $3 in / $15 out per MTok
+    expected = (150 * 3.0 + 1_000 * 0.3 + 200 * 3.75 + 400 * 6.0 + 30 * 15.0) / 1_000_000
+    assert cost_usd(a + b, model) == pytest.approx(expected)
+    assert Usage().cache_hit_ratio == 0.0
