@@ -190,15 +190,17 @@ def is_claude(name: str) -> bool:
 
 
 def _find_override(
-    overrides: Mapping[str, ModelOverride], key: str, canonical: str | None
+    overrides: Mapping[str, ModelOverride], name: str, key: str, canonical: str | None
 ) -> ModelOverride | None:
+    """The override for ``name``: one spelled exactly like it (ignoring case) wins; otherwise one
+    whose key matches it or the matched table name after normalisation."""
+    spelled = name.strip().lower()
     wanted = {key} if canonical is None else {key, _match_key(canonical)}
     found: ModelOverride | None = None
     for override_name, override in overrides.items():
-        override_key = _match_key(override_name)
-        if override_key == key:
-            return override  # the caller's exact spelling wins over the canonical name
-        if override_key in wanted:
+        if override_name.strip().lower() == spelled:
+            return override
+        if found is None and _match_key(override_name) in wanted:
             found = override
     return found
 
@@ -253,7 +255,7 @@ def lookup_model(name: str, overrides: Mapping[str, ModelOverride] | None = None
             known=False,
         )
     if overrides:
-        override = _find_override(overrides, key, None if row is None else row.name)
+        override = _find_override(overrides, name, key, None if row is None else row.name)
         if override is not None:
             info = _apply_override(info, override)
     return info
