@@ -24,7 +24,7 @@ import re
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import attrs
 
@@ -449,163 +449,69 @@ class Config:
 # ---------------------------------------------------------------------------------------------
 
 
-def _f(cls: type[Any], name: str, kind: FieldKind, doc: str, **kw: Any) -> Field:
-    return Field(name, kind, _default(cls, name), doc=doc, **kw)
+def _f(cls: type[Any], name: str, kind: FieldKind, **kw: Any) -> Field:
+    """A field whose default is the settings class's own default (one source of truth)."""
+    return Field(name, kind, _default(cls, name), **kw)
 
+
+_Ctx, _Mod, _Comp = ContextSettings, ModelSettings, CompressionSettings
+_Sum, _Cache, _Over = SummaryProviderSettings, PromptCachingSettings, ModelOverride
 
 SECTION_FIELDS: Mapping[str, tuple[Field, ...]] = types.MappingProxyType(
     {
         "context": (
-            _f(ContextSettings, "engine", "name", "engine to run (`compressor`, `lcm`, ...)"),
-            _f(ContextSettings, "plugin_dirs", "str_list", "extra directories of plugins"),
-            _f(ContextSettings, "strict", "bool", "unknown engine is an error, not a warning"),
+            _f(_Ctx, "engine", "name"),
+            _f(_Ctx, "plugin_dirs", "str_list"),
+            _f(_Ctx, "strict", "bool"),
         ),
         "model": (
-            _f(ModelSettings, "name", "str", "the main model"),
-            _f(
-                ModelSettings,
-                "context_length",
-                "int",
-                "override the metadata table",
-                nullable=True,
-                ge=1024,
-            ),
-            _f(
-                ModelSettings,
-                "max_tokens",
-                "int",
-                "output reservation; < context_length",
-                nullable=True,
-                ge=1,
-            ),
-            _f(
-                ModelSettings,
-                "base_url",
-                "url",
-                "where the main model is served; null = native Anthropic API",
-                nullable=True,
-            ),
+            _f(_Mod, "name", "str"),
+            _f(_Mod, "context_length", "int", nullable=True, ge=1024),
+            _f(_Mod, "max_tokens", "int", nullable=True, ge=1),
+            _f(_Mod, "base_url", "url", nullable=True),
         ),
         "compression": (
-            _f(CompressionSettings, "enabled", "bool", "compact at all"),
-            _f(
-                CompressionSettings,
-                "threshold",
-                "number",
-                "fire at threshold x window",
-                ge=0.05,
-                le=0.95,
-            ),
-            _f(
-                CompressionSettings,
-                "target_ratio",
-                "number",
-                "tail budget = threshold_tokens x ratio",
-                ge=0.10,
-                le=0.80,
-            ),
-            _f(
-                CompressionSettings,
-                "protect_last_n",
-                "int",
-                "minimum protected tail messages",
-                ge=1,
-            ),
-            _f(CompressionSettings, "protect_first_n", "int", "head messages kept", ge=0),
-            _f(
-                CompressionSettings,
-                "abort_on_summary_failure",
-                "bool",
-                "abort instead of a local digest",
-            ),
-            _f(
-                CompressionSettings,
-                "hygiene_threshold",
-                "number",
-                "gateway safety net; >= threshold",
-                ge=0.05,
-                le=1.0,
-            ),
-            _f(
-                CompressionSettings,
-                "hygiene_hard_message_limit",
-                "int",
-                "gateway compacts above this many messages",
-                ge=4,
-            ),
+            _f(_Comp, "enabled", "bool"),
+            _f(_Comp, "threshold", "number", ge=0.05, le=0.95),
+            _f(_Comp, "target_ratio", "number", ge=0.10, le=0.80),
+            _f(_Comp, "protect_last_n", "int", ge=1),
+            _f(_Comp, "protect_first_n", "int", ge=0),
+            _f(_Comp, "abort_on_summary_failure", "bool"),
+            # Also >= compression.threshold: checked across keys in _Layers.cross_check.
+            _f(_Comp, "hygiene_threshold", "number", ge=0.05, le=1.0),
+            _f(_Comp, "hygiene_hard_message_limit", "int", ge=4),
         ),
         "auxiliary.compression": (
             _f(
-                SummaryProviderSettings,
+                _Sum,
                 "provider",
                 "choice",
-                "who writes summaries",
                 choices=("auto", "anthropic", "openai", "main", "extractive"),
             ),
-            _f(SummaryProviderSettings, "model", "str", "null = provider default", nullable=True),
-            _f(
-                SummaryProviderSettings,
-                "base_url",
-                "url",
-                "OpenAI-compatible endpoint",
-                nullable=True,
-            ),
-            _f(
-                SummaryProviderSettings,
-                "api_key",
-                "str",
-                "null = provider's usual env var",
-                nullable=True,
-            ),
-            _f(SummaryProviderSettings, "timeout", "number", "seconds per summary call", gt=0),
-            _f(
-                SummaryProviderSettings,
-                "context_length",
-                "int",
-                "summary model window",
-                nullable=True,
-                ge=1024,
-            ),
+            _f(_Sum, "model", "str", nullable=True),
+            _f(_Sum, "base_url", "url", nullable=True),
+            _f(_Sum, "api_key", "str", nullable=True),
+            _f(_Sum, "timeout", "number", gt=0),
+            _f(_Sum, "context_length", "int", nullable=True, ge=1024),
         ),
         "prompt_caching": (
-            _f(
-                PromptCachingSettings,
-                "enabled",
-                "choice",
-                "auto = Claude on routes that accept cache_control",
-                choices=("auto", True, False),
-            ),
-            _f(PromptCachingSettings, "strategy", "name", "cache strategy plugin"),
-            _f(
-                PromptCachingSettings, "cache_ttl", "choice", "cache lifetime", choices=("5m", "1h")
-            ),
+            _f(_Cache, "enabled", "choice", choices=("auto", True, False)),
+            _f(_Cache, "strategy", "name"),
+            _f(_Cache, "cache_ttl", "choice", choices=("5m", "1h")),
         ),
     }
 )
 """Section path -> its fields, in documentation order."""
 
 MODEL_OVERRIDE_FIELDS: tuple[Field, ...] = (
-    _f(ModelOverride, "context_length", "int", "window in tokens", nullable=True, ge=1024),
-    _f(ModelOverride, "max_output_tokens", "int", "output limit", nullable=True, ge=1),
-    _f(
-        ModelOverride,
-        "min_cacheable_tokens",
-        "int",
-        "minimum cacheable prefix",
-        nullable=True,
-        ge=1,
-    ),
+    _f(_Over, "context_length", "int", nullable=True, ge=1024),
+    _f(_Over, "max_output_tokens", "int", nullable=True, ge=1),
+    _f(_Over, "min_cacheable_tokens", "int", nullable=True, ge=1),
     # Zero is a real price (local models), so prices only refuse negatives.
-    _f(ModelOverride, "input_price", "number", "USD per million input tokens", nullable=True, ge=0),
-    _f(
-        ModelOverride,
-        "output_price",
-        "number",
-        "USD per million output tokens",
-        nullable=True,
-        ge=0,
-    ),
+    _f(_Over, "input_price", "number", nullable=True, ge=0),
+    _f(_Over, "output_price", "number", nullable=True, ge=0),
 )
+"""The fields of one ``models.<name>`` entry."""
 
 ENV_VARS: Mapping[str, str] = types.MappingProxyType(
     {
@@ -736,6 +642,16 @@ def parse_section(
 # ---------------------------------------------------------------------------------------------
 
 
+def _convert_input(field: Field, value: object) -> tuple[bool, Any, bool]:
+    """Validate a value that may arrive as text (env vars, CLI flags) or already typed.
+
+    Returns ``(ok, value or shown value, parsed_from_text)``.
+    """
+    if isinstance(value, str) and field.kind not in _TEXT_KINDS:
+        return (*field.convert_text(value), True)
+    return (*field.convert(value), False)
+
+
 class _Layers:
     """Accumulates values, their sources and problems across the config layers."""
 
@@ -749,11 +665,21 @@ class _Layers:
         self.engine_origin: dict[str, str] = {}
         self.problems: list[ConfigProblem] = []
 
-    # -- setting values ------------------------------------------------------------------------
+    def _problem(
+        self, key: str, value: object, allowed: str, source: str, *, show_value: bool = True
+    ) -> None:
+        self.problems.append(ConfigProblem(key, value, allowed, source, show_value=show_value))
 
     def _set(self, key: str, value: Any, source: str) -> None:
         self.values[key] = value
         self.sources[key] = source
+
+    def _set_input(self, key: str, field: Field, value: object, source: str) -> None:
+        ok, converted, from_text = _convert_input(field, value)
+        if ok:
+            self._set(key, converted, source)
+        else:
+            self._problem(key, converted, field.allowed(from_text=from_text), source)
 
     def _model(self, name: str) -> tuple[dict[str, Any], dict[str, str]]:
         if name not in self.models:
@@ -761,36 +687,17 @@ class _Layers:
             self.model_sources[name] = {f.name: "default" for f in MODEL_OVERRIDE_FIELDS}
         return self.models[name], self.model_sources[name]
 
-    def _engine(self, name: str, source: str) -> tuple[dict[str, Any], dict[str, str]]:
-        self.engine_origin.setdefault(name, source)
-        return self.engines.setdefault(name, {}), self.engine_sources.setdefault(name, {})
-
-    def _set_text_or_value(self, key: str, field: Field, value: object, source: str) -> None:
-        """Set a value that may arrive as text (env vars, CLI flags) or already typed."""
-        from_text = isinstance(value, str) and field.kind not in _TEXT_KINDS
-        if isinstance(value, str) and from_text:
-            ok, converted = field.convert_text(value)
-        else:
-            ok, converted = field.convert(value)
-        if ok:
-            self._set(key, converted, source)
-        else:
-            self.problems.append(
-                ConfigProblem(key, converted, field.allowed(from_text=from_text), source)
-            )
-
     # -- layers --------------------------------------------------------------------------------
 
     def apply_mapping(self, data: Mapping[Any, Any], source: str) -> None:
         for section, value in data.items():
             if section in _PLAIN_SECTIONS:
-                self._apply_fields(value, section, SECTION_FIELDS[section], source)
+                self._apply_fields(value, section, source)
             elif section == "auxiliary":
                 aux = _as_mapping(value, "auxiliary", ("compression",), source, self.problems)
                 for key, sub in (aux or {}).items():
                     if key == "compression":
-                        fields = SECTION_FIELDS["auxiliary.compression"]
-                        self._apply_fields(sub, "auxiliary.compression", fields, source)
+                        self._apply_fields(sub, "auxiliary.compression", source)
                     else:
                         self.problems.append(
                             _unknown_key("auxiliary", key, ("compression",), source)
@@ -802,10 +709,8 @@ class _Layers:
             else:
                 self.problems.append(_unknown_key("", section, _TOP_SECTIONS, source, "section"))
 
-    def _apply_fields(
-        self, data: object, key_path: str, fields: Sequence[Field], source: str
-    ) -> None:
-        given, problems = _parse_fields(data, key_path, fields, source)
+    def _apply_fields(self, data: object, key_path: str, source: str) -> None:
+        given, problems = _parse_fields(data, key_path, SECTION_FIELDS[key_path], source)
         self.problems.extend(problems)
         for name, value in given.items():
             self._set(f"{key_path}.{name}", value, source)
@@ -814,9 +719,7 @@ class _Layers:
         models = _as_mapping(data, "models", None, source, self.problems)
         for name, entry in (models or {}).items():
             if not isinstance(name, str) or not name.strip():
-                self.problems.append(
-                    ConfigProblem("models", name, "model names must be non-empty strings", source)
-                )
+                self._problem("models", name, "model names must be non-empty strings", source)
                 continue
             given, problems = _parse_fields(entry, f"models.{name}", MODEL_OVERRIDE_FIELDS, source)
             self.problems.extend(problems)
@@ -828,28 +731,20 @@ class _Layers:
     def _apply_engines(self, data: object, source: str) -> None:
         engines = _as_mapping(data, "engines", None, source, self.problems)
         for name, options in (engines or {}).items():
+            key_path = f"engines.{name}"
             if not isinstance(name, str) or _NAME.fullmatch(name) is None:
-                self.problems.append(
-                    ConfigProblem(
-                        f"engines.{name}", name, _ENGINE_NAME_RULE, source, show_value=False
-                    )
-                )
+                self._problem(key_path, name, _ENGINE_NAME_RULE, source, show_value=False)
                 continue
-            mapping = _as_mapping(options, f"engines.{name}", None, source, self.problems)
+            mapping = _as_mapping(options, key_path, None, source, self.problems)
             if mapping is None:
                 continue
-            values, sources = self._engine(name, source)
+            self.engine_origin.setdefault(name, source)
+            values = self.engines.setdefault(name, {})
+            sources = self.engine_sources.setdefault(name, {})
             for key, value in mapping.items():
                 if not isinstance(key, str):
-                    self.problems.append(
-                        ConfigProblem(
-                            f"engines.{name}.{key}",
-                            key,
-                            "option names must be strings",
-                            source,
-                            show_value=False,
-                        )
-                    )
+                    rule = "option names must be strings"
+                    self._problem(f"{key_path}.{key}", key, rule, source, show_value=False)
                     continue
                 # A private copy: later changes to the caller's data must not leak in.
                 values[key] = copy.deepcopy(value)
@@ -858,32 +753,21 @@ class _Layers:
     def apply_env(self, env: Mapping[str, str]) -> None:
         for var, key in ENV_VARS.items():
             raw = env.get(var)
-            if raw is None or not raw.strip():
-                continue
-            field = _LEAVES[key]
-            ok, converted = field.convert_text(raw)
-            if ok:
-                self._set(key, converted, f"env {var}")
-            else:
-                self.problems.append(
-                    ConfigProblem(key, converted, field.allowed(from_text=True), f"env {var}")
-                )
+            if raw is not None and raw.strip():
+                field = _LEAVES[key]
+                ok, converted = field.convert_text(raw)
+                if ok:
+                    self._set(key, converted, f"env {var}")
+                else:
+                    self._problem(key, converted, field.allowed(from_text=True), f"env {var}")
 
     def apply_overrides(self, overrides: Mapping[Any, Any]) -> None:
-        source = "override"
         for key, value in overrides.items():
             if not isinstance(key, str):
-                self.problems.append(
-                    ConfigProblem(
-                        str(key),
-                        key,
-                        "override keys must be dotted strings",
-                        source,
-                        show_value=False,
-                    )
-                )
+                rule = "override keys must be dotted strings"
+                self._problem(str(key), key, rule, "override", show_value=False)
             elif key in _LEAVES:
-                self._set_text_or_value(key, _LEAVES[key], value, source)
+                self._set_input(key, _LEAVES[key], value, "override")
             elif key.startswith("models."):
                 self._override_model(key, value)
             elif key.startswith("engines."):
@@ -897,39 +781,28 @@ class _Layers:
                     " (allowed: the keys listed by `ctxengine config`, "
                     "models.<name>.<field> or engines.<name>.<option>)"
                 )
-                self.problems.append(ConfigProblem(key, value, text, source, show_value=False))
+                self._problem(key, value, text, "override", show_value=False)
 
     def _override_model(self, key: str, value: object) -> None:
+        # Model names may contain dots ("claude-3.5-..."), field names never do.
         name, _, field_name = key[len("models.") :].rpartition(".")
-        names = [f.name for f in MODEL_OVERRIDE_FIELDS]
+        fields = {f.name: f for f in MODEL_OVERRIDE_FIELDS}
         if not name.strip():
+            rule = "must be written models.<name>.<field>"
+            self._problem(key, value, rule, "override", show_value=False)
+        elif field_name not in fields:
             self.problems.append(
-                ConfigProblem(
-                    key,
-                    value,
-                    "must be written models.<name>.<field>",
-                    "override",
-                    show_value=False,
-                )
+                _unknown_key(f"models.{name}", field_name, list(fields), "override")
             )
-            return
-        field = {f.name: f for f in MODEL_OVERRIDE_FIELDS}.get(field_name)
-        if field is None:
-            self.problems.append(_unknown_key(f"models.{name}", field_name, names, "override"))
-            return
-        ok, converted = (
-            field.convert_text(value) if isinstance(value, str) else field.convert(value)
-        )
-        if not ok:
-            self.problems.append(
-                ConfigProblem(
-                    key, converted, field.allowed(from_text=isinstance(value, str)), "override"
-                )
-            )
-            return
-        values, sources = self._model(name)
-        values[field_name] = converted
-        sources[field_name] = "override"
+        else:
+            ok, converted, from_text = _convert_input(fields[field_name], value)
+            if not ok:
+                allowed = fields[field_name].allowed(from_text=from_text)
+                self._problem(key, converted, allowed, "override")
+                return
+            values, sources = self._model(name)
+            values[field_name] = converted
+            sources[field_name] = "override"
 
     def _override_engine(self, key: str, value: object) -> None:
         rest = key[len("engines.") :]
@@ -937,42 +810,29 @@ class _Layers:
             self._apply_engines({rest: value}, "override")
             return
         name, _, option = rest.rpartition(".")
-        if not name or not option:
-            self.problems.append(
-                ConfigProblem(
-                    key,
-                    value,
-                    "must be written engines.<name>.<option> (or "
-                    "engines.<name> with a mapping value)",
-                    "override",
-                    show_value=False,
-                )
-            )
-            return
-        self._apply_engines({name: {option: value}}, "override")
+        if name and option:
+            self._apply_engines({name: {option: value}}, "override")
+        else:
+            rule = "must be written engines.<name>.<option> (or engines.<name>: mapping)"
+            self._problem(key, value, rule, "override", show_value=False)
 
     # -- checks across keys --------------------------------------------------------------------
 
     def cross_check(self) -> None:
+        """Rules between keys; skipped for keys that already have a problem."""
         bad = {p.key for p in self.problems}
         self._check_hygiene(bad)
         self._check_less(bad, "model.max_tokens", "model.context_length")
         for name, values in self.models.items():
-            if {f"models.{name}.max_output_tokens", f"models.{name}.context_length"} & bad:
-                continue
+            small, large = f"models.{name}.max_output_tokens", f"models.{name}.context_length"
             out, window = values["max_output_tokens"], values["context_length"]
-            if out is not None and window is not None and out >= window:
-                self.problems.append(
-                    ConfigProblem(
-                        f"models.{name}.max_output_tokens",
-                        out,
-                        f"must be less than models.{name}.context_length ({window})",
-                        self.model_sources[name]["max_output_tokens"],
-                    )
-                )
+            if {small, large} & bad or out is None or window is None or out < window:
+                continue
+            source = self.model_sources[name]["max_output_tokens"]
+            self._problem(small, out, f"must be less than {large} ({window})", source)
 
     def _other(self, key: str, source: str) -> str:
-        """``key (value)``, naming the other key's source when it differs."""
+        """``key (value)``, naming the other key's source when it differs from ``source``."""
         other_source = self.sources[key]
         if other_source == source:
             where = ""
@@ -988,54 +848,38 @@ class _Layers:
             return
         if self.sources[high] == "default":
             # The user only raised the threshold; point at the key they wrote.
-            self.problems.append(
-                ConfigProblem(
-                    low,
-                    self.values[low],
-                    f"must be <= {self._other(high, self.sources[low])}; raise {high} as well",
-                    self.sources[low],
-                )
-            )
+            source = self.sources[low]
+            rule = f"must be <= {self._other(high, source)}; raise {high} as well"
+            self._problem(low, self.values[low], rule, source)
         else:
-            self.problems.append(
-                ConfigProblem(
-                    high,
-                    self.values[high],
-                    f"must be >= {self._other(low, self.sources[high])} and <= 1.0",
-                    self.sources[high],
-                )
-            )
+            source = self.sources[high]
+            rule = f"must be >= {self._other(low, source)} and <= 1.0"
+            self._problem(high, self.values[high], rule, source)
 
     def _check_less(self, bad: set[str], small: str, large: str) -> None:
-        if {small, large} & bad:
-            return
         value, limit = self.values[small], self.values[large]
-        if value is not None and limit is not None and value >= limit:
-            self.problems.append(
-                ConfigProblem(
-                    small,
-                    value,
-                    f"must be less than {self._other(large, self.sources[small])}",
-                    self.sources[small],
-                )
-            )
+        if {small, large} & bad or value is None or limit is None or value < limit:
+            return
+        source = self.sources[small]
+        self._problem(small, value, f"must be less than {self._other(large, source)}", source)
 
     # -- result --------------------------------------------------------------------------------
 
     def build(self) -> tuple[Config, dict[str, str]]:
+        """The typed config and the flat sources map; raises the collected problems."""
         if self.problems:
             raise ConfigError(self.problems)
 
         def section(path: str) -> dict[str, Any]:
             return {f.name: self.values[f"{path}.{f.name}"] for f in SECTION_FIELDS[path]}
 
-        summary = section("auxiliary.compression")
-        summary["provider"] = cast(SummaryProviderName, summary["provider"])
         config = Config(
             context=ContextSettings(**section("context")),
             model=ModelSettings(**section("model")),
             compression=CompressionSettings(**section("compression")),
-            auxiliary=AuxiliarySettings(SummaryProviderSettings(**summary)),
+            auxiliary=AuxiliarySettings(
+                SummaryProviderSettings(**section("auxiliary.compression"))
+            ),
             prompt_caching=PromptCachingSettings(**section("prompt_caching")),
             models={name: ModelOverride(**values) for name, values in self.models.items()},
             engines={
