@@ -110,7 +110,7 @@ def test_no_command_prints_help_and_exits_2() -> None:
     assert "engines" in output and "config" in output
 
 
-def test_plugin_commands_are_added_and_a_broken_one_is_isolated(
+def test_register_commands_adds_plugin_commands_and_isolates_a_broken_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     install_fake_distribution(

@@ -81,6 +81,15 @@ class RecordingEngine:
         ]
 
     @hookimpl
+    def session_start(self, ctx: EngineContext) -> None:
+        self.calls.append(("session_start", ctx.session_id))
+        ctx.state["started"] = True
+
+    @hookimpl
+    def session_reset(self, ctx: EngineContext) -> None:
+        self.calls.append(("session_reset", ctx.session_id))
+
+    @hookimpl
     def session_end(self, ctx: EngineContext) -> None:
         self.calls.append(("session_end", ctx.session_id))
 
@@ -184,10 +193,10 @@ def test_disabled_compression_never_asks_the_engine(engine: RecordingEngine) -> 
     kernel = ctxengine.load({"context": {"engine": "recording"}, "compression": {"enabled": False}})
     _, messages = samples.conversation("openai", turns=3)
     assert kernel.session("a").should_compress(messages) is False
-    assert engine.calls == []
+    assert [name for name, _ in engine.calls] == ["session_start"]
 
 
-def test_tools_are_listed_and_called(kernel: ctxengine.Kernel) -> None:
+def test_expose_tools_are_listed_and_called(kernel: ctxengine.Kernel) -> None:
     session = kernel.session("a")
     [entry] = session.tools()
     assert entry.provider == "recording"
@@ -203,7 +212,7 @@ def test_tools_are_listed_and_called(kernel: ctxengine.Kernel) -> None:
         session.call_tool("nope", {})
 
 
-def test_duplicate_tool_names_name_both_plugins(engine: RecordingEngine) -> None:
+def test_expose_tools_duplicate_names_name_both_plugins(engine: RecordingEngine) -> None:
     class Other:
         @hookimpl
         def expose_tools(self, ctx: EngineContext) -> list[Tool]:
@@ -218,7 +227,7 @@ def test_duplicate_tool_names_name_both_plugins(engine: RecordingEngine) -> None
     )
 
 
-def test_prepare_marks_claude_requests_and_leaves_the_input_alone(kernel: ctxengine.Kernel) -> None:
+def test_cache_strategy_marks_claude_requests_and_leaves_the_input_alone(kernel: ctxengine.Kernel) -> None:
     system, messages = samples.conversation("anthropic", turns=3)
     request = {"model": "claude-sonnet-4-6", "system": system, "messages": messages}
     before = copy.deepcopy(request)
@@ -228,7 +237,7 @@ def test_prepare_marks_claude_requests_and_leaves_the_input_alone(kernel: ctxeng
     assert "cache_control" in str(prepared["system"])
 
 
-def test_prepare_without_caching_returns_an_equal_request(engine: RecordingEngine) -> None:
+def test_cache_strategy_is_not_registered_when_caching_is_off(engine: RecordingEngine) -> None:
     kernel = ctxengine.load(
         {"context": {"engine": "recording"}, "prompt_caching": {"enabled": False}}
     )
@@ -245,6 +254,19 @@ def test_close_broadcasts_session_end_once(
     kernel.close_session("a")
     kernel.close_session("a")
     assert engine.calls.count(("session_end", "a")) == 1
+
+
+def test_session_start_and_session_reset_reach_the_engine(
+    kernel: ctxengine.Kernel, engine: RecordingEngine
+) -> None:
+    session = kernel.session("a")
+    assert ("session_start", "a") in engine.calls
+    assert session.ctx.state["started"] is True
+    session.update_usage({"input_tokens": 5, "output_tokens": 1})
+    session.reset()
+    assert ("session_reset", "a") in engine.calls
+    assert session.ctx.state == {}
+    assert session.ctx.last_usage is None
 
 
 def test_session_is_thread_safe(kernel: ctxengine.Kernel) -> None:
