@@ -47,6 +47,8 @@ MIN_INPUT_TOKENS = 512
 
 EXTRACTIVE = "extractive"
 
+LEDGER_HEADER = "Carried over verbatim from the compacted turns (files, commands, errors):"
+
 SYSTEM_PROMPT = (
     "You write hand-off summaries of conversations between a user and an AI agent, so the agent "
     "can continue the work after the earlier turns are removed from its context. You never answer "
@@ -309,8 +311,12 @@ def _with_ledger(
     from ctxengine.ledger import build_ledger, missing_from, render_ledger
 
     missing = missing_from(build_ledger(source, fmt), text)
-    if not (missing.paths or missing.commands or missing.errors):
+    # The guarantee covers paths, commands and errors; asks and tool names are the model's call.
+    missing = attrs.evolve(missing, asks=(), tools=())
+    if not missing:
         return text
     room = max(budget - ctx.tokens.count_text(text), budget // 10)
     extra = render_ledger(missing, room).strip()
-    return f"{text}\n\n{redact(extra)}" if extra else text
+    if not extra:
+        return text
+    return f"{text}\n\n{LEDGER_HEADER}\n{redact(extra)}"

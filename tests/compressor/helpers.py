@@ -1,0 +1,124 @@
+"""Builders shared by the compressor tests: engine contexts, scripted providers, conversations."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ctxengine.config import config_from_mapping
+from ctxengine.context import EngineContext
+from ctxengine.conversation import Conversation, Format, Message, SystemPrompt
+from ctxengine.models import model_for_settings
+from ctxengine.results import CompressResult
+from ctxengine.tokens import TokenCounter
+from ctxengine_compressor import engine
+
+COUNTER = TokenCounter()
+"""One counter for all tests: loading the encoding takes a moment."""
+
+
+class Clock:
+    """A clock tests move by hand (cooldowns)."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ScriptedProvider:
+    """A summary provider answering from a script: a string is returned, an exception raised."""
+
+    name = "scripted"
+    model = "scripted-1"
+
+    def __init__(self, *replies: str | BaseException, context_length: int = 200_000) -> None:
+        self.replies = list(replies)
+        self.context_length = context_length
+        self.calls: list[tuple[str, str, int]] = []
+
+    def complete(self, system: str, prompt: str, max_tokens: int) -> str:
+        self.calls.append((system, prompt, max_tokens))
+        reply = self.replies.pop(0) if self.replies else GOOD_SUMMARY
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str:
+        return self.complete(system, prompt, max_tokens)
+
+
+GOOD_SUMMARY = "\n".join(
+    [
+        "## Goal",
+        "Fix the failing tests in lib/app.",
+        "## Constraints & Preferences",
+        "None.",
+        "## Progress",
+        "### Done",
+        "- Checked the modules.",
+        "### In Progress",
+        "- Module fixes.",
+        "### Blocked",
+        "None.",
+        "## Key Decisions",
+        "None.",
+        "## Relevant Files",
+        "None.",
+        "## Next Steps",
+        "- Continue.",
+        "## Critical Context",
+        "None.",
+    ]
+)
+
+
+def make_ctx(
+    provider: object = None,
+    *,
+    context_length: int = 16_000,
+    clock: Callable[[], float] | None = None,
+    **compression: Any,
+) -> EngineContext:
+    """A context for the compressor with a small window (so samples are over threshold)."""
+    config = config_from_mapping(
+        {"model": {"context_length": context_length}, "compression": compression}
+    )
+    ctx = EngineContext(
+        session_id="test",
+        engine="compressor",
+        config=config,
+        model=model_for_settings(config),
+        tokens=COUNTER,
+        summarizer=lambda: provider,  # type: ignore[arg-type,return-value]
+    )
+    if clock is not None:
+        ctx.clock = clock
+    return ctx
+
+
+def run(
+    ctx: EngineContext,
+    messages: list[Message],
+    fmt: Format,
+    system: SystemPrompt | None = None,
+    *,
+    force: bool = True,
+    focus: str | None = None,
+) -> CompressResult:
+    return engine.compress(ctx, Conversation(messages, fmt, system), "agent", force, focus)
+
+
+def openai_call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
+
+
+def all_text(messages: list[Message], system: SystemPrompt | None = None) -> str:
+    """Everything in a conversation as one string (for "is it still there" checks)."""
+    return json.dumps([system, messages], ensure_ascii=False)

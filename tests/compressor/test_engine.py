@@ -1,0 +1,247 @@
+"""compress(): the phases together, the summary call, the failure policy and the result record."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from ctxengine.messages import validate
+from ctxengine.summarize.errors import SummaryError
+from ctxengine.testing import samples
+from ctxengine_compressor.assemble import SUMMARY_PREFIX, SUMMARY_SUFFIX, SYSTEM_NOTE
+from ctxengine_compressor.state import get_state
+from ctxengine_compressor.summary import SYSTEM_PROMPT, summary_budget
+
+from .helpers import GOOD_SUMMARY, Clock, ScriptedProvider, make_ctx, run
+
+FORMATS = ("openai", "anthropic")
+
+
+def _sample(fmt: str, turns: int = 24):  # type: ignore[no-untyped-def]
+    return samples.conversation(fmt, turns=turns)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_compaction_with_a_model_summary(fmt: str) -> None:
+    provider = ScriptedProvider()
+    ctx = make_ctx(provider)
+    system, messages = _sample(fmt)
+    snapshot = copy.deepcopy((system, messages))
+    result = run(ctx, messages, fmt, system)  # type: ignore[arg-type]
+    assert result.status == "compacted", result.reason
+    assert (system, messages) == snapshot
+    assert result.engine == "compressor"
+    assert result.provider == "scripted"
+    assert result.fallback_used is False
+    assert result.summary is not None and result.summary.startswith(GOOD_SUMMARY)
+    assert result.tokens_after < result.tokens_before
+    assert result.messages_before == len(messages)
+    assert result.messages_after == len(result.messages)
+    assert result.duration_s >= 0
+    assert validate(result.messages, fmt, system=result.system) == []  # type: ignore[arg-type]
+    wrapped = [m for m in result.messages if SUMMARY_PREFIX in json.dumps(m)]
+    assert len(wrapped) == 1
+    assert SUMMARY_SUFFIX in json.dumps(wrapped[0])
+    # The tail is the caller's objects, unchanged.
+    assert result.messages[-1] is messages[-1]
+    # One model call, with the template and no reasoning.
+    ((sys_prompt, prompt, max_tokens),) = provider.calls
+    assert sys_prompt == SYSTEM_PROMPT
+    for heading in ("## Goal", "### In Progress", "## Critical Context"):
+        assert heading in prompt
+    assert max_tokens == summary_budget(10**9, 800)  # 16K window -> 5 % = 800 tokens
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_system_note_is_added_once(fmt: str) -> None:
+    ctx = make_ctx(ScriptedProvider())
+    system, messages = _sample(fmt)
+    first = run(ctx, messages, fmt, system)  # type: ignore[arg-type]
+    note_holder = json.dumps(first.system if fmt == "anthropic" else first.messages[0])
+    assert note_holder.count(SYSTEM_NOTE) == 1
+    _, more = _sample(fmt, turns=12)
+    grown = first.messages + [m for m in more if m.get("role") != "system"]
+    second = run(ctx, grown, fmt, first.system)  # type: ignore[arg-type]
+    assert second.status == "compacted", second.reason
+    holder = json.dumps(second.system if fmt == "anthropic" else second.messages[0])
+    assert holder.count(SYSTEM_NOTE) == 1
+    assert validate(second.messages, fmt, system=second.system) == []  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_second_compaction_updates_the_previous_summary(fmt: str) -> None:
+    first_summary = GOOD_SUMMARY.replace("Module fixes.", "Fixing module_3.py (unique-marker-42).")
+    provider = ScriptedProvider(first_summary, GOOD_SUMMARY)
+    ctx = make_ctx(provider)
+    system, messages = _sample(fmt)
+    first = run(ctx, messages, fmt, system)  # type: ignore[arg-type]
+    _, more = _sample(fmt, turns=12)
+    grown = first.messages + [m for m in more if m.get("role") != "system"]
+    second = run(ctx, grown, fmt, first.system)  # type: ignore[arg-type]
+    assert second.status == "compacted", second.reason
+    prompt = provider.calls[1][1]
+    assert "UPDATE that summary" in prompt
+    assert "<previous-summary>" in prompt and "unique-marker-42" in prompt
+    # The old summary is given once, not again inside the transcript.
+    assert prompt.count("unique-marker-42") == 1
+    assert sum(SUMMARY_PREFIX in json.dumps(m) for m in second.messages) == 1
+    # Later compactions keep only the system prompt as head (the first ask is pinned when it is
+    # the latest ask before a long middle).
+    assert get_state(ctx).compactions == 2
+
+
+def test_summariser_input_is_the_original_content_without_reasoning_and_redacted() -> None:
+    provider = ScriptedProvider()
+    ctx = make_ctx(provider)
+    _, messages = _sample("openai")
+    messages = [dict(m) for m in messages]
+    tools = [i for i, m in enumerate(messages) if m["role"] == "tool"][4:6]
+    messages[tools[0]] = {**messages[tools[0]], "content": "ORIGINAL-OUTPUT " + "z" * 9_000}
+    messages[tools[0] - 1] = {**messages[tools[0] - 1], "reasoning_content": "SECRET-THOUGHTS"}
+    key = "export ANTHROPIC_API_KEY=sk-ant-api03-" + "a" * 90
+    messages[tools[1]] = {**messages[tools[1]], "content": key}
+    run(ctx, messages, "openai")
+    prompt = provider.calls[0][1]
+    assert "ORIGINAL-OUTPUT" in prompt
+    assert "SECRET-THOUGHTS" not in prompt
+    assert "sk-ant-api03-aaaa" not in prompt
+    assert "[REDACTED" in prompt
+    assert "characters omitted" in prompt  # long message clipped head + tail
+
+
+def test_summary_output_is_redacted() -> None:
+    leaked = GOOD_SUMMARY + "\npassword=hunter2hunter2"
+    ctx = make_ctx(ScriptedProvider(leaked))
+    _, messages = _sample("openai")
+    result = run(ctx, messages, "openai")
+    assert result.summary is not None
+    assert "hunter2hunter2" not in result.summary
+    assert "hunter2hunter2" not in json.dumps(result.messages)
+
+
+def test_input_is_shrunk_to_fit_a_small_summary_model() -> None:
+    provider = ScriptedProvider(context_length=6_000)
+    ctx = make_ctx(provider, context_length=64_000)
+    _, messages = _sample("openai", turns=40)
+    result = run(ctx, messages, "openai")
+    assert result.status == "compacted", result.reason
+    system, prompt, max_tokens = provider.calls[0]
+    used = ctx.tokens.count_text(system) + ctx.tokens.count_text(prompt)
+    assert used + max_tokens <= 6_000
+
+
+def test_summary_model_too_small_falls_back_to_the_digest() -> None:
+    provider = ScriptedProvider(context_length=2_500)
+    ctx = make_ctx(provider, context_length=64_000)
+    _, messages = _sample("openai", turns=40)
+    result = run(ctx, messages, "openai")
+    assert provider.calls == []
+    assert result.status == "compacted"
+    assert result.fallback_used is True
+    assert "summary failed (too_small)" in result.reason
+
+
+@pytest.mark.parametrize("kind", ["auth", "network", "timeout", "rate_limit"])
+def test_abort_kinds_abort_with_cooldown(kind: str) -> None:
+    clock = Clock()
+    ctx = make_ctx(ScriptedProvider(SummaryError.of(kind, "scripted", "boom")), clock=clock)
+    _, messages = _sample("openai")
+    result = run(ctx, messages, "openai")
+    assert result.status == "aborted"
+    assert result.messages is messages
+    assert result.tokens_after == result.tokens_before
+    assert f"summary failed ({kind})" in result.reason
+    assert "paused for 60 s" in result.reason
+    import ctxengine_compressor as plugin
+
+    assert plugin.should_compress(ctx, 10**6, True, "agent", False) is False
+    clock.now += 61
+    assert plugin.should_compress(ctx, 10**6, True, "agent", False) is True
+
+
+@pytest.mark.parametrize("kind", ["empty", "server", "unparsable", "context_length", "other"])
+def test_fallback_kinds_use_the_digest(kind: str) -> None:
+    ctx = make_ctx(ScriptedProvider(SummaryError.of(kind, "scripted", "boom")))
+    _, messages = _sample("anthropic")
+    system = samples.SYSTEM_PROMPT
+    result = run(ctx, messages, "anthropic", system)
+    assert result.status == "compacted", result.reason
+    assert result.fallback_used is True
+    assert result.provider == "scripted"
+    assert f"local digest after summary failed ({kind})" in result.reason
+    assert validate(result.messages, "anthropic", system=result.system) == []
+
+
+def test_abort_on_summary_failure_aborts_every_failure() -> None:
+    ctx = make_ctx(
+        ScriptedProvider(SummaryError.of("server", "scripted", "500")),
+        abort_on_summary_failure=True,
+    )
+    _, messages = _sample("openai")
+    result = run(ctx, messages, "openai")
+    assert result.status == "aborted"
+    assert "summary failed (server)" in result.reason
+
+
+def test_unexpected_provider_exception_falls_back() -> None:
+    ctx = make_ctx(ScriptedProvider(RuntimeError("bug in provider")))
+    _, messages = _sample("openai")
+    result = run(ctx, messages, "openai")
+    assert result.status == "compacted"
+    assert result.fallback_used
+    assert "RuntimeError: bug in provider" in result.reason
+
+
+def test_extractive_provider_uses_the_digest_without_fallback_flag() -> None:
+    ctx = make_ctx(None)
+    _, messages = _sample("openai")
+    result = run(ctx, messages, "openai")
+    assert result.status == "compacted", result.reason
+    assert result.provider == "extractive"
+    assert result.fallback_used is False
+
+
+def test_critical_context_is_carried_into_the_summary() -> None:
+    ctx = make_ctx(ScriptedProvider())  # the scripted summary names no file and no command
+    _, messages = _sample("openai")
+    result = run(ctx, messages, "openai")
+    assert result.summary is not None
+    assert "lib/app/module_6.py" in result.summary
+    assert "pytest -q tests/test_mod5.py" in result.summary
+
+
+def test_a_summary_that_does_not_pay_is_a_noop() -> None:
+    huge = GOOD_SUMMARY + "\n" + "filler words " * 20_000
+    ctx = make_ctx(ScriptedProvider(huge))
+    _, messages = _sample("openai")
+    result = run(ctx, messages, "openai")
+    assert result.status == "noop"
+    assert result.reason.startswith("compaction would not pay")
+    assert result.messages is messages
+    assert get_state(ctx).recent_savings == [0.0]
+
+
+def test_short_conversation_is_an_honest_noop() -> None:
+    ctx = make_ctx(ScriptedProvider())
+    system, messages = samples.short_conversation("openai")
+    result = run(ctx, messages, "openai", system)
+    assert result.status == "noop"
+    assert result.reason.startswith("nothing to compact")
+    assert result.messages is messages
+
+
+def test_disabled_compression_is_a_noop_unless_forced() -> None:
+    ctx = make_ctx(ScriptedProvider(), enabled=False)
+    _, messages = _sample("openai")
+    assert run(ctx, messages, "openai", force=False).status == "noop"
+    assert run(ctx, messages, "openai", force=True).status == "compacted"
+
+
+def test_focus_is_passed_to_the_summariser() -> None:
+    provider = ScriptedProvider()
+    ctx = make_ctx(provider)
+    _, messages = _sample("openai")
+    run(ctx, messages, "openai", focus="the database migration")
+    assert "Keep the most detail about: the database migration" in provider.calls[0][1]
