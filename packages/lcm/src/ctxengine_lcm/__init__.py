@@ -1,0 +1,138 @@
+"""ctxengine-lcm: the lossless context engine (engine name ``lcm``).
+
+Installed with ``pip install 'ctxengine[lcm]'`` and selected with ``context.engine: lcm``; it
+registers through the ``ctxengine`` entry-point group like any third-party engine and uses only
+kernel services (summary providers, message helpers, redaction, token counting).
+
+Every message is stored verbatim in SQLite; compaction replaces old messages in the prompt with
+summaries that the agent can search and expand again with the ``lcm_*`` tools.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ctxengine import hookimpl
+
+from ctxengine_lcm.engine import LcmSession, get_state, is_thrashing
+from ctxengine_lcm.settings import ENGINE_NAME, settings_for
+
+if TYPE_CHECKING:
+    from ctxengine.commands import CommandRegistry
+    from ctxengine.context import EngineContext
+    from ctxengine.conversation import Conversation, Stage
+    from ctxengine.results import CompressResult
+    from ctxengine.tools import Tool
+    from ctxengine.usage import Usage
+
+__version__ = "0.1.0"
+
+CTXENGINE_KIND = "engine"
+
+__all__ = ["CTXENGINE_KIND", "__version__", "open_session"]
+
+
+def open_session(ctx: EngineContext) -> LcmSession:
+    """The session's engine object, opening the store on first use."""
+    from ctxengine_lcm.store import Store
+
+    state = get_state(ctx)
+    if state.session is None:
+        env = getattr(ctx, "env", None)
+        settings = settings_for(ctx.config, env)
+        state.session = LcmSession(Store(settings.db_path), ctx.session_id, settings)
+    return state.session
+
+
+@hookimpl
+def should_compress(
+    ctx: EngineContext, prompt_tokens: int, stage: Stage, force: bool
+) -> bool | None:
+    """Agent stage: prompt tokens >= ``engines.lcm.threshold`` x window (default 0.75).
+
+    Off while compression is disabled, during the cooldown after an aborted compaction and after
+    two compactions in a row that saved < 10 %, unless ``force``. The gateway stage is left to
+    the gateway hygiene plugin (``None``).
+    """
+    if stage == "gateway":
+        return None
+    if not ctx.config.compression.enabled:
+        return False
+    from ctxengine_lcm.compaction import budget_for
+
+    settings = settings_for(ctx.config, getattr(ctx, "env", None))
+    if prompt_tokens < budget_for(ctx, settings).threshold_tokens:
+        return False
+    if force:
+        return True
+    state = get_state(ctx)
+    if ctx.clock() < state.cooldown_until:
+        ctx.log.debug("lcm: over threshold but cooling down (%s)", state.cooldown_reason)
+        return False
+    if is_thrashing(state):
+        ctx.log.debug("lcm: over threshold but the last compactions saved < 10 %%")
+        return False
+    return True
+
+
+@hookimpl
+def compress(
+    ctx: EngineContext,
+    conversation: Conversation,
+    stage: Stage,
+    force: bool,
+    focus: str | None,
+) -> CompressResult | None:
+    """Store every new message, compact the active context, return it as messages.
+
+    Summaries come back as one user message (plus an assistant acknowledgement when a user
+    message follows) whose text names the ids the agent can expand; everything else is the
+    caller's own messages. ``noop`` (nothing shrank) and ``aborted`` return the input unchanged;
+    the new messages are stored either way.
+    """
+    del stage  # both stages compact the same way; the gateway decides *when* on its own
+    return open_session(ctx).compress(ctx, conversation, force, focus)
+
+
+@hookimpl
+def expose_tools(ctx: EngineContext) -> list[Tool]:
+    """``lcm_grep``, ``lcm_describe``, ``lcm_expand`` and ``lcm_expand_query``."""
+    from ctxengine_lcm.tools import build_tools
+
+    return build_tools(lambda: open_session(ctx), ctx)
+
+
+@hookimpl
+def update_usage(ctx: EngineContext, usage: Usage) -> None:
+    """Nothing to count: the kernel keeps ``ctx.last_usage``; the state is created early."""
+    del usage
+    get_state(ctx)
+
+
+@hookimpl
+def session_start(ctx: EngineContext) -> None:
+    """Per-session state; the store is opened lazily on first compaction or tool call."""
+    get_state(ctx)
+
+
+@hookimpl
+def session_reset(ctx: EngineContext) -> None:
+    """Forget the session's in-memory state (the store keeps every message)."""
+    session_end(ctx)
+
+
+@hookimpl
+def session_end(ctx: EngineContext) -> None:
+    """Close the session's store connection."""
+    state = get_state(ctx)
+    if state.session is not None:
+        state.session.close()
+        state.session = None
+
+
+@hookimpl
+def register_commands(commands: CommandRegistry) -> None:
+    """``ctxengine lcm status|doctor|grep``."""
+    from ctxengine_lcm.cli import register
+
+    register(commands)

@@ -1,0 +1,69 @@
+"""One compaction per session at a time, across threads and processes.
+
+Inside a process a lock per ``(store, session)`` pair; across processes a POSIX record lock on
+one byte of ``<store>.locks`` chosen by the session id (released by the OS if the process dies,
+so a crash never leaves a stale lock). Acquisition never waits: a busy session is reported so
+the caller can answer ``noop`` instead of blocking the agent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: in-process locking only
+    fcntl = None  # type: ignore[assignment]
+
+_guard = threading.Lock()
+_thread_locks: dict[tuple[str, str], threading.Lock] = {}
+_lock_files: dict[str, int] = {}
+
+
+def _lock_file(db_path: Path) -> int:
+    key = str(db_path)
+    with _guard:
+        fd = _lock_files.get(key)
+        if fd is None:
+            # Kept open for the life of the process: closing any descriptor of a file drops
+            # every POSIX lock the process holds on it.
+            fd = os.open(f"{db_path}.locks", os.O_RDWR | os.O_CREAT, 0o600)
+            _lock_files[key] = fd
+        return fd
+
+
+def _offset(session_id: str) -> int:
+    return int(hashlib.sha256(session_id.encode()).hexdigest()[:8], 16) % (2**31 - 1)
+
+
+@contextmanager
+def session_lock(db_path: Path, session_id: str) -> Iterator[bool]:
+    """Yields ``True`` while holding the session's lock, ``False`` if someone else holds it."""
+    key = (str(db_path), session_id)
+    with _guard:
+        local = _thread_locks.setdefault(key, threading.Lock())
+    if not local.acquire(blocking=False):
+        yield False
+        return
+    try:
+        if fcntl is None:
+            yield True
+            return
+        fd = _lock_file(db_path)
+        offset = _offset(session_id)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+        except OSError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
+    finally:
+        local.release()

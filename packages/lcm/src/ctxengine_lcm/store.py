@@ -1,0 +1,808 @@
+"""The immutable SQLite store: messages, summaries, their lineage, the active context, outputs.
+
+One file per configuration (``engines.lcm.db_path``), shared by every session; each session is a
+row of ``conversations`` keyed by its session id. The file is created owner-only (0600, its
+folder 0700) and opened in WAL mode with foreign keys on.
+
+What may change and what may not:
+
+- ``messages``, ``summaries``, ``summary_links`` and ``outputs`` are append-only: triggers reject
+  every UPDATE and DELETE, and foreign keys stop anything referenced from being removed;
+- ``context_items`` (the active context, an ordered list of message and summary items) and
+  ``rendered_blocks`` (how summaries were last shown to the model) are views that compaction
+  replaces, each replacement in one transaction.
+
+Full-text search uses FTS5 external-content tables kept in sync by insert triggers; where the
+SQLite build has no FTS5 the store still works and search falls back to ``LIKE``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+SCHEMA_VERSION = 1
+
+ItemKind = Literal["message", "summary"]
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS conversations (
+    id INTEGER PRIMARY KEY,
+    session_id TEXT NOT NULL UNIQUE,
+    format TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    text TEXT NOT NULL,
+    tool_calls TEXT,
+    tool_results TEXT,
+    tokens INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    dedupe_key TEXT NOT NULL,
+    pinned INTEGER NOT NULL DEFAULT 0,
+    rendered TEXT,
+    rendered_hash TEXT,
+    rendered_tokens INTEGER,
+    created_at REAL NOT NULL,
+    UNIQUE (conversation_id, seq),
+    UNIQUE (conversation_id, dedupe_key)
+);
+CREATE INDEX IF NOT EXISTS messages_by_hash ON messages (conversation_id, content_hash);
+CREATE TABLE IF NOT EXISTS summaries (
+    id TEXT PRIMARY KEY,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+    depth INTEGER NOT NULL CHECK (depth >= 0),
+    kind TEXT NOT NULL CHECK (kind IN ('leaf', 'condensed')),
+    mode TEXT NOT NULL CHECK (mode IN ('normal', 'aggressive', 'deterministic')),
+    content TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    source_tokens INTEGER NOT NULL,
+    earliest_at REAL,
+    latest_at REAL,
+    first_message_id INTEGER REFERENCES messages(id),
+    last_message_id INTEGER REFERENCES messages(id),
+    descendant_messages INTEGER NOT NULL,
+    descendant_summaries INTEGER NOT NULL,
+    provider TEXT,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS summary_links (
+    summary_id TEXT NOT NULL REFERENCES summaries(id),
+    ordinal INTEGER NOT NULL,
+    message_id INTEGER REFERENCES messages(id),
+    child_id TEXT REFERENCES summaries(id),
+    CHECK ((message_id IS NULL) <> (child_id IS NULL)),
+    PRIMARY KEY (summary_id, ordinal)
+);
+CREATE INDEX IF NOT EXISTS links_by_message ON summary_links (message_id);
+CREATE INDEX IF NOT EXISTS links_by_child ON summary_links (child_id);
+CREATE TABLE IF NOT EXISTS context_items (
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+    ordinal INTEGER NOT NULL,
+    message_id INTEGER REFERENCES messages(id),
+    summary_id TEXT REFERENCES summaries(id),
+    CHECK ((message_id IS NULL) <> (summary_id IS NULL)),
+    PRIMARY KEY (conversation_id, ordinal)
+);
+CREATE TABLE IF NOT EXISTS outputs (
+    id TEXT PRIMARY KEY,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+    message_id INTEGER NOT NULL REFERENCES messages(id),
+    call_id TEXT,
+    tool_name TEXT,
+    content TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    description TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS outputs_by_message ON outputs (message_id);
+CREATE TABLE IF NOT EXISTS rendered_blocks (
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+    hash TEXT NOT NULL,
+    hashes TEXT NOT NULL,
+    items TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, hash)
+);
+"""
+
+_IMMUTABLE = ("messages", "summaries", "summary_links", "outputs")
+
+_FTS = """
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
+    text, content='messages', content_rowid='id');
+CREATE VIRTUAL TABLE IF NOT EXISTS summaries_fts USING fts5(
+    content, content='summaries', content_rowid='rowid');
+CREATE VIRTUAL TABLE IF NOT EXISTS outputs_fts USING fts5(
+    content, content='outputs', content_rowid='rowid');
+CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts (rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS summaries_fts_insert AFTER INSERT ON summaries BEGIN
+    INSERT INTO summaries_fts (rowid, content) VALUES (new.rowid, new.content);
+END;
+CREATE TRIGGER IF NOT EXISTS outputs_fts_insert AFTER INSERT ON outputs BEGIN
+    INSERT INTO outputs_fts (rowid, content) VALUES (new.rowid, new.content);
+END;
+"""
+
+FTS_TABLES = {"messages": "messages_fts", "summaries": "summaries_fts", "outputs": "outputs_fts"}
+
+
+class StoreError(RuntimeError):
+    """The store file cannot be opened or is not an lcm store."""
+
+
+def fts5_available() -> bool:
+    """Whether this Python's SQLite was built with FTS5."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE VIRTUAL TABLE probe USING fts5(x)")
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        conn.close()
+    return True
+
+
+@attrs.frozen
+class NewMessage:
+    """A message about to be stored (already serialised and hashed by the caller)."""
+
+    role: str
+    content: str
+    text: str
+    tokens: int
+    content_hash: str
+    tool_calls: str | None = None
+    tool_results: str | None = None
+    pinned: bool = False
+    rendered: str | None = None
+    rendered_hash: str | None = None
+    rendered_tokens: int | None = None
+
+
+@attrs.frozen
+class StoredMessage:
+    """A stored message row (``content`` is the verbatim message as JSON)."""
+
+    id: int
+    seq: int
+    role: str
+    content: str
+    text: str
+    tokens: int
+    content_hash: str
+    rendered: str | None
+    rendered_hash: str | None
+    rendered_tokens: int | None
+    created_at: float
+
+    @property
+    def context_tokens(self) -> int:
+        """What the message costs in context (its described form when an output is aside)."""
+        return self.rendered_tokens if self.rendered_tokens is not None else self.tokens
+
+    def message(self) -> dict[str, Any]:
+        """The original message dict."""
+        value: dict[str, Any] = json.loads(self.content)
+        return value
+
+
+@attrs.frozen
+class Summary:
+    """A stored summary node."""
+
+    id: str
+    depth: int
+    kind: str
+    mode: str
+    content: str
+    tokens: int
+    source_tokens: int
+    earliest_at: float | None
+    latest_at: float | None
+    first_message_id: int | None
+    last_message_id: int | None
+    descendant_messages: int
+    descendant_summaries: int
+    provider: str | None
+    created_at: float
+
+
+@attrs.frozen
+class NewSummary:
+    """A summary about to be stored, with what it covers in order."""
+
+    id: str
+    depth: int
+    kind: Literal["leaf", "condensed"]
+    mode: Literal["normal", "aggressive", "deterministic"]
+    content: str
+    tokens: int
+    source_tokens: int
+    message_ids: tuple[int, ...] = ()
+    child_ids: tuple[str, ...] = ()
+    provider: str | None = None
+
+
+@attrs.frozen
+class Output:
+    """A large tool output stored aside."""
+
+    id: str
+    message_id: int
+    call_id: str | None
+    tool_name: str | None
+    content: str
+    tokens: int
+    description: str
+    created_at: float
+
+
+@attrs.frozen
+class NewOutput:
+    id: str
+    call_id: str | None
+    tool_name: str | None
+    content: str
+    tokens: int
+    description: str
+
+
+ContextItem = tuple[ItemKind, int | str]
+"""``("message", message_id)`` or ``("summary", summary_id)``."""
+
+
+def message_ref(message_id: int) -> str:
+    """The id the agent sees for a stored message."""
+    return f"msg_{message_id}"
+
+
+def _secure_file(path: Path) -> None:
+    """Create ``path`` (and its folder) owner-only before SQLite opens it."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not path.exists():
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+        os.close(fd)
+    # SQLite gives the -wal and -shm files the main file's permissions.
+    os.chmod(path, 0o600)
+
+
+class Store:
+    """One connection to an lcm store file. Thread-safe (calls are serialised by a lock).
+
+    :param fts: force full-text search on or off (``None`` = on when SQLite has FTS5); a store
+        created without FTS stays without it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fts: bool | None = None) -> None:
+        self.path = Path(path)
+        try:
+            _secure_file(self.path)
+            self._conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the lcm store {str(self.path)!r}: {exc}") from exc
+        self._lock = threading.RLock()
+        conn = self._conn
+        conn.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL mode: a committed transaction survives a killed process; only a power
+        # loss may roll back the last commits.
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=30000")
+        try:
+            self.fts = self._create_schema(fts)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StoreError(f"{str(self.path)!r} is not a usable lcm store: {exc}") from exc
+
+    # -- schema ------------------------------------------------------------------------------
+
+    def _create_schema(self, fts: bool | None) -> bool:
+        conn = self._conn
+        with self._lock:
+            existing = {
+                row[0]
+                for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            fresh = "messages" not in existing
+            if not fresh:
+                version = conn.execute(
+                    "SELECT value FROM meta WHERE key = 'schema_version'"
+                ).fetchone()
+                if version is None or version[0] != str(SCHEMA_VERSION):
+                    raise sqlite3.DatabaseError(
+                        f"schema version {version[0] if version else 'missing'}, "
+                        f"this ctxengine-lcm reads {SCHEMA_VERSION}"
+                    )
+                return "messages_fts" in existing
+            use_fts = fts5_available() if fts is None else fts
+            guards = "".join(
+                f"CREATE TRIGGER IF NOT EXISTS {table}_no_update BEFORE UPDATE ON {table} "
+                f"BEGIN SELECT RAISE(ABORT, 'lcm store: {table} are immutable'); END;"
+                f"CREATE TRIGGER IF NOT EXISTS {table}_no_delete BEFORE DELETE ON {table} "
+                f"BEGIN SELECT RAISE(ABORT, 'lcm store: {table} are append-only'); END;"
+                for table in _IMMUTABLE
+            )
+            # executescript commits whatever is pending, so the schema is its own script,
+            # wrapped in one transaction (two processes creating it at once is harmless).
+            conn.executescript(
+                "BEGIN IMMEDIATE;"
+                + _TABLES
+                + guards
+                + (_FTS if use_fts else "")
+                + "INSERT OR REPLACE INTO meta (key, value) VALUES "
+                + f"('schema_version', '{SCHEMA_VERSION}');"
+                + "COMMIT;"
+            )
+            return "messages_fts" in {
+                row[0]
+                for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``): all of it commits or none of it."""
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection, for reads, under the store's lock."""
+        with self._lock:
+            yield self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # -- conversations ----------------------------------------------------------------------
+
+    def conversation_id(self, session_id: str, fmt: str | None = None) -> int:
+        """The conversation row for ``session_id``, created on first use."""
+        with self.reading() as conn:
+            row = conn.execute(
+                "SELECT id FROM conversations WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        if row is not None:
+            return int(row[0])
+        now = time.time()
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO conversations (session_id, format, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?)",
+                (session_id, fmt, now, now),
+            )
+            row = conn.execute(
+                "SELECT id FROM conversations WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        return int(row[0])
+
+    def find_conversation(self, session_id: str) -> int | None:
+        with self.reading() as conn:
+            row = conn.execute(
+                "SELECT id FROM conversations WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        return None if row is None else int(row[0])
+
+    # -- messages ----------------------------------------------------------------------------
+
+    def append(
+        self,
+        conversation_id: int,
+        messages: Sequence[NewMessage],
+        *,
+        outputs: Sequence[tuple[int, NewOutput]] = (),
+        context: Sequence[ContextItem | int] | None = None,
+    ) -> list[int]:
+        """Store ``messages`` after the conversation's last one, in one transaction.
+
+        :param outputs: ``(index into messages, output)`` pairs stored aside with them.
+        :param context: when given, the new active context, where an ``int`` ``k`` stands for
+            the ``k``-th message of ``messages`` (so one commit holds both).
+        :returns: the new message ids, in order.
+        """
+        now = time.time()
+        with self.transaction() as conn:
+            first_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM messages").fetchone()[0]
+            first_seq = conn.execute(
+                "SELECT COALESCE(MAX(seq), -1) + 1 FROM messages WHERE conversation_id = ?",
+                (conversation_id,),
+            ).fetchone()[0]
+            ids = list(range(first_id, first_id + len(messages)))
+            conn.executemany(
+                "INSERT INTO messages (id, conversation_id, seq, role, content, text, tool_calls,"
+                " tool_results, tokens, content_hash, dedupe_key, pinned, rendered, rendered_hash,"
+                " rendered_tokens, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [
+                    (
+                        ids[k],
+                        conversation_id,
+                        first_seq + k,
+                        m.role,
+                        m.content,
+                        m.text,
+                        m.tool_calls,
+                        m.tool_results,
+                        m.tokens,
+                        m.content_hash,
+                        f"{first_seq + k}:{m.content_hash}",
+                        int(m.pinned),
+                        m.rendered,
+                        m.rendered_hash,
+                        m.rendered_tokens,
+                        now,
+                    )
+                    for k, m in enumerate(messages)
+                ],
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO outputs (id, conversation_id, message_id, call_id,"
+                " tool_name, content, tokens, description, created_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?)",
+                [
+                    (
+                        o.id,
+                        conversation_id,
+                        ids[k],
+                        o.call_id,
+                        o.tool_name,
+                        o.content,
+                        o.tokens,
+                        o.description,
+                        now,
+                    )
+                    for k, o in outputs
+                ],
+            )
+            if context is not None:
+                resolved: list[ContextItem] = [
+                    ("message", ids[c]) if isinstance(c, int) else c for c in context
+                ]
+                self._write_context(conn, conversation_id, resolved)
+            conn.execute(
+                "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
+            )
+        return ids
+
+    def messages(self, conversation_id: int, ids: Sequence[int] | None = None) -> list[StoredMessage]:
+        """Stored messages of a conversation in storage order (all, or those in ``ids``)."""
+        cols = (
+            "id, seq, role, content, text, tokens, content_hash, rendered, rendered_hash,"
+            " rendered_tokens, created_at"
+        )
+        with self.reading() as conn:
+            if ids is None:
+                rows = conn.execute(
+                    f"SELECT {cols} FROM messages WHERE conversation_id = ? ORDER BY seq",
+                    (conversation_id,),
+                ).fetchall()
+            else:
+                rows = []
+                wanted = list(ids)
+                for start in range(0, len(wanted), 500):
+                    part = wanted[start : start + 500]
+                    marks = ",".join("?" * len(part))
+                    rows.extend(
+                        conn.execute(
+                            f"SELECT {cols} FROM messages WHERE conversation_id = ? "
+                            f"AND id IN ({marks})",
+                            (conversation_id, *part),
+                        ).fetchall()
+                    )
+                order = {mid: k for k, mid in enumerate(wanted)}
+                rows.sort(key=lambda r: order[r[0]])
+        return [StoredMessage(*row) for row in rows]
+
+    def message(self, message_id: int) -> tuple[int, StoredMessage] | None:
+        """``(conversation id, message)`` for ``message_id``."""
+        with self.reading() as conn:
+            row = conn.execute(
+                "SELECT conversation_id, id, seq, role, content, text, tokens, content_hash,"
+                " rendered, rendered_hash, rendered_tokens, created_at FROM messages WHERE id = ?",
+                (message_id,),
+            ).fetchone()
+        return None if row is None else (int(row[0]), StoredMessage(*row[1:]))
+
+    def pinned_hashes(self, conversation_id: int) -> set[str]:
+        with self.reading() as conn:
+            rows = conn.execute(
+                "SELECT content_hash FROM messages WHERE conversation_id = ? AND pinned = 1",
+                (conversation_id,),
+            ).fetchall()
+        return {r[0] for r in rows}
+
+    def message_count(self, conversation_id: int | None = None) -> int:
+        with self.reading() as conn:
+            if conversation_id is None:
+                return int(conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0])
+            return int(
+                conn.execute(
+                    "SELECT COUNT(*) FROM messages WHERE conversation_id = ?", (conversation_id,)
+                ).fetchone()[0]
+            )
+
+    # -- summaries ---------------------------------------------------------------------------
+
+    def add_summary(
+        self, conversation_id: int, summary: NewSummary, context: Sequence[ContextItem]
+    ) -> None:
+        """Store ``summary`` with its ordered links and set the new active context, atomically."""
+        now = time.time()
+        with self.transaction() as conn:
+            if summary.kind == "leaf":
+                ids = list(summary.message_ids)
+                marks = ",".join("?" * len(ids))
+                first, last, earliest, latest = conn.execute(
+                    f"SELECT MIN(id), MAX(id), MIN(created_at), MAX(created_at) FROM messages "
+                    f"WHERE id IN ({marks})",
+                    ids,
+                ).fetchone()
+                desc_messages, desc_summaries = len(ids), 0
+            else:
+                kids = list(summary.child_ids)
+                marks = ",".join("?" * len(kids))
+                row = conn.execute(
+                    f"SELECT MIN(first_message_id), MAX(last_message_id), MIN(earliest_at),"
+                    f" MAX(latest_at), SUM(descendant_messages), SUM(descendant_summaries) + ?"
+                    f" FROM summaries WHERE id IN ({marks})",
+                    (len(kids), *kids),
+                ).fetchone()
+                first, last, earliest, latest, desc_messages, desc_summaries = row
+            conn.execute(
+                "INSERT INTO summaries (id, conversation_id, depth, kind, mode, content, tokens,"
+                " source_tokens, earliest_at, latest_at, first_message_id, last_message_id,"
+                " descendant_messages, descendant_summaries, provider, created_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    summary.id,
+                    conversation_id,
+                    summary.depth,
+                    summary.kind,
+                    summary.mode,
+                    summary.content,
+                    summary.tokens,
+                    summary.source_tokens,
+                    earliest,
+                    latest,
+                    first,
+                    last,
+                    desc_messages,
+                    desc_summaries,
+                    summary.provider,
+                    now,
+                ),
+            )
+            links: list[tuple[str, int, int | None, str | None]] = [
+                (summary.id, k, mid, None) for k, mid in enumerate(summary.message_ids)
+            ]
+            links += [(summary.id, k, None, cid) for k, cid in enumerate(summary.child_ids)]
+            conn.executemany(
+                "INSERT INTO summary_links (summary_id, ordinal, message_id, child_id)"
+                " VALUES (?,?,?,?)",
+                links,
+            )
+            self._write_context(conn, conversation_id, context)
+
+    def summary(self, summary_id: str, conversation_id: int | None = None) -> Summary | None:
+        with self.reading() as conn:
+            row = conn.execute(
+                "SELECT id, depth, kind, mode, content, tokens, source_tokens, earliest_at,"
+                " latest_at, first_message_id, last_message_id, descendant_messages,"
+                " descendant_summaries, provider, created_at, conversation_id FROM summaries"
+                " WHERE id = ?",
+                (summary_id,),
+            ).fetchone()
+        if row is None or (conversation_id is not None and row[-1] != conversation_id):
+            return None
+        return Summary(*row[:-1])
+
+    def summaries(self, conversation_id: int) -> list[Summary]:
+        with self.reading() as conn:
+            rows = conn.execute(
+                "SELECT id, depth, kind, mode, content, tokens, source_tokens, earliest_at,"
+                " latest_at, first_message_id, last_message_id, descendant_messages,"
+                " descendant_summaries, provider, created_at FROM summaries"
+                " WHERE conversation_id = ? ORDER BY rowid",
+                (conversation_id,),
+            ).fetchall()
+        return [Summary(*row) for row in rows]
+
+    def children(self, summary_id: str) -> list[ContextItem]:
+        """What a summary covers, in order."""
+        with self.reading() as conn:
+            rows = conn.execute(
+                "SELECT message_id, child_id FROM summary_links WHERE summary_id = ?"
+                " ORDER BY ordinal",
+                (summary_id,),
+            ).fetchall()
+        return [("message", r[0]) if r[0] is not None else ("summary", r[1]) for r in rows]
+
+    def parents(self, summary_or_message: ContextItem) -> list[str]:
+        """Summaries that directly cover a message or a summary."""
+        kind, ref = summary_or_message
+        column = "message_id" if kind == "message" else "child_id"
+        with self.reading() as conn:
+            rows = conn.execute(
+                f"SELECT summary_id FROM summary_links WHERE {column} = ?", (ref,)
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def covered_message_ids(self, summary_id: str) -> list[int]:
+        """Every original message under a summary, in conversation order."""
+        out: list[int] = []
+        stack: list[ContextItem] = [("summary", summary_id)]
+        while stack:
+            kind, ref = stack.pop()
+            if kind == "message":
+                out.append(int(ref))
+            else:
+                stack.extend(reversed(self.children(str(ref))))
+        return out
+
+    def covering_summaries(self, message_id: int) -> list[str]:
+        """Every summary above a message, nearest first."""
+        with self.reading() as conn:
+            rows = conn.execute(
+                "WITH RECURSIVE up(id, level) AS ("
+                " SELECT summary_id, 0 FROM summary_links WHERE message_id = ?"
+                " UNION SELECT l.summary_id, up.level + 1 FROM summary_links l"
+                " JOIN up ON l.child_id = up.id)"
+                " SELECT id FROM up ORDER BY level",
+                (message_id,),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def ancestors_of_summary(self, summary_id: str) -> list[str]:
+        with self.reading() as conn:
+            rows = conn.execute(
+                "WITH RECURSIVE up(id, level) AS ("
+                " SELECT summary_id, 0 FROM summary_links WHERE child_id = ?"
+                " UNION SELECT l.summary_id, up.level + 1 FROM summary_links l"
+                " JOIN up ON l.child_id = up.id)"
+                " SELECT id FROM up ORDER BY level",
+                (summary_id,),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    # -- active context ----------------------------------------------------------------------
+
+    @staticmethod
+    def _write_context(
+        conn: sqlite3.Connection, conversation_id: int, items: Sequence[ContextItem]
+    ) -> None:
+        conn.execute("DELETE FROM context_items WHERE conversation_id = ?", (conversation_id,))
+        conn.executemany(
+            "INSERT INTO context_items (conversation_id, ordinal, message_id, summary_id)"
+            " VALUES (?,?,?,?)",
+            [
+                (
+                    conversation_id,
+                    k,
+                    ref if kind == "message" else None,
+                    ref if kind == "summary" else None,
+                )
+                for k, (kind, ref) in enumerate(items)
+            ],
+        )
+
+    def set_context(self, conversation_id: int, items: Sequence[ContextItem]) -> None:
+        """Replace the active context in one transaction."""
+        with self.transaction() as conn:
+            self._write_context(conn, conversation_id, items)
+
+    def context(self, conversation_id: int) -> list[ContextItem]:
+        """The stored active context, in order."""
+        with self.reading() as conn:
+            rows = conn.execute(
+                "SELECT message_id, summary_id FROM context_items WHERE conversation_id = ?"
+                " ORDER BY ordinal",
+                (conversation_id,),
+            ).fetchall()
+        return [("message", r[0]) if r[0] is not None else ("summary", r[1]) for r in rows]
+
+    # -- rendered blocks ---------------------------------------------------------------------
+
+    def add_block(
+        self, conversation_id: int, hashes: Sequence[str], items: Sequence[ContextItem]
+    ) -> None:
+        """Remember that the messages hashed ``hashes`` stand for the context ``items``."""
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO rendered_blocks (conversation_id, hash, hashes, items)"
+                " VALUES (?,?,?,?)",
+                (conversation_id, hashes[0], json.dumps(list(hashes)), json.dumps(list(items))),
+            )
+
+    def block(self, conversation_id: int, first_hash: str) -> tuple[list[str], list[ContextItem]] | None:
+        with self.reading() as conn:
+            row = conn.execute(
+                "SELECT hashes, items FROM rendered_blocks WHERE conversation_id = ? AND hash = ?",
+                (conversation_id, first_hash),
+            ).fetchone()
+        if row is None:
+            return None
+        items = [(str(kind), ref) for kind, ref in json.loads(row[1])]
+        return json.loads(row[0]), items  # type: ignore[return-value]
+
+    # -- outputs -----------------------------------------------------------------------------
+
+    def output(self, output_id: str, conversation_id: int | None = None) -> Output | None:
+        with self.reading() as conn:
+            row = conn.execute(
+                "SELECT id, message_id, call_id, tool_name, content, tokens, description,"
+                " created_at, conversation_id FROM outputs WHERE id = ?",
+                (output_id,),
+            ).fetchone()
+        if row is None or (conversation_id is not None and row[-1] != conversation_id):
+            return None
+        return Output(*row[:-1])
+
+    def outputs_of(self, message_id: int) -> list[str]:
+        with self.reading() as conn:
+            rows = conn.execute(
+                "SELECT id FROM outputs WHERE message_id = ? ORDER BY rowid", (message_id,)
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    # -- statistics --------------------------------------------------------------------------
+
+    def stats(self, conversation_id: int | None = None) -> dict[str, Any]:
+        """Counts for ``ctxengine lcm status``."""
+        where = "" if conversation_id is None else " WHERE conversation_id = ?"
+        args: tuple[Any, ...] = () if conversation_id is None else (conversation_id,)
+        with self.reading() as conn:
+            out: dict[str, Any] = {
+                "conversations": conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0],
+                "messages": conn.execute(f"SELECT COUNT(*) FROM messages{where}", args).fetchone()[0],
+                "message_tokens": conn.execute(
+                    f"SELECT COALESCE(SUM(tokens), 0) FROM messages{where}", args
+                ).fetchone()[0],
+                "outputs": conn.execute(f"SELECT COUNT(*) FROM outputs{where}", args).fetchone()[0],
+                "context_items": conn.execute(
+                    f"SELECT COUNT(*) FROM context_items{where}", args
+                ).fetchone()[0],
+            }
+            out["summaries_by_depth"] = {
+                int(depth): int(count)
+                for depth, count in conn.execute(
+                    f"SELECT depth, COUNT(*) FROM summaries{where} GROUP BY depth ORDER BY depth",
+                    args,
+                )
+            }
+        out["fts"] = self.fts
+        return out
+
+    def conversations(self) -> list[tuple[int, str, int]]:
+        """``(id, session id, message count)`` of every conversation."""
+        with self.reading() as conn:
+            rows = conn.execute(
+                "SELECT c.id, c.session_id, (SELECT COUNT(*) FROM messages m"
+                " WHERE m.conversation_id = c.id) FROM conversations c ORDER BY c.id"
+            ).fetchall()
+        return [(int(a), str(b), int(c)) for a, b, c in rows]
