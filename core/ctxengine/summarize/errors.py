@@ -38,7 +38,7 @@ _WHAT = {
 # Ollama, OpenRouter).
 _CONTEXT_LENGTH = re.compile(
     r"prompt is too long|context[ _-]?length|maximum context|context window|context limit"
-    r"|too many tokens|exceeds? the (?:model'?s? )?(?:context|maximum)",
+    r"|context size|too many tokens|exceeds? the (?:model.?s? )?(?:context|maximum)",
     re.IGNORECASE,
 )
 
