@@ -13,7 +13,7 @@ from ctxengine.resolve import discover, register_engine, unregister_engine
 from ctxengine.testing import samples
 from tests.plugin_fixtures import install_fake_distribution, write_directory_plugin
 
-ENGINE_BODY = '''
+ENGINE_BODY = """
 from ctxengine import hookimpl
 from ctxengine.results import CompressResult
 
@@ -30,7 +30,7 @@ def compress(ctx, conversation, stage, force, focus):
 def should_compress(ctx, prompt_tokens):
     CALLS.append("should")
     return False
-'''
+"""
 
 
 def engine_body(label: str) -> str:
@@ -190,7 +190,7 @@ def test_register_engine_is_selectable_but_never_active_by_itself(isolated_home:
     import types
 
     module = types.ModuleType("runtime_engine")
-    exec(engine_body("runtime"), module.__dict__)  # noqa: S102 - a test engine built in memory
+    exec(engine_body("runtime"), module.__dict__)  # a test engine built in memory
     register_engine("runtime", module)
     try:
         default = ctxengine.load()

@@ -9,13 +9,23 @@ configuration and where each value came from). Plugins add their own commands th
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from ctxengine.commands import CommandRegistry, DuplicateCommandError
 from ctxengine.config import ConfigError, LoadedConfig, ctxengine_home, load_config
+from ctxengine.files import (
+    ConversationFileError,
+    ConversationRecord,
+    read_conversations,
+    write_conversations,
+)
+from ctxengine.replay import replay
+from ctxengine.report import plot_replay, replay_json, write_compress_report, write_replay_report
 from ctxengine.resolve import Catalog, discover
 
 BUILTIN_COMMANDS = frozenset({"engines", "config", "compress", "replay"})
@@ -82,6 +92,101 @@ def cmd_config(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    if getattr(args, "engine", None):
+        overrides["context.engine"] = args.engine
+    if getattr(args, "threshold", None) is not None:
+        overrides["compression.threshold"] = args.threshold
+    if getattr(args, "context_length", None) is not None:
+        overrides["model.context_length"] = args.context_length
+    if getattr(args, "model", None):
+        overrides["model.name"] = args.model
+    return overrides
+
+
+def _read(path: str) -> list[ConversationRecord]:
+    try:
+        return read_conversations(path)
+    except ConversationFileError as exc:
+        raise CommandError(str(exc)) from None
+
+
+class CommandError(Exception):
+    """A user error in a command's input; printed as ``ctxengine: <message>``, exit code 1."""
+
+
+def _pick(
+    records: list[ConversationRecord], session: int | None, path: str
+) -> list[ConversationRecord]:
+    if session is None:
+        return records
+    if not 0 <= session < len(records):
+        raise CommandError(
+            f"{path} holds {len(records)} conversation(s); --session must be 0..{len(records) - 1}"
+        )
+    return [records[session]]
+
+
+def cmd_compress(args: argparse.Namespace, out: TextIO) -> int:
+    """Compact each conversation of a file with the configured engine and report."""
+    import ctxengine
+
+    loaded = load_config(args.config, overrides=_overrides(args))
+    records = _pick(_read(args.file), args.session, args.file)
+    written = []
+    with ctxengine.load(loaded) as kernel:
+        for line in kernel.status_lines():
+            out.write(line + "\n")
+        for record in records:
+            result = kernel.session(record.id).compress(
+                record.messages, record.system, force=True, focus=args.focus, format=record.format
+            )
+            write_compress_report(f"{record.id} ({record.format})", result, out)
+            written.append((record, result.messages, result.system))
+    if args.out:
+        write_conversations(args.out, written)
+        out.write(f"wrote {len(written)} conversation(s) to {args.out}\n")
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
+    """Replay sessions turn by turn under four scenarios and compare tokens and cost."""
+    loaded = load_config(args.config, overrides=_overrides(args))
+    records = [record for path in args.files for record in _pick(_read(path), args.session, path)]
+    show_progress = args.progress or (not args.json and sys.stderr.isatty())
+    reports = []
+    for number, record in enumerate(records, 1):
+
+        def progress(
+            label: str,
+            done: int,
+            total: int,
+            number: int = number,
+            record: ConversationRecord = record,
+        ) -> None:
+            if show_progress and (done == total or done % 10 == 0):
+                end = "\n" if done == total and label == "both" else ""
+                sys.stderr.write(
+                    f"\rreplaying {number}/{len(records)} {record.id}: {label:<10} "
+                    f"turn {done}/{total}{end}"
+                )
+                sys.stderr.flush()
+
+        reports.append(replay(record, loaded.config, gap_seconds=args.gap, progress=progress))
+    if args.json:
+        json.dump(replay_json(reports), out, indent=1)
+        out.write("\n")
+    else:
+        for report in reports:
+            write_replay_report(report, out, turns=args.turns)
+    if args.plot:
+        plot_replay(reports, Path(args.plot))
+        if not args.json:
+            out.write(f"\nchart written to {args.plot}\n")
+    return 0
+
+
 def _plugin_commands(parser_loaded: LoadedConfig | None) -> tuple[CommandRegistry, list[str]]:
     """Ask every loaded plugin for its commands; failures become notes, never crashes."""
     registry = CommandRegistry(reserved=BUILTIN_COMMANDS)
@@ -105,6 +210,15 @@ def _plugin_commands(parser_loaded: LoadedConfig | None) -> tuple[CommandRegistr
     return registry, notes
 
 
+def _engine_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", help="context engine to use (overrides context.engine)")
+    parser.add_argument("--model", help="main model (overrides model.name)")
+    parser.add_argument("--threshold", type=float, help="overrides compression.threshold")
+    parser.add_argument(
+        "--context-length", type=int, help="model window in tokens (overrides model.context_length)"
+    )
+
+
 def build_parser(
     plugin_commands: CommandRegistry | None = None,
 ) -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
@@ -122,6 +236,31 @@ def build_parser(
     handlers["engines"] = cmd_engines
     sub.add_parser("config", help="show the effective configuration and each value's source")
     handlers["config"] = cmd_config
+
+    compress = sub.add_parser(
+        "compress", help="compact a conversation file (JSON or JSONL, OpenAI or Anthropic)"
+    )
+    compress.add_argument("file", help="conversation file")
+    compress.add_argument("--out", help="write the compacted conversation(s) here")
+    compress.add_argument("--session", type=int, help="only the N-th conversation (from 0)")
+    _engine_flags(compress)
+    compress.add_argument("--focus", help="topic the summary should keep in most detail")
+    handlers["compress"] = cmd_compress
+
+    replay_parser = sub.add_parser(
+        "replay", help="replay sessions turn by turn: compaction and caching vs neither"
+    )
+    replay_parser.add_argument("files", nargs="+", metavar="FILE", help="conversation files")
+    replay_parser.add_argument("--session", type=int, help="only the N-th conversation of each")
+    _engine_flags(replay_parser)
+    replay_parser.add_argument(
+        "--gap", type=float, default=30.0, help="seconds between turns (default 30)"
+    )
+    replay_parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    replay_parser.add_argument("--turns", action="store_true", help="also print every turn")
+    replay_parser.add_argument("--plot", metavar="OUT", help="write a chart (.png or .html)")
+    replay_parser.add_argument("--progress", action="store_true", help="show progress on stderr")
+    handlers["replay"] = cmd_replay
 
     for command in plugin_commands or ():
         command_parser = sub.add_parser(
@@ -162,6 +301,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
+    except CommandError as exc:
+        print(f"ctxengine: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

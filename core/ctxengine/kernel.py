@@ -53,7 +53,10 @@ class EngineNotFoundWarning(UserWarning):
 
 def _not_found_message(name: str, catalog: Catalog, entry: PluginEntry | None) -> str:
     if entry is not None and entry.error is not None:
-        problem = f"context engine {name!r} failed to load from {entry.source} {entry.location}: {entry.error}"
+        problem = (
+            f"context engine {name!r} failed to load from {entry.source} {entry.location}: "
+            f"{entry.error}"
+        )
     elif entry is not None:
         problem = f"{name!r} is a plugin of kind {entry.kind!r}, not a context engine"
     else:
@@ -252,7 +255,9 @@ class Kernel:
     def status_lines(self) -> list[str]:
         """Lines a host prints at start: engine, caching status, and any notices."""
         lines = [f"🧠 Context engine: {self.engine} ({self.engine_entry.source})"]
-        lines.append(caching_status_line(self.config, self.model, self.cache_settings, self.caching_reason))
+        lines.append(
+            caching_status_line(self.config, self.model, self.cache_settings, self.caching_reason)
+        )
         lines.extend(f"⚠️  {notice}" for notice in self.notices)
         return lines
 

@@ -1,0 +1,188 @@
+"""A simulation of Anthropic's prompt cache, for replaying sessions without an API.
+
+The model of the provider (documented behaviour, simplified to message granularity):
+
+- a request is a sequence of pieces in cache order: tools, the system prompt, then each message;
+  a ``cache_control`` marker ends a *breakpoint* after the piece that carries it;
+- at each breakpoint the prefix up to it is written to the cache (billed as a cache write at the
+  breakpoint's TTL price) unless it is shorter than the model's minimum cacheable prefix, in
+  which case nothing is cached and nothing is said;
+- a later request reads the longest cached prefix that ends at most ``lookback`` pieces before
+  one of its breakpoints (the API checks about 20 block boundaries back), if it has not expired;
+  a read refreshes the entry's lifetime;
+- markers do not change the prefix: a piece's identity is its content without ``cache_control``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ctxengine.tokens import TokenCounter
+from ctxengine.usage import Usage
+
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+DEFAULT_LOOKBACK = 20
+
+
+def _strip_markers(obj: Any) -> Any:
+    """``obj`` as the cache sees it: without markers, string contents as one text block.
+
+    A strategy turns a marked string content into a one-block list; the provider treats both
+    forms as the same prefix, so they must get the same key.
+    """
+    if isinstance(obj, dict):
+        stripped = {k: _strip_markers(v) for k, v in obj.items() if k != "cache_control"}
+        if isinstance(stripped.get("content"), str):
+            stripped["content"] = [{"type": "text", "text": stripped["content"]}]
+        return stripped
+    if isinstance(obj, list):
+        return [_strip_markers(v) for v in obj]
+    return obj
+
+
+def _marker_ttl(obj: Any) -> str | None:
+    """The TTL of the last ``cache_control`` marker inside ``obj`` (``None`` if unmarked)."""
+    found: str | None = None
+    if isinstance(obj, dict):
+        marker = obj.get("cache_control")
+        if isinstance(marker, Mapping):
+            found = str(marker.get("ttl", "5m"))
+        for value in obj.values():
+            if isinstance(value, dict | list):
+                found = _marker_ttl(value) or found
+    elif isinstance(obj, list):
+        for value in obj:
+            found = _marker_ttl(value) or found
+    return found
+
+
+@attrs.frozen
+class Piece:
+    key: str
+    tokens: int
+    ttl: str | None
+
+
+@attrs.define
+class _Entry:
+    expires: float
+    ttl: str
+
+
+class PromptCacheSimulator:
+    """The provider's prompt cache for one session; :meth:`send` returns the usage it would bill.
+
+    Per-message work is cached by message identity, so a replay costs O(new messages) per turn.
+    """
+
+    def __init__(
+        self,
+        counter: TokenCounter,
+        *,
+        min_cacheable_tokens: int,
+        lookback: int = DEFAULT_LOOKBACK,
+    ) -> None:
+        self._counter = counter
+        self._min = min_cacheable_tokens
+        self._lookback = lookback
+        self._cache: dict[int, _Entry] = {}
+        # id(message) -> (message kept alive so the id is not reused, its marker-free key)
+        self._keys: dict[int, tuple[object, str]] = {}
+
+    def _key(self, obj: object) -> str:
+        known = self._keys.get(id(obj))
+        if known is not None and known[0] is obj:
+            return known[1]
+        plain = _strip_markers(obj)
+        if isinstance(plain, str):  # a string system prompt is one text block too
+            plain = [{"type": "text", "text": plain}]
+        key = json.dumps(plain, sort_keys=True, ensure_ascii=False)
+        self._keys[id(obj)] = (obj, key)
+        return key
+
+    def pieces(self, request: Mapping[str, Any]) -> list[Piece]:
+        """The request in cache order: tools, system, then messages (OpenAI system included)."""
+        pieces: list[Piece] = []
+        tools = request.get("tools")
+        if tools:
+            pieces.append(
+                Piece(self._key(tools), self._counter.count_tools(tools), _marker_ttl(tools))
+            )
+        system = request.get("system")
+        if system:
+            pieces.append(
+                Piece(self._key(system), self._counter.count_system(system), _marker_ttl(system))
+            )
+        for message in request.get("messages") or ():
+            pieces.append(
+                Piece(
+                    self._key(message), self._counter.count_message(message), _marker_ttl(message)
+                )
+            )
+        return pieces
+
+    def send(self, request: Mapping[str, Any], now: float) -> Usage:
+        """Simulate sending ``request`` at time ``now`` (seconds); returns the prompt usage.
+
+        ``output_tokens`` is left at 0 for the caller to fill in.
+        """
+        pieces = self.pieces(request)
+        hashes: list[int] = []
+        cumulative: list[int] = []
+        running_hash, running_tokens = 0, 0
+        for piece in pieces:
+            running_hash = hash((running_hash, piece.key))
+            running_tokens += piece.tokens
+            hashes.append(running_hash)
+            cumulative.append(running_tokens)
+        total = running_tokens
+        breakpoints = [i for i, piece in enumerate(pieces) if piece.ttl is not None]
+
+        # Longest live cached prefix reachable from a breakpoint.
+        read_end = -1
+        for bp in breakpoints:
+            for i in range(bp, max(-1, bp - self._lookback - 1), -1):
+                if i <= read_end:
+                    break
+                entry = self._cache.get(hashes[i])
+                if entry is not None and entry.expires >= now:
+                    read_end = i
+                    break
+        read_tokens = cumulative[read_end] if read_end >= 0 else 0
+        if read_end >= 0:
+            entry = self._cache[hashes[read_end]]
+            entry.expires = now + TTL_SECONDS[entry.ttl]
+
+        # Write every breakpoint past the read point whose prefix is long enough to cache.
+        written = {"5m": 0, "1h": 0}
+        covered = read_tokens
+        for bp in breakpoints:
+            ttl = pieces[bp].ttl or "5m"
+            ttl = ttl if ttl in TTL_SECONDS else "5m"
+            if bp <= read_end or cumulative[bp] < self._min:
+                continue
+            written[ttl] += cumulative[bp] - covered
+            covered = cumulative[bp]
+            self._cache[hashes[bp]] = _Entry(expires=now + TTL_SECONDS[ttl], ttl=ttl)
+        return Usage(
+            input_tokens=total - covered,
+            cache_read_tokens=read_tokens,
+            cache_write_5m_tokens=written["5m"],
+            cache_write_1h_tokens=written["1h"],
+        )
+
+    def clear(self) -> None:
+        """Forget every cache entry (e.g. a new deployment)."""
+        self._cache.clear()
+
+
+def prompt_usage(counter: TokenCounter, request: Mapping[str, Any]) -> Usage:
+    """The usage of ``request`` with no prompt cache at all: every token is plain input."""
+    messages: Sequence[Any] = request.get("messages") or ()
+    return Usage(
+        input_tokens=counter.count(list(messages), request.get("system"), request.get("tools"))
+    )

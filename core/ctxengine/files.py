@@ -1,0 +1,151 @@
+"""Reading and writing conversation files for the CLI (``compress``, ``replay``).
+
+Accepted shapes, detected from the content:
+
+- a JSON list of messages;
+- a JSON object with ``messages`` (and optionally ``system``, ``id``);
+- JSONL: one such object (or list) per line, one conversation each.
+
+Messages may be in OpenAI chat or Anthropic Messages format; the format is detected per
+conversation with :func:`ctxengine.messages.detect_format`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from ctxengine.conversation import Format, Message, SystemPrompt
+from ctxengine.messages import MessageFormatError, detect_format
+
+Shape = Literal["list", "object", "jsonl"]
+
+SHAPES_ALLOWED = (
+    "a JSON list of messages, a JSON object with a 'messages' list, "
+    "or JSONL with one conversation per line"
+)
+
+
+class ConversationFileError(ValueError):
+    """A conversation file could not be read; the message names the file (and line)."""
+
+
+@attrs.frozen
+class ConversationRecord:
+    """One conversation read from a file, with what is needed to write it back."""
+
+    id: str
+    messages: list[Message]
+    system: SystemPrompt | None
+    format: Format
+    shape: Shape
+    extra: dict[str, Any] = attrs.field(factory=dict)
+    """The other keys of an object-shaped record (metadata), written back unchanged."""
+
+
+def _record(data: object, where: str, shape: Shape, index: int) -> ConversationRecord:
+    if isinstance(data, list):
+        messages, system, extra = data, None, {}
+    elif isinstance(data, dict) and isinstance(data.get("messages"), list):
+        messages = data["messages"]
+        system = data.get("system")
+        extra = {k: v for k, v in data.items() if k not in ("messages", "system")}
+    else:
+        found = type(data).__name__
+        if isinstance(data, dict):
+            keys = ", ".join(sorted(map(str, data))) or "no keys"
+            found = f"an object with {keys}"
+        raise ConversationFileError(
+            f"{where}: not a conversation ({found}); expected {SHAPES_ALLOWED}"
+        )
+    if system is not None and not isinstance(system, str | list):
+        raise ConversationFileError(f"{where}: 'system' must be a string or a list of blocks")
+    try:
+        fmt = detect_format(messages, system)
+    except MessageFormatError as exc:
+        raise ConversationFileError(f"{where}: {exc}") from None
+    ident = str(extra.get("id") or f"conversation-{index}")
+    return ConversationRecord(
+        id=ident, messages=messages, system=system, format=fmt, shape=shape, extra=extra
+    )
+
+
+def _looks_like_jsonl(lines: list[tuple[int, str]], error: json.JSONDecodeError) -> bool:
+    """JSONL when the whole text has extra data after one value, or its first line is a value."""
+    if len(lines) < 2:
+        return False
+    if error.msg == "Extra data":
+        return True
+    try:
+        json.loads(lines[0][1])
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def read_conversations(path: str | Path) -> list[ConversationRecord]:
+    """Every conversation in ``path``.
+
+    :raises ConversationFileError: unreadable file, invalid JSON (with the line number), or
+        content that is not a conversation.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConversationFileError(f"cannot read {path}: {exc}") from None
+    if not text.strip():
+        raise ConversationFileError(f"{path}: the file is empty; expected {SHAPES_ALLOWED}")
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError as first_error:
+        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+        if not _looks_like_jsonl(lines, first_error):
+            raise ConversationFileError(
+                f"{path}:{first_error.lineno}:{first_error.colno}: invalid JSON: {first_error.msg}"
+            ) from None
+        records = []
+        for n, line in lines:
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ConversationFileError(
+                    f"{path}:{n}:{exc.colno}: invalid JSON: {exc.msg}"
+                ) from None
+            records.append(_record(data, f"{path}:{n}", "jsonl", len(records)))
+        return records
+    shape: Shape = "list" if isinstance(whole, list) else "object"
+    return [_record(whole, str(path), shape, 0)]
+
+
+def record_json(
+    record: ConversationRecord, messages: Sequence[Message], system: SystemPrompt | None
+) -> Any:
+    """``record`` with new messages, in the shape it was read in."""
+    if record.shape == "list":
+        return list(messages)
+    data: dict[str, Any] = dict(record.extra)
+    if system is not None or "system" in data or record.system is not None:
+        data["system"] = system
+    data["messages"] = list(messages)
+    return data
+
+
+def write_conversations(
+    path: str | Path,
+    records: Sequence[tuple[ConversationRecord, Sequence[Message], SystemPrompt | None]],
+) -> None:
+    """Write conversations back in the shape they were read in (JSONL for several)."""
+    path = Path(path)
+    if len(records) == 1 and records[0][0].shape != "jsonl":
+        record, messages, system = records[0]
+        text = json.dumps(record_json(record, messages, system), ensure_ascii=False, indent=1)
+    else:
+        text = "\n".join(
+            json.dumps(record_json(r, m, s), ensure_ascii=False) for r, m, s in records
+        )
+    path.write_text(text + "\n", encoding="utf-8")
