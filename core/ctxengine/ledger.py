@@ -1,0 +1,564 @@
+"""The critical-context ledger: what a summary of a stretch of conversation must not lose.
+
+:func:`build_ledger` reads a message list (OpenAI chat or Anthropic Messages format) in one pass
+and collects, in order of first appearance and without duplicates:
+
+- **paths**: file paths touched: tool-call arguments (``file_path``, ``path``, ``paths``, ...),
+  path-looking tokens in shell commands and in user/assistant text (absolute paths, ``~/...``,
+  and relative paths with a directory and an extension such as ``lib/foo/bar.ex``);
+- **commands**: shell commands run (the ``command`` argument of Bash/terminal/shell tools),
+  shortened by :func:`shorten_command`, each with the last exit code seen in its results;
+- **errors**: error lines from tool results and user text (tracebacks, ``error:``, ``FAILED``,
+  ``fatal:``, ``panic:``, ``Exit code N`` ...), trimmed;
+- **asks**: the text of each real user message, truncated;
+- **tools**: each tool's name with how often it was called.
+
+Every item is passed through :func:`ctxengine.redact.redact` on entry, so whatever renders the
+ledger (the local digest, the critical-context appendix of an LLM summary) carries no secrets and
+shows the items byte-for-byte as stored here: checking ``item in summary`` is meaningful.
+
+:func:`missing_from` tells which items a summary left out; :func:`render_ledger` renders a ledger
+as bounded Markdown bullet lists.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from ctxengine.conversation import Format, Message
+from ctxengine.messages import (
+    ToolCall,
+    is_real_user_message,
+    tool_calls,
+    tool_results,
+    visible_text,
+)
+from ctxengine.redact import redact
+
+__all__ = [
+    "ASK_CHARS",
+    "COMMAND_CHARS",
+    "ERROR_CHARS",
+    "Ledger",
+    "bounded_bullets",
+    "build_ledger",
+    "code_span",
+    "command_bullet",
+    "missing_from",
+    "render_ledger",
+    "shorten_command",
+]
+
+COMMAND_CHARS = 200
+"""Commands are kept as their first line, cut to this many characters."""
+ASK_CHARS = 400
+"""User asks are cut to this many characters."""
+ERROR_CHARS = 240
+"""Error lines are cut to this many characters."""
+
+_CHARS_PER_TOKEN = 4
+# Tool results are only searched for errors near their start and end: that is where shells,
+# compilers and test runners put them, and it keeps the pass cheap on 78k-character outputs.
+_RESULT_WINDOW = 2000
+_ERRORS_PER_RESULT = 4
+_LONG_ITEM = 160
+_BARE_ERROR_LINE = 20
+
+
+@attrs.frozen
+class Ledger:
+    """Items a summary must carry, each tuple in order of first appearance, de-duplicated.
+
+    ``exit_codes[i]`` is the last exit code seen for ``commands[i]`` (``None`` when no result
+    showed one). ``tools`` holds ``(tool name, number of calls)`` in order of first use.
+    """
+
+    paths: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+    asks: tuple[str, ...] = ()
+    exit_codes: tuple[int | None, ...] = attrs.field(default=())
+    tools: tuple[tuple[str, int], ...] = ()
+
+    @exit_codes.validator
+    def _check_exit_codes(self, _: attrs.Attribute[Any], value: tuple[int | None, ...]) -> None:
+        if len(value) != len(self.commands):
+            raise ValueError(
+                f"Ledger.exit_codes has {len(value)} entries but there are "
+                f"{len(self.commands)} commands; give one exit code (or None) per command"
+            )
+
+    def __bool__(self) -> bool:
+        return bool(self.paths or self.commands or self.errors or self.asks or self.tools)
+
+    def exit_code(self, command: str) -> int | None:
+        """The exit code recorded for ``command`` (``None`` if unknown or not in the ledger)."""
+        try:
+            return self.exit_codes[self.commands.index(command)]
+        except ValueError:
+            return None
+
+
+# --- extraction helpers --------------------------------------------------------------------------
+
+_SHELL_TOOL_NAMES = frozenset(
+    {
+        "bash",
+        "shell",
+        "sh",
+        "zsh",
+        "terminal",
+        "cmd",
+        "powershell",
+        "exec",
+        "exec_command",
+        "execute_bash",
+        "execute_command",
+        "execute_shell",
+        "run",
+        "run_command",
+        "run_shell_command",
+        "run_terminal_cmd",
+        "run_in_terminal",
+        "local_shell",
+    }
+)
+_PATH_ARGUMENT_KEYS = frozenset(
+    {
+        "file_path",
+        "filepath",
+        "file",
+        "filename",
+        "path",
+        "paths",
+        "files",
+        "notebook_path",
+        "target_file",
+        "target_path",
+        "old_path",
+        "new_path",
+        "directory",
+        "dir",
+        "cwd",
+    }
+)
+# Tools whose results are file contents or search hits: an "error" in them is usually code
+# (``{:error, reason}``), so only a result that itself reports a failure is searched.
+_CONTENT_TOOL_MARKERS = ("read", "view", "grep", "glob", "search", "fetch", "find", "list", "ls")
+
+
+def _is_shell_tool(name: str) -> bool:
+    low = name.lower()
+    return low in _SHELL_TOOL_NAMES or "bash" in low or "shell" in low or "terminal" in low
+
+
+def _is_content_tool(name: str) -> bool:
+    low = name.lower()
+    return not _is_shell_tool(name) and any(m in low for m in _CONTENT_TOOL_MARKERS)
+
+
+# Absolute paths (two or more components), ~/paths, and relative paths with a directory and a
+# file extension. The leading look-behind keeps URLs (``https://x/y``), sed expressions and
+# Elixir ``Mod.fun/2`` references out.
+_PATH = re.compile(
+    r"(?<![\w.:/~@$%\\-])"
+    r"(?:"
+    r"~/(?:[\w.@+-]+/)*[\w.@+-]+"
+    r"|/[\w.@+-]+(?:/[\w.@+-]+)+"
+    r"|(?:\.{1,2}/)?(?:[\w@+-][\w.@+-]*/)+[\w@+-][\w.@+-]*\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/])"
+    r")"
+)
+_MAX_PATH_CHARS = 300
+# Device and kernel files show up in commands (``2>/dev/null``) but are not files worked on.
+_PSEUDO_FILES = ("/dev/", "/proc/", "/sys/")
+
+# "Exit code 1" (Claude Code), "[Command finished with exit code 0]" (OpenHands),
+# "exited with status 2", "returncode=1". Literal-first so the scan is a substring search.
+_EXIT_CODE = re.compile(
+    r"(?:xit(?:ed with)?[ _](?:code|status)|XIT CODE|eturn ?code)[\s:=]*(-?\d{1,3})(?!\d)"
+)
+_EXIT_WINDOW = 300
+
+# Candidate error lines contain one of these; each candidate line is then judged by _ERROR_LINE.
+# ``needle in text`` is a fast substring search, so most outputs (no hit) cost almost nothing.
+_ERROR_NEEDLES = (
+    "rror",
+    "RROR",
+    "xception",
+    "raceback",
+    "ailed",
+    "AILED",
+    "ailure",
+    "atal",
+    "FATAL",
+    "anic",
+    "PANIC",
+    "egmentation fault",
+)
+_ERROR_HINT = re.compile("|".join(_ERROR_NEEDLES))
+# What makes a line an error report rather than code or prose that mentions errors
+# (``{:error, reason}``, ``error ->``, ``assert body["error"]``, "error handling").
+_ERROR_LINE = re.compile(
+    r"Traceback \(most recent call last\)"
+    r"|\b[A-Z][A-Za-z0-9_.]*(?:Error|Exception)\b"  # ValueError, ** (CompileError)
+    r"|\b(?:error|Error|ERROR)(?:\[[\w-]+\])?\s?:(?!:)"  # error: / Error: / error[E0308]:
+    r"|\[(?:error|ERROR)\]"
+    r"|\b(?:FAILED|FAILURE|FATAL|PANIC)\b|\bfailed\b"
+    r"|(?<![\d:])\b[1-9]\d* (?:failures?|errors?|failed)\b(?!\.\w)|\berrors?: [1-9]"
+    r"|\b(?:fatal|panic):|\bpanicked\b|[Ss]egmentation fault|<tool_use_error>"
+)
+# Source listings (``  12→code`` from Read, ``  12\tcode`` from cat -n): code, not errors.
+_NUMBERED_LINE = re.compile(r"\s*\d+(?:→|\t)")
+
+
+def shorten_command(command: str) -> str:
+    """The ledger form of a shell command: its first non-blank line, at most 200 characters.
+
+    The same shortening is used when building the ledger and when rendering it, so the rendered
+    command can be found verbatim in the output.
+    """
+    text = command.strip()
+    first = text.split("\n", 1)[0].rstrip()
+    return first[:COMMAND_CHARS].rstrip()
+
+
+def _truncate(text: str, limit: int) -> str:
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rstrip() + "…"
+
+
+def _parse_arguments(call: ToolCall) -> dict[str, Any]:
+    try:
+        value = json.loads(call.arguments) if call.arguments else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _argument_paths(arguments: dict[str, Any]) -> list[str]:
+    found: list[str] = []
+    for key, value in arguments.items():  # the call's own key order: deterministic
+        if key not in _PATH_ARGUMENT_KEYS:
+            continue
+        for item in value if isinstance(value, list) else (value,):
+            if (
+                isinstance(item, str)
+                and 0 < len(item) <= _MAX_PATH_CHARS
+                and "\n" not in item
+                and "://" not in item
+                and item.strip() == item
+            ):
+                found.append(item)
+    return found
+
+
+def _text_paths(text: str) -> Iterable[str]:
+    # Paths never contain whitespace here, so only whitespace-separated words holding a slash
+    # are searched: far cheaper than running the pattern over all of the text.
+    if "/" not in text:
+        return
+    for word in text.split():
+        if "/" not in word:
+            continue
+        for match in _PATH.finditer(word):
+            path = match.group(0).rstrip(".")
+            if len(path) <= _MAX_PATH_CHARS and not path.startswith(_PSEUDO_FILES):
+                yield path
+
+
+def _command_of(arguments: dict[str, Any]) -> str | None:
+    for key in ("command", "cmd", "script"):
+        value = arguments.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return " ".join(value)
+    return None
+
+
+def _exit_code(text: str) -> int | None:
+    """The exit code a shell result reports near its start or end (the last one wins)."""
+    if len(text) > 2 * _EXIT_WINDOW:
+        text = f"{text[:_EXIT_WINDOW]}\n{text[-_EXIT_WINDOW:]}"
+    found = None
+    for match in _EXIT_CODE.finditer(text):
+        found = int(match.group(1))
+    return found
+
+
+def _error_lines(text: str, limit: int, *, last: bool = False) -> list[str]:
+    """Up to ``limit`` distinct error lines of ``text``: the first ones, or the last ones."""
+    found: list[str] = []
+    if not any(needle in text for needle in _ERROR_NEEDLES):
+        return found
+    pos = 0
+    for hit in _ERROR_HINT.finditer(text):
+        if hit.start() < pos:
+            continue
+        start = text.rfind("\n", 0, hit.start()) + 1
+        end = text.find("\n", hit.end())
+        if end < 0:
+            end = len(text)
+        pos = end
+        line = text[start:end]
+        if _NUMBERED_LINE.match(line) or not _ERROR_LINE.search(line):
+            continue
+        if len(line.strip()) < _BARE_ERROR_LINE and line.rstrip().endswith(":"):
+            # A bare "ERROR:" heading: the message is on the next line.
+            nxt = text.find("\n", end + 1)
+            line = f"{line} {text[end + 1 : nxt if nxt >= 0 else len(text)]}"
+            pos = nxt if nxt >= 0 else len(text)
+        line = _truncate(" ".join(line.split()), ERROR_CHARS)
+        if not line or line in found:
+            continue
+        found.append(line)
+        if len(found) > limit:
+            if not last:
+                return found[:limit]
+            del found[0]
+    return found
+
+
+def _result_errors(text: str, tool_name: str, is_error: bool) -> list[str]:
+    if not text:
+        return []
+    if _is_content_tool(tool_name):
+        # Only a failure report ("<tool_use_error>File does not exist.", "Error: ...") counts.
+        first = text[:300]
+        if not is_error and not _ERROR_LINE.search(first.split("\n", 1)[0]):
+            return []
+        return _error_lines(first, 2)
+    half = _ERRORS_PER_RESULT // 2
+    if len(text) > 2 * _RESULT_WINDOW:
+        lines = _error_lines(text[:_RESULT_WINDOW], half)
+        tail = _error_lines(text[-_RESULT_WINDOW:], half, last=True)
+        return lines + [line for line in tail if line not in lines]
+    lines = _error_lines(text, 2 * _ERRORS_PER_RESULT)
+    if len(lines) > _ERRORS_PER_RESULT:
+        lines = lines[:half] + lines[-half:]
+    return lines
+
+
+class _Collector:
+    """Ordered, de-duplicated, redacted item lists built in one pass."""
+
+    def __init__(self) -> None:
+        self.paths: dict[str, None] = {}
+        self.commands: dict[str, int | None] = {}
+        self.errors: dict[str, None] = {}
+        self.asks: dict[str, None] = {}
+        self.tools: dict[str, int] = {}
+        self._raw_seen: dict[str, str] = {}
+
+    def _clean(self, raw: str) -> str:
+        # Redacting is the costly step: do it once per distinct raw item.
+        clean = self._raw_seen.get(raw)
+        if clean is None:
+            clean = redact(raw)
+            self._raw_seen[raw] = clean
+        return clean
+
+    def path(self, raw: str) -> None:
+        self.paths.setdefault(self._clean(raw), None)
+
+    def command(self, raw: str) -> str | None:
+        short = shorten_command(raw)
+        if not short:
+            return None
+        clean = self._clean(short)
+        self.commands.setdefault(clean, None)
+        return clean
+
+    def error(self, line: str) -> None:
+        self.errors.setdefault(self._clean(line), None)
+
+    def ask(self, text: str) -> None:
+        # One line, so it renders as one bullet.
+        ask = _truncate(" ".join(text.split()), ASK_CHARS)
+        if ask:
+            self.asks.setdefault(self._clean(ask), None)
+
+    def ledger(self) -> Ledger:
+        return Ledger(
+            paths=tuple(self.paths),
+            commands=tuple(self.commands),
+            errors=tuple(self.errors),
+            asks=tuple(self.asks),
+            exit_codes=tuple(self.commands.values()),
+            tools=tuple(self.tools.items()),
+        )
+
+
+def _check_format(fmt: object) -> None:
+    if fmt not in ("openai", "anthropic"):
+        raise ValueError(f"unknown message format {fmt!r}; allowed: 'openai' or 'anthropic'")
+
+
+def build_ledger(messages: Sequence[Message], fmt: Format) -> Ledger:
+    """Collect the critical context of ``messages`` (see the module docstring).
+
+    Deterministic, one pass over the list; never mutates it. Tool results are matched to their
+    calls in order per call id, so a reused id still maps each result to the right command.
+
+    :raises ValueError: when ``fmt`` is not ``"openai"`` or ``"anthropic"``.
+    """
+    _check_format(fmt)
+    out = _Collector()
+    # call id -> queue of (tool name, command or None) still waiting for a result
+    pending: dict[str, list[tuple[str, str | None]]] = {}
+    for msg in messages:
+        role = msg.get("role")
+        if role == "assistant":
+            for path in _text_paths(visible_text(msg)):
+                out.path(path)
+            for call in tool_calls(msg, fmt):
+                out.tools[call.name] = out.tools.get(call.name, 0) + 1
+                arguments = _parse_arguments(call)
+                for path in _argument_paths(arguments):
+                    out.path(path)
+                command = _command_of(arguments) if _is_shell_tool(call.name) else None
+                clean = None
+                if command is not None:
+                    clean = out.command(command)
+                    for path in _text_paths(command):
+                        out.path(path)
+                pending.setdefault(call.id, []).append((call.name, clean))
+            continue
+        for result in tool_results(msg, fmt):
+            queue = pending.get(result.call_id)
+            name, command = queue.pop(0) if queue else ("", None)
+            if command is not None:
+                code = _exit_code(result.text)
+                if code is not None:
+                    out.commands[command] = code
+            for line in _result_errors(result.text, name, result.is_error):
+                out.error(line)
+        if role == "user" and is_real_user_message(msg, fmt):
+            text = visible_text(msg)
+            out.ask(text)
+            for path in _text_paths(text):
+                out.path(path)
+            for line in _error_lines(text, _ERRORS_PER_RESULT):
+                out.error(line)
+    return out.ledger()
+
+
+def missing_from(ledger: Ledger, text: str) -> Ledger:
+    """The part of ``ledger`` whose items do not occur verbatim in ``text``.
+
+    Paths, commands (with their exit codes), errors and asks are kept when ``item not in text``;
+    tools when their name does not occur.
+    """
+    keep = [i for i, command in enumerate(ledger.commands) if command not in text]
+    return Ledger(
+        paths=tuple(p for p in ledger.paths if p not in text),
+        commands=tuple(ledger.commands[i] for i in keep),
+        errors=tuple(e for e in ledger.errors if e not in text),
+        asks=tuple(a for a in ledger.asks if a not in text),
+        exit_codes=tuple(ledger.exit_codes[i] for i in keep),
+        tools=tuple((name, n) for name, n in ledger.tools if name not in text),
+    )
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+
+def code_span(text: str) -> str:
+    """``text`` as a Markdown code span that shows it verbatim (longer fences around backticks)."""
+    if "`" not in text:
+        return f"`{text}`"
+    longest = max(len(run) for run in re.findall(r"`+", text))
+    fence = "`" * (longest + 1)
+    return f"{fence} {text} {fence}"
+
+
+def command_bullet(command: str, exit_code: int | None) -> str:
+    """``- `cmd` -> exit N`` (or without the exit part when it is unknown)."""
+    suffix = "" if exit_code is None else f" -> exit {exit_code}"
+    return f"- {code_span(command)}{suffix}"
+
+
+def bounded_bullets(bullets: Sequence[str], max_chars: int, noun: str = "items") -> list[str]:
+    """The lines of ``bullets`` that fit in ``max_chars`` (joined with newlines), in order.
+
+    When not all fit, the least recent and the longest go first: short items are kept newest
+    first, then long ones (over 160 characters) newest first, while they fit; a closing line
+    ``- … N earlier <noun> omitted`` says how many were dropped (its size is budgeted too).
+    Deterministic.
+    """
+    total = sum(len(b) + 1 for b in bullets)
+    if total <= max_chars:
+        return list(bullets)
+    note_room = len(f"- … {len(bullets)} earlier {noun} omitted") + 1
+    room = max_chars - note_room
+    order = sorted(range(len(bullets)), key=lambda i: (len(bullets[i]) > _LONG_ITEM, -i))
+    kept: set[int] = set()
+    for i in order:
+        size = len(bullets[i]) + 1
+        if size <= room:
+            kept.add(i)
+            room -= size
+    lines = [bullets[i] for i in sorted(kept)]
+    omitted = len(bullets) - len(kept)
+    if omitted and note_room <= max_chars:
+        lines.append(f"- … {omitted} earlier {noun} omitted")
+    return lines
+
+
+def _section(title: str, lines: list[str]) -> str:
+    return f"{title}\n" + "\n".join(lines)
+
+
+def render_ledger(ledger: Ledger, max_tokens: int, *, heading: str = "###") -> str:
+    """Render ``ledger`` as Markdown bullet lists under sub-headings, in at most ``max_tokens``.
+
+    Sections (empty ones are left out): Files, Commands (with exit codes), Errors, User asks.
+    Tokens are estimated as characters / 4. Paths and commands are served first; what does not
+    fit is dropped oldest/longest first with a note saying how many were omitted. Returns ""
+    for an empty ledger.
+
+    :raises ValueError: when ``max_tokens`` is not a positive integer.
+    """
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens <= 0:
+        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    budget = max_tokens * _CHARS_PER_TOKEN
+    sections: list[tuple[str, list[str], str]] = [
+        (f"{heading} Files", [f"- {code_span(p)}" for p in ledger.paths], "files"),
+        (
+            f"{heading} Commands",
+            [command_bullet(c, e) for c, e in zip(ledger.commands, ledger.exit_codes, strict=True)],
+            "commands",
+        ),
+        (f"{heading} Errors", [f"- {e}" for e in ledger.errors], "errors"),
+        (f"{heading} User asks", [f"- {a}" for a in ledger.asks], "asks"),
+    ]
+    sections = [s for s in sections if s[1]]
+    if not sections:
+        return ""
+    # Paths and commands share the budget first (in proportion to their size); errors and asks
+    # get what they leave.
+    rendered: list[str] = []
+    remaining = budget
+    primary = [s for s in sections if s[2] in ("files", "commands")]
+    secondary = [s for s in sections if s[2] not in ("files", "commands")]
+    for group in (primary, secondary):
+        sizes = [sum(len(b) + 1 for b in s[1]) + len(s[0]) + 2 for s in group]
+        want = sum(sizes)
+        for (title, bullets, noun), size in zip(group, sizes, strict=True):
+            share = remaining if want <= remaining else remaining * size // max(want, 1)
+            room = share - len(title) - 2
+            if room <= 0:
+                continue
+            lines = bounded_bullets(bullets, room, noun)
+            if lines:
+                text = _section(title, lines)
+                rendered.append(text)
+        remaining = budget - len("\n\n".join(rendered)) - 2
+    return "\n\n".join(rendered)
