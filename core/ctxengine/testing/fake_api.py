@@ -365,6 +365,10 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             # The client gave up (its own timeout); nothing left to answer.
             self.close_connection = True
+        except Exception as exc:
+            # A bug in the fake (or in a validator it consults) must reach the test as a
+            # readable 500, not as a dropped connection that looks like a network error.
+            self._send_error("anthropic", 500, f"FakeAPI internal error: {exc!r}")
 
     def do_GET(self) -> None:
         self.do_POST()
@@ -718,7 +722,30 @@ def check_anthropic_request(body: Any, *, endpoint: str = "messages") -> list[st
                 f"{where}.cache_control: a ttl='1h' cache_control block must not come after "
                 "a ttl='5m' cache_control block (order: tools, system, messages)"
             )
+    if not problems:
+        problems.extend(_shared_validator_problems(body))
     return problems
+
+
+def _shared_validator_problems(body: Mapping[str, Any]) -> list[str]:
+    """What :func:`ctxengine.messages.validate` finds in a request the checks above accept.
+
+    The fake's own checks stay the oracle; the library validator is consulted as well, so a
+    rule it enforces that the fake lacks cannot go unnoticed (the 400 names the rule id).
+    """
+    try:
+        from ctxengine.messages import validate
+    except ImportError:  # the fake stays usable on its own
+        return []
+    tools = body.get("tools")
+    found = validate(
+        body["messages"],
+        "anthropic",
+        system=body.get("system"),
+        tools=tools if isinstance(tools, list) else None,
+        allow_pending_tool_call=False,
+    )
+    return [f"{p.message} [ctxengine.messages rule {p.rule}]" for p in found]
 
 
 def _check_cache_control(
@@ -827,8 +854,16 @@ def _check_messages(
                 f"{where}.content: all messages must have non-empty content except for the "
                 "optional final assistant message"
             )
+        seen_other = False
         for j, block in enumerate(content):
             _check_block(block, f"{where}.content.{j}", str(role), problems, breakpoints)
+            is_result = isinstance(block, Mapping) and block.get("type") == "tool_result"
+            if is_result and seen_other:
+                problems.append(
+                    f"{where}.content.{j}: `tool_result` blocks must come first in the user "
+                    "message, before any other content"
+                )
+            seen_other = seen_other or not is_result
             if isinstance(block, Mapping) and block.get("type") == "tool_use":
                 tool_id = block.get("id")
                 if isinstance(tool_id, str) and tool_id in seen_tool_ids:
@@ -867,7 +902,14 @@ def _check_tool_pairing(messages: list[Any], problems: list[str]) -> None:
         if results:
             previous = messages[i - 1] if i > 0 else None
             offered = {cid for _, cid in _block_ids(previous, "tool_use", "id")}
+            seen: set[str] = set()
             for j, rid in results:
+                if rid in seen:
+                    problems.append(
+                        f"messages.{i}.content.{j}: duplicate `tool_result` for `tool_use_id` "
+                        f"{rid}; each `tool_use` block gets exactly one `tool_result` block."
+                    )
+                seen.add(rid)
                 if rid not in offered:
                     problems.append(
                         f"messages.{i}.content.{j}: unexpected `tool_use_id` found in "
