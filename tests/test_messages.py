@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ctxengine.conversation import Format
 from ctxengine.messages import (
     MessageFormatError,
     ToolCall,
@@ -25,8 +28,10 @@ from ctxengine.messages import (
     message_text,
     to_anthropic,
     to_openai,
+    tool_call_ids,
     tool_calls,
     tool_groups,
+    tool_result_ids,
     tool_results,
     validate,
     visible_text,
@@ -232,6 +237,25 @@ def test_tool_calls_and_results_both_formats() -> None:
         ToolResult("a", "bad", True),
         ToolResult("b", "ok", False),
     ]
+
+
+def test_id_readers_match_full_readers() -> None:
+    pairs: list[tuple[str, Format]] = [
+        ("claude_code_spotter.openai.jsonl", "openai"),
+        ("claude_code_spotter.anthropic.jsonl", "anthropic"),
+    ]
+    for name, fmt in pairs:
+        for session in sessions(name)[:3]:
+            for msg in session["messages"]:
+                assert tool_call_ids(msg, fmt) == [c.id for c in tool_calls(msg, fmt)]
+                assert tool_result_ids(msg, fmt) == [r.call_id for r in tool_results(msg, fmt)]
+
+
+def test_validate_module_imports_on_its_own() -> None:
+    # validate.py builds on messages.py; importing it first must not hit a circular import.
+    code = "import ctxengine.validate as v; import ctxengine.messages as m; print(v.validate)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
 
 
 def test_readers_are_lenient_on_malformed_calls() -> None:

@@ -213,8 +213,8 @@ CASES: dict[str, Case] = {
             (
                 1,
                 "part-type",
-                "messages[1].content[0]: part type 'image_url' is not allowed in a assistant "
-                "message; allowed: text, refusal",
+                "messages[1].content[0]: part type 'image_url' is not allowed in assistant "
+                "messages; allowed: text, refusal",
             )
         ],
     ),

@@ -41,8 +41,10 @@ __all__ = [
     "message_text",
     "to_anthropic",
     "to_openai",
+    "tool_call_ids",
     "tool_calls",
     "tool_groups",
+    "tool_result_ids",
     "tool_results",
     "validate",
     "visible_text",
@@ -415,6 +417,45 @@ def tool_results(msg: Message, fmt: Format) -> list[ToolResult]:
     return results
 
 
+def _str_or_empty(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def tool_call_ids(msg: Message, fmt: Format) -> list[str]:
+    """The ids of the calls ``msg`` makes, in order; like :func:`tool_calls` without building
+    argument text (cheap enough for every request)."""
+    if msg.get("role") != "assistant":
+        return []
+    if fmt == "openai":
+        raw = msg.get("tool_calls")
+        if not isinstance(raw, list):
+            return []
+        return [_str_or_empty(tc.get("id")) for tc in raw if isinstance(tc, dict)]
+    content = msg.get("content")
+    if not isinstance(content, list):
+        return []
+    return [
+        _str_or_empty(b.get("id"))
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    ]
+
+
+def tool_result_ids(msg: Message, fmt: Format) -> list[str]:
+    """The call ids the results in ``msg`` answer, in order; like :func:`tool_results` without
+    extracting result text."""
+    if fmt == "openai":
+        return [_str_or_empty(msg.get("tool_call_id"))] if msg.get("role") == "tool" else []
+    content = msg.get("content")
+    if msg.get("role") != "user" or not isinstance(content, list):
+        return []
+    return [
+        _str_or_empty(b.get("tool_use_id"))
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
+
+
 def match_results(
     call_ids: Sequence[str], result_ids: Sequence[str]
 ) -> tuple[list[str], list[int]]:
@@ -424,6 +465,8 @@ def match_results(
     id pairs in order. Returns the ids of unanswered calls (call order) and the positions in
     ``result_ids`` of results that answer nothing.
     """
+    if len(call_ids) == len(result_ids) and list(call_ids) == list(result_ids):
+        return [], []  # the usual case: every call answered, in order
     open_calls = Counter(call_ids)
     unmatched: list[int] = []
     for pos, rid in enumerate(result_ids):
@@ -453,23 +496,18 @@ def tool_groups(messages: Sequence[Message], fmt: Format) -> list[ToolGroup]:
     for i, msg in enumerate(messages):
         if msg.get("role") != "assistant":
             continue
-        calls = _openai_calls(msg) if fmt == "openai" else _anthropic_calls(msg)
-        if not calls:
+        call_ids = tuple(tool_call_ids(msg, fmt))
+        if not call_ids:
             continue
-        call_ids = tuple(c.id for c in calls)
-        result_ids: list[str] = []
         if fmt == "openai":
             end = i + 1
             while end < n and messages[end].get("role") == "tool":
-                rid = messages[end].get("tool_call_id")
-                result_ids.append(rid if isinstance(rid, str) else "")
                 end += 1
             result_indices = tuple(range(i + 1, end))
+            result_ids = [_str_or_empty(messages[k].get("tool_call_id")) for k in result_indices]
         else:
-            nxt = messages[i + 1] if i + 1 < n else None
-            results = tool_results(nxt, fmt) if nxt is not None else []
-            result_ids = [r.call_id for r in results]
-            result_indices = (i + 1,) if results else ()
+            result_ids = tool_result_ids(messages[i + 1], fmt) if i + 1 < n else []
+            result_indices = (i + 1,) if result_ids else ()
         unanswered, _ = match_results(call_ids, result_ids)
         groups.append(ToolGroup(i, result_indices, call_ids, tuple(unanswered)))
     return groups

@@ -39,7 +39,7 @@ from ctxengine.messages import (
     match_results,
     tool_calls,
     tool_groups,
-    tool_results,
+    tool_result_ids,
 )
 
 __all__ = ["MAX_CACHE_BREAKPOINTS", "ensure_valid", "validate"]
@@ -327,7 +327,7 @@ def _check_openai_message(check: _Checker, msgs: list[Message], i: int) -> None:
                 i,
                 "part-type",
                 part_where,
-                f"part type {kind!r} is not allowed in a {role} message; allowed: "
+                f"part type {kind!r} is not allowed in {role} messages; allowed: "
                 f"{', '.join(allowed)}",
             )
 
@@ -535,18 +535,19 @@ def _check_pairing(check: _Checker, msgs: list[Message], fmt: Format, allow_pend
                     f"{call_word} {call_id!r} ({names.get(call_id, '?')}) has no result; "
                     f"it needs {needs}",
                 )
-        for call_id, count in Counter(group.call_ids).items():
-            if count > 1:
-                check.add(
-                    ci,
-                    "tool-call-duplicate-id",
-                    where,
-                    f"{call_word} id {call_id!r} is used {count} times in one message; "
-                    "ids must be unique within a message",
-                )
-        located = [
-            (r, res.call_id) for r in group.result_indices for res in tool_results(msgs[r], fmt)
-        ]
+        if len(set(group.call_ids)) != len(group.call_ids):
+            for call_id, count in Counter(group.call_ids).items():
+                if count > 1:
+                    check.add(
+                        ci,
+                        "tool-call-duplicate-id",
+                        where,
+                        f"{call_word} id {call_id!r} is used {count} times in one message; "
+                        "ids must be unique within a message",
+                    )
+        located = [(r, rid) for r in group.result_indices for rid in tool_result_ids(msgs[r], fmt)]
+        if not group.unanswered and len(located) == len(group.call_ids):
+            continue  # as many results as calls and none unanswered: each answers one call
         _, unmatched = match_results(group.call_ids, [rid for _, rid in located])
         known = set(group.call_ids)
         for pos in unmatched:
@@ -582,11 +583,11 @@ def _check_pairing(check: _Checker, msgs: list[Message], fmt: Format, allow_pend
                     f"another tool message answering it); {after}",
                 )
         else:
-            for res in tool_results(msg, fmt):
+            for rid in tool_result_ids(msg, fmt):
                 check.add(
                     i,
                     "tool-result-orphan",
                     f"messages[{i}]",
-                    f"tool_result for {res.call_id!r} has no tool_use in the assistant message "
+                    f"tool_result for {rid!r} has no tool_use in the assistant message "
                     "right before it",
                 )
