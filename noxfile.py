@@ -93,7 +93,7 @@ def demo(session: nox.Session) -> None:
 
 def demo_args() -> list[str]:
     """The demo command line, shared with the README."""
-    return ["replay", "examples/sessions/claude_code_spotter.jsonl", "--session", "0"]
+    return ["replay", "examples/sessions/claude_code_spotter.anthropic.jsonl", "--plot", "replay.png"]
 
 
 if os.environ.get("CI"):

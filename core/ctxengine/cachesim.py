@@ -62,9 +62,11 @@ def _marker_ttl(obj: Any) -> str | None:
 
 @attrs.frozen
 class Piece:
+    """One cacheable unit of a request: its marker-free identity, marker TTL and size."""
+
     key: str
-    tokens: int
     ttl: str | None
+    tokens: int
 
 
 @attrs.define
@@ -90,39 +92,33 @@ class PromptCacheSimulator:
         self._min = min_cacheable_tokens
         self._lookback = lookback
         self._cache: dict[int, _Entry] = {}
-        # id(message) -> (message kept alive so the id is not reused, its marker-free key)
-        self._keys: dict[int, tuple[object, str]] = {}
+        # id(piece) -> (piece kept alive so the id is not reused, marker-free key, marker TTL)
+        self._keys: dict[int, tuple[object, str, str | None]] = {}
 
-    def _key(self, obj: object) -> str:
+    def _identity(self, obj: object) -> tuple[str, str | None]:
         known = self._keys.get(id(obj))
         if known is not None and known[0] is obj:
-            return known[1]
+            return known[1], known[2]
         plain = _strip_markers(obj)
         if isinstance(plain, str):  # a string system prompt is one text block too
             plain = [{"type": "text", "text": plain}]
         key = json.dumps(plain, sort_keys=True, ensure_ascii=False)
-        self._keys[id(obj)] = (obj, key)
-        return key
+        ttl = _marker_ttl(obj)
+        self._keys[id(obj)] = (obj, key, ttl)
+        return key, ttl
 
     def pieces(self, request: Mapping[str, Any]) -> list[Piece]:
         """The request in cache order: tools, system, then messages (OpenAI system included)."""
         pieces: list[Piece] = []
         tools = request.get("tools")
         if tools:
-            pieces.append(
-                Piece(self._key(tools), self._counter.count_tools(tools), _marker_ttl(tools))
-            )
+            pieces.append(Piece(*self._identity(tools), tokens=self._counter.count_tools(tools)))
         system = request.get("system")
         if system:
-            pieces.append(
-                Piece(self._key(system), self._counter.count_system(system), _marker_ttl(system))
-            )
+            pieces.append(Piece(*self._identity(system), tokens=self._counter.count_system(system)))
         for message in request.get("messages") or ():
-            pieces.append(
-                Piece(
-                    self._key(message), self._counter.count_message(message), _marker_ttl(message)
-                )
-            )
+            key, ttl = self._identity(message)
+            pieces.append(Piece(key, ttl, tokens=self._counter.count_message(message)))
         return pieces
 
     def send(self, request: Mapping[str, Any], now: float) -> Usage:

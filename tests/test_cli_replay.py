@@ -1,0 +1,278 @@
+"""`ctxengine compress` and `ctxengine replay`: input shapes, errors, JSON schema, chart."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxengine.cli import main
+from ctxengine.files import ConversationFileError, read_conversations
+from ctxengine.messages import validate
+from ctxengine.testing import samples
+
+ROOT = Path(__file__).resolve().parents[1]
+TRANSCRIPTS = ROOT.parent / "shared" / "data" / "transcripts"
+EXAMPLE = ROOT / "examples" / "sessions" / "claude_code_spotter.anthropic.jsonl"
+SMALL = ["--context-length", "16000"]
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(list(argv), out=out), out.getvalue()
+
+
+@pytest.fixture
+def openai_list(tmp_path: Path) -> Path:
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(samples.openai_conversation()))
+    return path
+
+
+@pytest.fixture
+def anthropic_object(tmp_path: Path) -> Path:
+    system, messages = samples.anthropic_conversation()
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps({"id": "demo", "system": system, "messages": messages}, indent=2))
+    return path
+
+
+@pytest.fixture
+def jsonl(tmp_path: Path) -> Path:
+    system, messages = samples.anthropic_conversation()
+    lines = [
+        json.dumps({"id": "one", "messages": samples.openai_conversation()}),
+        json.dumps({"id": "two", "system": system, "messages": messages}),
+    ]
+    path = tmp_path / "convs.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# -- reading files -------------------------------------------------------------------------
+
+
+def test_reads_a_json_list(openai_list: Path) -> None:
+    [record] = read_conversations(openai_list)
+    assert record.shape == "list" and record.format == "openai"
+
+
+def test_reads_a_json_object_with_messages(anthropic_object: Path) -> None:
+    [record] = read_conversations(anthropic_object)
+    assert record.shape == "object" and record.format == "anthropic"
+    assert record.id == "demo"
+    assert record.system == samples.SYSTEM_PROMPT
+
+
+def test_reads_jsonl(jsonl: Path) -> None:
+    records = read_conversations(jsonl)
+    assert [(r.id, r.format, r.shape) for r in records] == [
+        ("one", "openai", "jsonl"),
+        ("two", "anthropic", "jsonl"),
+    ]
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.json"
+    with pytest.raises(ConversationFileError) as raised:
+        read_conversations(missing)
+    assert (
+        str(raised.value)
+        == f"cannot read {missing}: [Errno 2] No such file or directory: '{missing}'"
+    )
+
+
+def test_bad_json_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(
+        '[\n  {"role": "user", "content": "hi"},\n  {"role": "assistant" "content": 1}\n]'
+    )
+    with pytest.raises(ConversationFileError) as raised:
+        read_conversations(path)
+    assert str(raised.value) == f"{path}:3:24: invalid JSON: Expecting ',' delimiter"
+
+
+def test_bad_jsonl_line_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    good = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+    path.write_text(f"{good}\n{good}\n{{broken\n")
+    with pytest.raises(ConversationFileError) as raised:
+        read_conversations(path)
+    assert str(raised.value).startswith(f"{path}:3:2: invalid JSON: ")
+
+
+def test_unknown_format(tmp_path: Path) -> None:
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({"conversation": []}))
+    with pytest.raises(ConversationFileError) as raised:
+        read_conversations(path)
+    assert str(raised.value) == (
+        f"{path}: not a conversation (an object with conversation); expected a JSON list of "
+        "messages, a JSON object with a 'messages' list, or JSONL with one conversation per line"
+    )
+
+
+def test_malformed_messages_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps([{"content": "no role"}]))
+    with pytest.raises(ConversationFileError) as raised:
+        read_conversations(path)
+    assert str(raised.value).startswith(f"{path}: messages[0]")
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "empty.json"
+    path.write_text("\n")
+    with pytest.raises(ConversationFileError, match="the file is empty"):
+        read_conversations(path)
+
+
+def test_cli_reports_file_errors_with_exit_code_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "odd.json"
+    path.write_text("42")
+    code, _ = run("compress", str(path))
+    assert code == 1
+    assert capsys.readouterr().err.startswith(f"ctxengine: {path}: not a conversation (int)")
+
+
+# -- compress --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fixture", ["openai_list", "anthropic_object", "jsonl"])
+def test_compress_each_shape_and_write_it_back(
+    fixture: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    source: Path = request.getfixturevalue(fixture)
+    out = tmp_path / ("out" + source.suffix)
+    code, output = run("compress", str(source), *SMALL, "--out", str(out))
+    assert code == 0
+    assert ": compacted (compressor)" in output
+    assert "  tokens:   " in output and "messages: " in output
+    before, after = read_conversations(source), read_conversations(out)
+    assert [r.shape for r in after] == [r.shape for r in before]
+    for old, new in zip(before, after, strict=True):
+        assert new.format == old.format
+        assert len(new.messages) < len(old.messages)
+        assert not validate(new.messages, new.format, system=new.system)
+
+
+def test_compress_flags_override_the_config(openai_list: Path) -> None:
+    code, output = run("compress", str(openai_list), "--engine", "nosuch", *SMALL)
+    assert code == 0
+    assert "⚠️  context engine 'nosuch' was not found" in output
+
+
+def test_compress_a_short_conversation_is_a_noop(tmp_path: Path) -> None:
+    path = tmp_path / "short.json"
+    path.write_text(json.dumps(samples.short_conversation("openai")[1]))
+    code, output = run("compress", str(path))
+    assert code == 0
+    assert ": noop (compressor)" in output
+
+
+# -- replay ----------------------------------------------------------------------------------
+
+SCENARIO_KEYS = {
+    "scenario",
+    "caching",
+    "compaction",
+    "compactions",
+    "prompt_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost_usd",
+    "input_cost_usd",
+    "turns",
+}
+TURN_KEYS = {
+    "turn",
+    "index",
+    "messages_sent",
+    "prompt_tokens",
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "cost",
+    "uncached_cost",
+    "compaction",
+}
+
+
+def test_replay_json_schema(jsonl: Path) -> None:
+    code, output = run("replay", str(jsonl), "--json", *SMALL)
+    assert code == 0
+    data = json.loads(output)
+    assert set(data) == {"version", "sessions", "totals"}
+    assert data["version"] == 1
+    assert set(data["totals"]) == {"none", "caching", "compaction", "both"}
+    assert [s["session_id"] for s in data["sessions"]] == ["one", "two"]
+    for session in data["sessions"]:
+        assert set(session) == {
+            "session_id",
+            "format",
+            "model",
+            "engine",
+            "messages",
+            "gap_seconds",
+            "savings_vs_none",
+            "scenarios",
+        }
+        assert set(session["scenarios"]) == {"none", "caching", "compaction", "both"}
+        for scenario in session["scenarios"].values():
+            assert set(scenario) == SCENARIO_KEYS
+            assert scenario["turns"] and set(scenario["turns"][0]) == TURN_KEYS
+        none, both = session["scenarios"]["none"], session["scenarios"]["both"]
+        assert none["compactions"] == 0 and none["cache_read_tokens"] == 0
+        assert both["compactions"] >= 1
+        assert both["cost_usd"] < none["cost_usd"]
+
+
+def test_replay_table_and_turns(openai_list: Path) -> None:
+    code, output = run("replay", str(openai_list), "--turns", *SMALL)
+    assert code == 0
+    assert "no compaction, no caching" in output and "compaction + caching" in output
+    assert "per turn (compaction + caching vs baseline):" in output
+    assert "compacted: " in output
+
+
+@pytest.mark.parametrize("suffix", [".png", ".html"])
+def test_replay_chart_is_written(openai_list: Path, tmp_path: Path, suffix: str) -> None:
+    chart = tmp_path / f"chart{suffix}"
+    code, output = run("replay", str(openai_list), "--plot", str(chart), *SMALL)
+    assert code == 0
+    assert f"chart written to {chart}" in output
+    data = chart.read_bytes()
+    assert len(data) > 20_000
+    if suffix == ".png":
+        assert data.startswith(b"\x89PNG\r\n\x1a\n")
+        import matplotlib.image
+
+        height, width = matplotlib.image.imread(str(chart)).shape[:2]
+        assert width >= 800 and height >= 600
+    else:
+        assert b"<img alt='prompt tokens and cost per turn' src='data:image/png;base64," in data
+
+
+def test_replay_session_index_out_of_range(jsonl: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = run("replay", str(jsonl), "--session", "5")
+    assert code == 1
+    assert f"{jsonl} holds 2 conversation(s); --session must be 0..1" in capsys.readouterr().err
+
+
+def _replay_json(path: Path, *extra: str) -> dict[str, Any]:
+    code, output = run("replay", str(path), "--json", *extra)
+    assert code == 0
+    return json.loads(output)  # type: ignore[no-any-return]
+
+
+def test_bundled_session_caching_saves_at_least_70_percent() -> None:
+    data = _replay_json(EXAMPLE)
+    [session] = data["sessions"]
+    assert session["savings_vs_none"]["caching"]["input_cost"] >= 0.70
+    assert session["savings_vs_none"]["both"]["input_cost"] >= 0.70
