@@ -621,6 +621,9 @@ def _cache_pieces(body: Mapping[str, Any]) -> list[tuple[str, str | None]]:
     for message in body.get("messages") or []:
         role = message.get("role") if isinstance(message, Mapping) else None
         content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, str):
+            # The API treats string content as one text block; both spellings share a cache entry.
+            content = [{"type": "text", "text": content}] if content else []
         if isinstance(content, list):
             pieces.extend((f"{role}:{_canonical(block)}", _ttl(block)) for block in content)
         else:
