@@ -207,7 +207,9 @@ def test_expose_tools_are_listed_and_called(kernel: ctxengine.Kernel) -> None:
     assert session.call_tool("echo", {"crash": 1}) == (
         "Error: tool 'echo' failed: RuntimeError: tool bug"
     )
-    assert session.call_tool("echo", "{not json").startswith("Error: the arguments are not valid JSON")
+    assert session.call_tool("echo", "{not json").startswith(
+        "Error: the arguments are not valid JSON"
+    )
     with pytest.raises(KeyError, match="no tool named 'nope'; tools offered: echo"):
         session.call_tool("nope", {})
 
@@ -227,7 +229,9 @@ def test_expose_tools_duplicate_names_name_both_plugins(engine: RecordingEngine)
     )
 
 
-def test_cache_strategy_marks_claude_requests_and_leaves_the_input_alone(kernel: ctxengine.Kernel) -> None:
+def test_cache_strategy_marks_claude_requests_and_leaves_the_input_alone(
+    kernel: ctxengine.Kernel,
+) -> None:
     system, messages = samples.conversation("anthropic", turns=3)
     request = {"model": "claude-sonnet-4-6", "system": system, "messages": messages}
     before = copy.deepcopy(request)

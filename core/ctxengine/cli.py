@@ -130,12 +130,12 @@ def _pick(
 
 def cmd_compress(args: argparse.Namespace, out: TextIO) -> int:
     """Compact each conversation of a file with the configured engine and report."""
-    import ctxengine
+    from ctxengine.kernel import load
 
     loaded = load_config(args.config, overrides=_overrides(args))
     records = _pick(_read(args.file), args.session, args.file)
     written = []
-    with ctxengine.load(loaded) as kernel:
+    with load(loaded) as kernel:
         for line in kernel.status_lines():
             out.write(line + "\n")
         for record in records:
@@ -219,6 +219,13 @@ def _engine_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _plugin_handler(run: Callable[[argparse.Namespace], int]) -> Handler:
+    def handler(args: argparse.Namespace, out: TextIO) -> int:
+        return run(args)
+
+    return handler
+
+
 def build_parser(
     plugin_commands: CommandRegistry | None = None,
 ) -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
@@ -267,8 +274,7 @@ def build_parser(
             command.name, help=f"{command.help} (from plugin {command.provider})"
         )
         command.configure(command_parser)
-        run = command.run
-        handlers[command.name] = lambda args, out, run=run: run(args)
+        handlers[command.name] = _plugin_handler(command.run)
     return parser, handlers
 
 

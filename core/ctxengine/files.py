@@ -108,7 +108,7 @@ def read_conversations(path: str | Path) -> list[ConversationRecord]:
             raise ConversationFileError(
                 f"{path}:{first_error.lineno}:{first_error.colno}: invalid JSON: {first_error.msg}"
             ) from None
-        records = []
+        records: list[ConversationRecord] = []
         for n, line in lines:
             try:
                 data = json.loads(line)

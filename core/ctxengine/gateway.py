@@ -67,6 +67,7 @@ def run_hygiene(
 ) -> HygieneReport:
     """Compact ``history`` when the gateway policy says so; see :meth:`Kernel.hygiene`."""
     messages = list(history)
+    source: TokenSource
     if last_prompt_tokens is not None:
         tokens, source = last_prompt_tokens, "measured"
     else:
@@ -90,7 +91,12 @@ def run_hygiene(
         )
 
     if not session.should_compress(
-        messages, system, stage="gateway", force=True, prompt_tokens=tokens, measured=source == "measured"
+        messages,
+        system,
+        stage="gateway",
+        force=True,
+        prompt_tokens=tokens,
+        measured=source == "measured",
     ):
         return unchanged(f"no compaction needed ({tokens:,} tokens, {source})", fired=False)
 
@@ -106,7 +112,9 @@ def run_hygiene(
     if not result.compacted:
         verb = "aborted" if result.status == "aborted" else "skipped"
         return unchanged(
-            f"compaction {verb}: {result.reason}; no messages were dropped", fired=True, result=result
+            f"compaction {verb}: {result.reason}; no messages were dropped",
+            fired=True,
+            result=result,
         )
     return HygieneReport(
         messages=result.messages,

@@ -102,11 +102,20 @@ class Hooks:
         for impl in self._pm.hook.expose_tools.get_hookimpls():  # registration order
             kwargs: dict[str, Any] = {"ctx": ctx}
             try:
-                tools = impl.function(**{k: kwargs[k] for k in impl.argnames})
+                tools: object = impl.function(**{k: kwargs[k] for k in impl.argnames})
             except Exception:
-                log.exception("plugin %r raised in expose_tools; it offers no tools", impl.plugin_name)
+                log.exception(
+                    "plugin %r raised in expose_tools; it offers no tools", impl.plugin_name
+                )
                 continue
-            for tool in tools or ():
+            if tools is None:
+                continue
+            if not isinstance(tools, list | tuple):
+                log.error(
+                    "plugin %r returned %r from expose_tools, not a list", impl.plugin_name, tools
+                )
+                continue
+            for tool in tools:
                 if not isinstance(tool, Tool):
                     log.error("plugin %r offered %r, not a ctxengine.Tool", impl.plugin_name, tool)
                     continue

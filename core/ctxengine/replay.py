@@ -241,8 +241,8 @@ def replay(
     env: Mapping[str, str] | None = None,
 ) -> ReplayReport:
     """Replay ``record`` under each scenario (``none`` is always included as the baseline)."""
-    wanted = ("none", *(s for s in scenarios if s != "none"))
-    results = {
+    wanted: tuple[Scenario, ...] = ("none", *(s for s in scenarios if s != "none"))
+    results: dict[Scenario, ScenarioResult] = {
         name: replay_scenario(
             record, config, name, gap_seconds=gap_seconds, progress=progress, env=env
         )

@@ -101,9 +101,11 @@ def write_replay_report(report: ReplayReport, out: TextIO, *, turns: bool) -> No
     best = report.scenarios.get("both") or next(iter(report.scenarios.values()))
     base = report.scenarios["none"]
     out.write(f"\nper turn ({SCENARIO_LABELS[best.scenario]} vs baseline):\n")
-    rows = [("turn", "baseline tokens", "tokens", "cache read", "cache write", "cost", "event")]
+    turn_rows: list[tuple[str, ...]] = [
+        ("turn", "baseline tokens", "tokens", "cache read", "cache write", "cost", "event")
+    ]
     for mine, theirs in zip(best.turns, base.turns, strict=True):
-        rows.append(
+        turn_rows.append(
             (
                 str(mine.turn),
                 f"{theirs.prompt_tokens:,}",
@@ -114,7 +116,7 @@ def write_replay_report(report: ReplayReport, out: TextIO, *, turns: bool) -> No
                 (mine.compaction or "")[:70],
             )
         )
-    _table(rows, out, right=[True, True, True, True, True, True, False])
+    _table(turn_rows, out, right=[True, True, True, True, True, True, False])
 
 
 def replay_json(reports: Sequence[ReplayReport]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from ctxengine.hookspecs import PROJECT
 Source = Literal["directory", "registry", "builtin"]
 Kind = Literal["engine", "cache_strategy", "extension"]
 KINDS: tuple[Kind, ...] = ("engine", "cache_strategy", "extension")
+_KINDS_BY_NAME: dict[str, Kind] = {kind: kind for kind in KINDS}
 
 ENTRY_POINT_GROUP = PROJECT
 BUILTIN_DISTRIBUTION = "ctxengine"
@@ -108,7 +109,7 @@ def unregister_engine(name: str) -> None:
         _runtime.pop(name, None)
 
 
-def plugin_kind(plugin: object) -> Kind | str:
+def plugin_kind(plugin: object) -> str:
     """The plugin's declared ``CTXENGINE_KIND`` (``"engine"`` when it declares none)."""
     kind = getattr(plugin, "CTXENGINE_KIND", "engine")
     return kind if isinstance(kind, str) else repr(kind)
@@ -130,8 +131,9 @@ def _entry(
     kind: Kind = "engine"
     if plugin is not None and error is None:
         declared = plugin_kind(plugin)
-        if declared in KINDS:
-            kind = declared  # type: ignore[assignment]
+        known = _KINDS_BY_NAME.get(declared)
+        if known is not None:
+            kind = known
         else:
             error = f"CTXENGINE_KIND must be one of {', '.join(KINDS)}, not {declared!r}"
     return PluginEntry(

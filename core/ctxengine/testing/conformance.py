@@ -28,9 +28,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-import ctxengine
 from ctxengine.conversation import Format, Message, SystemPrompt
-from ctxengine.kernel import Kernel
+from ctxengine.kernel import Kernel, load
 from ctxengine.messages import validate, visible_text
 from ctxengine.resolve import register_engine, unregister_engine
 from ctxengine.results import CompressResult
@@ -86,7 +85,7 @@ class EngineConformance:
         if self.plugin is not None:
             register_engine(self.engine, self.plugin)
         try:
-            with ctxengine.load(self.config(tmp_path), env=env) as kernel:
+            with load(self.config(tmp_path), env=env) as kernel:
                 yield kernel
         finally:
             if self.plugin is not None:

@@ -44,7 +44,11 @@ def openai_conversation(turns: int = 24, tool_output_chars: int = 2_400) -> list
             for k in range(parallel)
         ]
         messages.append(
-            {"role": "assistant", "content": f"Step {turn}: checking module {turn}.", "tool_calls": calls}
+            {
+                "role": "assistant",
+                "content": f"Step {turn}: checking module {turn}.",
+                "tool_calls": calls,
+            }
         )
         messages.extend(
             {
@@ -88,7 +92,10 @@ def anthropic_conversation(
         messages.append(
             {
                 "role": "assistant",
-                "content": [{"type": "text", "text": f"Step {turn}: checking module {turn}."}, *uses],
+                "content": [
+                    {"type": "text", "text": f"Step {turn}: checking module {turn}."},
+                    *uses,
+                ],
             }
         )
         results: list[dict[str, Any]] = [
@@ -112,7 +119,9 @@ def anthropic_conversation(
     return SYSTEM_PROMPT, messages
 
 
-def conversation(fmt: Format, turns: int = 24, tool_output_chars: int = 2_400) -> tuple[SystemPrompt | None, list[Message]]:
+def conversation(
+    fmt: Format, turns: int = 24, tool_output_chars: int = 2_400
+) -> tuple[SystemPrompt | None, list[Message]]:
     """``(system, messages)`` in ``fmt``; ``system`` is ``None`` for OpenAI (it is message 0)."""
     if fmt == "openai":
         return None, openai_conversation(turns, tool_output_chars)
