@@ -82,10 +82,8 @@ def compress(
     # The summary to update is the one being compacted now; one kept verbatim (head or tail)
     # stays where it is and is not folded in twice.
     previous_text = None
-    ledger_source = middle
     if previous is not None and bounds.head_end <= previous[0] < bounds.tail_start:
         previous_text = previous[1]
-        ledger_source = [m for m in middle if not is_summary_message(m)]
     middle_tokens = sum(ctx.tokens.count_message(m) for m in middle)
     budget = summary_budget(middle_tokens, limits.max_summary_tokens)
 
@@ -96,7 +94,8 @@ def compress(
         previous=previous_text,
         focus=focus,
         budget=budget,
-        ledger_source=ledger_source,
+        # The old summary is part of the middle: what it carried is carried on (within budget).
+        ledger_source=middle,
     )
     if outcome.aborted or outcome.text is None:
         reason = (
