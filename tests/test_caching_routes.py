@@ -162,7 +162,8 @@ def test_bad_ttl_on_a_hand_built_config() -> None:
     import attrs
 
     config = config_from_mapping({})
-    bad = attrs.evolve(config, prompt_caching=attrs.evolve(config.prompt_caching, cache_ttl="24h"))
+    caching = attrs.evolve(config.prompt_caching, cache_ttl="24h")  # type: ignore[arg-type]
+    bad = attrs.evolve(config, prompt_caching=caching)
     with pytest.raises(
         ValueError, match=re.escape("prompt_caching.cache_ttl must be one of '5m', '1h'; got '24h'")
     ):
@@ -189,7 +190,7 @@ M5 = {"type": "ephemeral"}
 
 
 def test_breakpoint_report_prefixes_and_minimum() -> None:
-    request = {
+    request: dict[str, Any] = {
         "tools": [
             {"name": "a", "input_schema": {}},
             {"name": "b", "input_schema": {}, "cache_control": M5},
@@ -218,7 +219,7 @@ def test_breakpoint_report_counts_the_unmarked_messages() -> None:
     from ctxengine_caching.strategy import apply_system_and_3
 
     counter = TokenCounter()
-    request = {
+    request: dict[str, Any] = {
         "system": "You are a careful agent. " * 40,
         "messages": [
             {"role": "user", "content": "word " * 300},
@@ -243,7 +244,7 @@ def test_breakpoint_report_counts_the_unmarked_messages() -> None:
 
 def test_marker_problems_wording() -> None:
     one_h = {"type": "ephemeral", "ttl": "1h"}
-    request = {
+    request: dict[str, Any] = {
         "system": [{"type": "text", "text": "s", "cache_control": M5}],
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": " ", "cache_control": one_h}]},
@@ -298,7 +299,7 @@ def test_plugin_marks_and_records_breakpoints(caplog: pytest.LogCaptureFixture) 
     assert ctxengine_caching.CTXENGINE_KIND == "cache_strategy"
     ctx = make_ctx()
     settings = CacheSettings(ttl="5m", route="anthropic", native=True, min_cacheable_tokens=2_048)
-    small = {"system": "Be brief.", "messages": [{"role": "user", "content": "hi"}]}
+    small: dict[str, Any] = {"system": "Be brief.", "messages": [{"role": "user", "content": "hi"}]}
     with caplog.at_level(logging.INFO, logger="ctxengine"):
         marked = ctxengine_caching.cache_strategy(ctx=ctx, request=small, settings=settings)
         ctxengine_caching.cache_strategy(ctx=ctx, request=small, settings=settings)
@@ -310,7 +311,8 @@ def test_plugin_marks_and_records_breakpoints(caplog: pytest.LogCaptureFixture) 
     state = ctx.state[STATE_KEY]
     assert isinstance(state, StrategyState)
     assert state.requests == 2
-    assert state.uncacheable_requests == 2
+    assert state.below_minimum_requests == 2
+    assert not state.reached_minimum
     assert [b.position for b in state.uncacheable] == ["system[0]", "messages[0].content[0]"]
     notices = [r.getMessage() for r in caplog.records if "prompt caching" in r.getMessage()]
     assert len(notices) == 1  # logged once per session, counted every time
@@ -318,15 +320,34 @@ def test_plugin_marks_and_records_breakpoints(caplog: pytest.LogCaptureFixture) 
         "prompt caching: 2 of 2 breakpoints cover fewer than 2048 tokens (system[0]="
     )
 
-    big = {"system": "Be brief.", "messages": [{"role": "user", "content": "token " * 3_000}]}
+    history: list[dict[str, Any]] = [{"role": "user", "content": "token " * 3_000}]
+    big: dict[str, Any] = {"system": "Be brief.", "messages": history}
     ctxengine_caching.cache_strategy(ctx=ctx, request=big, settings=settings)
+    assert ctx.state[STATE_KEY].reached_minimum  # (re-read: mypy narrowed the attribute)
     assert [b.cacheable for b in state.breakpoints] == [False, True]
+
+    # Once the minimum was reached, reports are measured only when read, and always describe
+    # the request as it was sent, even if the caller's list grows afterwards.
+    history.extend([{"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}])
+    ctxengine_caching.cache_strategy(ctx=ctx, request=big, settings=settings)
+    history.append({"role": "assistant", "content": "later"})
+    assert state.requests == 4
+    assert state.below_minimum_requests == 2
+    report = state.breakpoints
+    assert [b.position for b in report] == [
+        "system[0]",
+        "messages[0].content[0]",
+        "messages[1].content[0]",
+        "messages[2].content[0]",
+    ]
+    assert report[-1].prefix_tokens == ctx.tokens.count(history[:3], "Be brief.")
+    assert state.breakpoints is report  # measured once
 
 
 def test_kernel_session_prepare_uses_the_plugin() -> None:
-    import ctxengine
+    from ctxengine.kernel import load
 
-    kernel = ctxengine.load(
+    kernel = load(
         {
             "model": {
                 "name": "anthropic/claude-sonnet-4.5",
@@ -338,7 +359,7 @@ def test_kernel_session_prepare_uses_the_plugin() -> None:
     )
     assert "💾 Prompt caching: ENABLED (Claude via OpenRouter, 1h TTL)" in kernel.status_lines()
     session = kernel.session("chat")
-    request = {
+    request: dict[str, Any] = {
         "model": "anthropic/claude-sonnet-4.5",
         "messages": [
             {"role": "system", "content": "sys"},

@@ -156,7 +156,7 @@ def test_openai_list_content_marks_last_block_and_skips_empty_text() -> None:
         text("   "),
         text(""),
     ]
-    request = {"messages": [{"role": "user", "content": parts}]}
+    request: dict[str, Any] = {"messages": [{"role": "user", "content": parts}]}
     out = apply_system_and_3(request, ttl="5m", native=False)
     content = out["messages"][0]["content"]
     assert content[1]["cache_control"] == M5  # nearest markable part before the empty ones
@@ -168,7 +168,7 @@ def test_openai_list_content_marks_last_block_and_skips_empty_text() -> None:
 
 @pytest.mark.parametrize("content", [None, "", "  \n", [], [text("")], [text(" ")]])
 def test_openai_empty_content_gets_message_level_marker(content: Any) -> None:
-    request = {
+    request: dict[str, Any] = {
         "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": content}]
     }
     out = apply_system_and_3(request, ttl="1h", native=False)
@@ -279,7 +279,7 @@ def test_anthropic_without_system_prompt_has_no_system_breakpoint(system: Any) -
 def test_anthropic_thinking_blocks_never_marked() -> None:
     thinking = {"type": "thinking", "thinking": "hmm", "signature": "s"}
     redacted = {"type": "redacted_thinking", "data": "xyz"}
-    request = {
+    request: dict[str, Any] = {
         "system": "sys",
         "messages": [
             {"role": "user", "content": "u0"},
@@ -314,7 +314,7 @@ def test_anthropic_mixed_user_message_is_not_a_tool_message() -> None:
 
 
 def test_anthropic_empty_final_assistant_prefill_is_skipped() -> None:
-    request = {
+    request: dict[str, Any] = {
         "system": "s",
         "messages": [
             {"role": "user", "content": "u0"},
@@ -361,7 +361,7 @@ def test_input_is_not_mutated_and_only_marked_messages_are_copied(make: Any, nat
 
 
 def test_strip_copies_only_what_carried_markers() -> None:
-    nested = {
+    nested: dict[str, Any] = {
         "role": "user",
         "content": [
             {
@@ -373,7 +373,7 @@ def test_strip_copies_only_what_carried_markers() -> None:
     }
     plain = {"role": "assistant", "content": [text("z")]}
     flagged = {"role": "assistant", "content": None, "cache_control": M5}
-    request = {
+    request: dict[str, Any] = {
         "system": [text("s", cache_control=M1H)],
         "tools": [{"name": "t", "input_schema": {}, "cache_control": M1H}],
         "messages": [nested, plain, flagged],
@@ -530,7 +530,9 @@ def test_bad_format_argument() -> None:
 
 
 def test_explicit_format_overrides_detection() -> None:
-    request = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": ""}]}
+    request: dict[str, Any] = {
+        "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": ""}]
+    }
     assert "cache_control" in apply_system_and_3(request, ttl="5m", native=True)["messages"][1]
     marked = apply_system_and_3(request, ttl="5m", native=True, fmt="anthropic")
     assert marked["messages"][1] is request["messages"][1]

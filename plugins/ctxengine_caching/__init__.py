@@ -8,6 +8,7 @@ and keeps, per session, a report of which breakpoints close a prefix long enough
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -35,20 +36,43 @@ STATE_KEY = "system_and_3"
 class StrategyState:
     """What the strategy recorded for one session (``ctx.state["system_and_3"]``).
 
+    Until the session's prompt first reaches the model's minimum cacheable prefix, every request's
+    breakpoints are measured as it is marked (conversations are short then, so this is cheap) and
+    the first shortfall is logged. After that the report of the last request is computed only
+    when :attr:`breakpoints` is read, so a long session pays nothing per request for it.
+
     :ivar requests: requests marked so far.
-    :ivar breakpoints: the report for the last request, in prompt order.
-    :ivar uncacheable_requests: requests with at least one breakpoint below the model's minimum
-        cacheable prefix (the API caches nothing there and says nothing).
+    :ivar below_minimum_requests: requests whose longest breakpoint closed a prefix below the
+        minimum: the API cached nothing for them and said nothing.
+    :ivar reached_minimum: some request's longest prefix reached the minimum.
+    :ivar logged: the shortfall notice was logged (once per session).
     """
 
     requests: int = 0
-    breakpoints: tuple[Breakpoint, ...] = ()
-    uncacheable_requests: int = 0
+    below_minimum_requests: int = 0
+    reached_minimum: bool = False
+    logged: bool = False
+    _report: Callable[[], list[Breakpoint]] | None = attrs.field(default=None, repr=False)
+    _breakpoints: tuple[Breakpoint, ...] | None = attrs.field(default=None, repr=False)
+
+    @property
+    def breakpoints(self) -> tuple[Breakpoint, ...]:
+        """The last request's breakpoints in prompt order, measured on first access."""
+        if self._breakpoints is None:
+            self._breakpoints = tuple(self._report()) if self._report is not None else ()
+            self._report = None
+        return self._breakpoints
 
     @property
     def uncacheable(self) -> tuple[Breakpoint, ...]:
         """The last request's breakpoints that cannot cache."""
         return tuple(point for point in self.breakpoints if not point.cacheable)
+
+    def record(self, report: Callable[[], list[Breakpoint]]) -> None:
+        """Remember how to measure the newest request (measured later, on demand)."""
+        self.requests += 1
+        self._report = report
+        self._breakpoints = None
 
 
 @hookimpl
@@ -57,27 +81,40 @@ def cache_strategy(
 ) -> dict[str, Any] | None:
     """Mark ``request`` with ``system_and_3`` and record its breakpoint report.
 
-    The first request of a session with a breakpoint below the minimum is logged once (short
-    conversations start below it; later ones are only counted, to keep logs quiet).
+    The first breakpoint shortfall of a session is logged once at INFO (short conversations start
+    below the minimum); see :class:`StrategyState` for what is measured when.
     """
     marked = apply_system_and_3(request, ttl=settings.ttl, native=settings.native)
-    report = breakpoint_report(marked, ctx.tokens, settings.min_cacheable_tokens, unmarked=request)
     state = ctx.state.get(STATE_KEY)
     if not isinstance(state, StrategyState):
         state = StrategyState()
         ctx.state[STATE_KEY] = state
-    state.requests += 1
-    state.breakpoints = tuple(report)
-    below = state.uncacheable
-    if below:
-        if state.uncacheable_requests == 0:
-            ctx.log.info(
-                "prompt caching: %d of %d breakpoints cover fewer than %d tokens (%s), so the "
-                "API caches nothing there yet",
-                len(below),
-                len(report),
-                settings.min_cacheable_tokens,
-                ", ".join(f"{p.position}={p.prefix_tokens}" for p in below),
-            )
-        state.uncacheable_requests += 1
+    # Counts come from the caller's message objects (the session's counter has them cached);
+    # the list itself is snapshotted because the caller keeps appending to it.
+    unmarked = {**request, "messages": list(request["messages"])}
+    counter, minimum = ctx.tokens, settings.min_cacheable_tokens
+    state.record(lambda: breakpoint_report(marked, counter, minimum, unmarked=unmarked))
+    if not state.reached_minimum:
+        _check_minimum(ctx, state, minimum)
     return marked
+
+
+def _check_minimum(ctx: EngineContext, state: StrategyState, minimum: int) -> None:
+    report = state.breakpoints
+    if not report:
+        return
+    if report[-1].cacheable:
+        state.reached_minimum = True
+    else:
+        state.below_minimum_requests += 1
+    below = state.uncacheable
+    if below and not state.logged:
+        state.logged = True
+        ctx.log.info(
+            "prompt caching: %d of %d breakpoints cover fewer than %d tokens (%s), so the "
+            "API caches nothing there yet",
+            len(below),
+            len(report),
+            minimum,
+            ", ".join(f"{p.position}={p.prefix_tokens}" for p in below),
+        )

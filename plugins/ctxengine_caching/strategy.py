@@ -66,9 +66,9 @@ def strip_cache_markers(request: Mapping[str, Any]) -> dict[str, Any]:
     :raises TypeError: when ``request`` is not a mapping, ``messages`` is not a list or a message
         is not a dict (the error names the index).
     """
-    messages = _checked_messages(request)
+    messages = _message_list(request)
     out = dict(request)
-    new_messages = _strip_list(messages)
+    new_messages = _strip_list(messages, what="messages")
     if new_messages is not messages:
         out["messages"] = new_messages
     system = request.get("system")
@@ -94,7 +94,9 @@ def detect_request_format(request: Mapping[str, Any]) -> Format:
     """
     if "system" in request:
         return "anthropic"
-    for msg in _checked_messages(request):
+    for msg in _message_list(request):
+        if not isinstance(msg, dict):
+            continue
         if msg.get("role") in _SYSTEM_ROLES or msg.get("role") == "tool":
             return "openai"
         if "tool_calls" in msg or "tool_call_id" in msg or "reasoning_content" in msg:
@@ -209,7 +211,9 @@ def can_carry_marker(block: object) -> bool:
 # --- helpers -------------------------------------------------------------------------------
 
 
-def _checked_messages(request: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _message_list(request: Mapping[str, Any]) -> list[Any]:
+    """``request["messages"]`` after checking it is a list (its items are checked by the loops
+    that visit them anyway, see :func:`_strip_list`)."""
     if not isinstance(request, Mapping):
         raise TypeError(
             f"request must be a mapping of API call arguments, got {type(request).__name__}"
@@ -219,9 +223,6 @@ def _checked_messages(request: Mapping[str, Any]) -> list[dict[str, Any]]:
         raise TypeError(
             f"request['messages'] must be a list of message dicts, got {type(messages).__name__}"
         )
-    for index, msg in enumerate(messages):
-        if not isinstance(msg, dict):
-            raise TypeError(f"messages[{index}] must be a dict, got {type(msg).__name__}")
     return messages
 
 
@@ -267,10 +268,30 @@ def _mark_message(
     return {**msg, "cache_control": cache_marker(ttl)}
 
 
-def _strip_list(items: list[Any]) -> list[Any]:
-    """``items`` with markers removed from each dict in it; the same list when none had one."""
+def _strip_list(items: list[Any], *, what: str | None = None) -> list[Any]:
+    """``items`` with markers removed from each dict in it; the same list when none had one.
+
+    :param what: when given, every item must be a dict; a TypeError names ``what[index]``.
+    """
     out: list[Any] | None = None
     for index, item in enumerate(items):
+        # Fast path, inlined because it runs for every message and block of every request: a
+        # dict without a marker whose content is not a list of blocks needing work is kept.
+        if not isinstance(item, dict):
+            if what is not None:
+                raise TypeError(f"{what}[{index}] must be a dict, got {type(item).__name__}")
+            continue
+        if "cache_control" not in item:
+            content = item.get("content")
+            if not isinstance(content, list):
+                continue
+            for block in content:
+                if isinstance(block, dict) and (
+                    "cache_control" in block or isinstance(block.get("content"), list)
+                ):
+                    break
+            else:
+                continue
         new_item = _strip_item(item)
         if new_item is not item:
             if out is None:
