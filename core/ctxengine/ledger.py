@@ -23,6 +23,7 @@ as bounded Markdown bullet lists.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -64,7 +65,8 @@ ERROR_CHARS = 240
 _CHARS_PER_TOKEN = 4
 # Tool results are only searched for errors near their start and end: that is where shells,
 # compilers and test runners put them, and it keeps the pass cheap on 78k-character outputs.
-_RESULT_WINDOW = 2000
+_RESULT_HEAD = 1000
+_RESULT_TAIL = 1500
 _ERRORS_PER_RESULT = 4
 _LONG_ITEM = 160
 _BARE_ERROR_LINE = 20
@@ -147,16 +149,34 @@ _PATH_ARGUMENT_KEYS = frozenset(
         "cwd",
     }
 )
+_FAILURE_STARTS = ("<tool_use_error>", "Error", "ERROR", "error", "fatal", "Failed", "failed")
 # Tools whose results are file contents or search hits: an "error" in them is usually code
 # (``{:error, reason}``), so only a result that itself reports a failure is searched.
-_CONTENT_TOOL_MARKERS = ("read", "view", "grep", "glob", "search", "fetch", "find", "list", "ls")
+_CONTENT_TOOL_MARKERS = (
+    "read",
+    "view",
+    "grep",
+    "glob",
+    "search",
+    "fetch",
+    "find",
+    "list",
+    "ls",
+    # Edit/write tools answer with a snippet of the edited file.
+    "edit",
+    "write",
+    "str_replace",
+    "create",
+)
 
 
+@functools.lru_cache(maxsize=256)
 def _is_shell_tool(name: str) -> bool:
     low = name.lower()
     return low in _SHELL_TOOL_NAMES or "bash" in low or "shell" in low or "terminal" in low
 
 
+@functools.lru_cache(maxsize=256)
 def _is_content_tool(name: str) -> bool:
     low = name.lower()
     return not _is_shell_tool(name) and any(m in low for m in _CONTENT_TOOL_MARKERS)
@@ -184,8 +204,9 @@ _EXIT_CODE = re.compile(
 )
 _EXIT_WINDOW = 300
 
-# Candidate error lines contain one of these; each candidate line is then judged by _ERROR_LINE.
-# ``needle in text`` is a fast substring search, so most outputs (no hit) cost almost nothing.
+# Every error word contains one of these. They are found with ``str.find`` (a fast substring
+# search), and only the word around each hit is judged, in :func:`_is_error_word`: running a
+# many-branched regex over every character of large outputs costs far more.
 _ERROR_NEEDLES = (
     "rror",
     "RROR",
@@ -195,23 +216,70 @@ _ERROR_NEEDLES = (
     "AILED",
     "ailure",
     "atal",
-    "FATAL",
+    "ATAL",
     "anic",
-    "PANIC",
-    "egmentation fault",
+    "ANIC",
+    "egmentation",
 )
-_ERROR_HINT = re.compile("|".join(_ERROR_NEEDLES))
-# What makes a line an error report rather than code or prose that mentions errors
-# (``{:error, reason}``, ``error ->``, ``assert body["error"]``, "error handling").
-_ERROR_LINE = re.compile(
-    r"Traceback \(most recent call last\)"
-    r"|\b[A-Z][A-Za-z0-9_.]*(?:Error|Exception)\b"  # ValueError, ** (CompileError)
-    r"|\b(?:error|Error|ERROR)(?:\[[\w-]+\])?\s?:(?!:)"  # error: / Error: / error[E0308]:
-    r"|\[(?:error|ERROR)\]"
-    r"|\b(?:FAILED|FAILURE|FATAL|PANIC)\b|\bfailed\b"
-    r"|(?<![\d:])\b[1-9]\d* (?:failures?|errors?|failed)\b(?!\.\w)|\berrors?: [1-9]"
-    r"|\b(?:fatal|panic):|\bpanicked\b|[Ss]egmentation fault|<tool_use_error>"
+_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.")
+# "3 failures", "1 error", "2 tests failed": a non-zero count right before the word.
+_NONZERO_COUNT = re.compile(r"(?:^|[^\d:.])[1-9]\d* (?:tests? )?$")
+_ALWAYS_ERROR_WORDS = frozenset(
+    {"failed", "Failed", "FAILED", "FAILURE", "FATAL", "PANIC", "panicked", "Traceback"}
 )
+
+
+def _is_error_word(text: str, start: int, end: int) -> bool:
+    """Whether the word ``text[start:end]`` marks an error report, judged with its neighbours.
+
+    Error reports: ``error:``/``Error:``/``error[E0308]:``, ``[error]``, class names such as
+    ``ValueError`` or ``ExUnit.AssertionError``, ``failed``/``FAILED``, ``fatal:``, ``panic:``,
+    ``Traceback``, ``Segmentation fault``, ``<tool_use_error>``, and non-zero counts
+    (``3 failures``, ``Total errors: 2``). Not errors: code and prose that merely mention them
+    (``{:error, reason}``, ``error ->``, ``body["error"]``, "error handling", ``0 failures``).
+    """
+    word = text[start:end].rstrip(".")
+    end = start + len(word)
+    low = word.lower()
+    after = text[end : end + 3]
+    before = text[start - 1] if start > 0 else ""
+    if word in _ALWAYS_ERROR_WORDS:
+        return True
+    if low in ("error", "errors"):
+        if after.startswith(":") and not after.startswith("::"):
+            return not after[1:].lstrip().startswith("0")
+        if after.startswith("[") and "]:" in text[end : end + 24]:
+            return True
+        if before == "[" and after.startswith("]"):
+            return True
+        if before == "<" and after.startswith(">"):
+            return True
+        return _NONZERO_COUNT.search(text, max(0, start - 24), start) is not None
+    if low in ("failure", "failures"):
+        return _NONZERO_COUNT.search(text, max(0, start - 24), start) is not None
+    if low in ("fatal", "panic"):
+        return after.startswith(":") and not after.startswith("::")
+    if low == "segmentation":
+        return text[end : end + 6].lower() == " fault"
+    if low == "tool_use_error":
+        return before == "<"
+    if word[:1].isupper() and len(word) > len("Error"):
+        tail = word.rsplit(".", 1)[-1]
+        return tail.endswith(("Error", "Exception")) and tail[:1].isupper()
+    return word == "Exception" and after.startswith(":")
+
+
+def _error_hits(text: str) -> list[int]:
+    hits: list[int] = []
+    for needle in _ERROR_NEEDLES:
+        i = text.find(needle)
+        while i >= 0:
+            hits.append(i)
+            i = text.find(needle, i + len(needle))
+    hits.sort()
+    return hits
+
+
 # Source listings (``  12→code`` from Read, ``  12\tcode`` from cat -n): code, not errors.
 _NUMBERED_LINE = re.compile(r"\s*\d+(?:→|\t)")
 
@@ -240,6 +308,29 @@ def _parse_arguments(call: ToolCall) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _calls_with_arguments(msg: Message, fmt: Format) -> list[tuple[ToolCall, dict[str, Any]]]:
+    """Each tool call of ``msg`` with its arguments as a dict.
+
+    Anthropic ``tool_use`` blocks already hold a dict: it is read directly instead of parsing
+    back the JSON text that :func:`~ctxengine.messages.tool_calls` made of it (a measurable
+    share of the digest's cost on long sessions). The calls themselves still come from
+    ``tool_calls``, so ids and names are read one way only.
+    """
+    calls = tool_calls(msg, fmt)
+    if fmt == "anthropic":
+        inputs = [
+            block.get("input")
+            for block in msg.get("content") or ()
+            if isinstance(block, dict) and block.get("type") == "tool_use"
+        ]
+        if len(inputs) == len(calls):
+            return [
+                (call, value if isinstance(value, dict) else {})
+                for call, value in zip(calls, inputs, strict=True)
+            ]
+    return [(call, _parse_arguments(call)) for call in calls]
 
 
 def _argument_paths(arguments: dict[str, Any]) -> list[str]:
@@ -296,25 +387,32 @@ def _exit_code(text: str) -> int | None:
 def _error_lines(text: str, limit: int, *, last: bool = False) -> list[str]:
     """Up to ``limit`` distinct error lines of ``text``: the first ones, or the last ones."""
     found: list[str] = []
-    if not any(needle in text for needle in _ERROR_NEEDLES):
-        return found
-    pos = 0
-    for hit in _ERROR_HINT.finditer(text):
-        if hit.start() < pos:
+    line_end = -1  # end of the last line taken or rejected as a whole
+    for hit in _error_hits(text):
+        if hit < line_end:
             continue
-        start = text.rfind("\n", 0, hit.start()) + 1
-        end = text.find("\n", hit.end())
-        if end < 0:
-            end = len(text)
-        pos = end
-        line = text[start:end]
-        if _NUMBERED_LINE.match(line) or not _ERROR_LINE.search(line):
+        start = hit
+        while start > 0 and text[start - 1] in _WORD_CHARS:
+            start -= 1
+        end = hit
+        n = len(text)
+        while end < n and text[end] in _WORD_CHARS:
+            end += 1
+        if not _is_error_word(text, start, end):
+            continue
+        line_start = text.rfind("\n", 0, start) + 1
+        line_end = text.find("\n", end)
+        if line_end < 0:
+            line_end = n
+        line = text[line_start:line_end]
+        if _NUMBERED_LINE.match(line):
             continue
         if len(line.strip()) < _BARE_ERROR_LINE and line.rstrip().endswith(":"):
             # A bare "ERROR:" heading: the message is on the next line.
-            nxt = text.find("\n", end + 1)
-            line = f"{line} {text[end + 1 : nxt if nxt >= 0 else len(text)]}"
-            pos = nxt if nxt >= 0 else len(text)
+            nxt = text.find("\n", line_end + 1)
+            nxt = n if nxt < 0 else nxt
+            line = f"{line} {text[line_end + 1 : nxt]}"
+            line_end = nxt
         line = _truncate(" ".join(line.split()), ERROR_CHARS)
         if not line or line in found:
             continue
@@ -330,15 +428,16 @@ def _result_errors(text: str, tool_name: str, is_error: bool) -> list[str]:
     if not text:
         return []
     if _is_content_tool(tool_name):
-        # Only a failure report ("<tool_use_error>File does not exist.", "Error: ...") counts.
+        # File contents are not errors even when they raise ValueError; only a result that is
+        # itself a failure report ("<tool_use_error>File does not exist.", "Error: ...") counts.
         first = text[:300]
-        if not is_error and not _ERROR_LINE.search(first.split("\n", 1)[0]):
+        if not is_error and not first.lstrip().startswith(_FAILURE_STARTS):
             return []
         return _error_lines(first, 2)
     half = _ERRORS_PER_RESULT // 2
-    if len(text) > 2 * _RESULT_WINDOW:
-        lines = _error_lines(text[:_RESULT_WINDOW], half)
-        tail = _error_lines(text[-_RESULT_WINDOW:], half, last=True)
+    if len(text) > _RESULT_HEAD + _RESULT_TAIL:
+        lines = _error_lines(text[:_RESULT_HEAD], half)
+        tail = _error_lines(text[-_RESULT_TAIL:], half, last=True)
         return lines + [line for line in tail if line not in lines]
     lines = _error_lines(text, 2 * _ERRORS_PER_RESULT)
     if len(lines) > _ERRORS_PER_RESULT:
@@ -418,9 +517,8 @@ def build_ledger(messages: Sequence[Message], fmt: Format) -> Ledger:
         if role == "assistant":
             for path in _text_paths(visible_text(msg)):
                 out.path(path)
-            for call in tool_calls(msg, fmt):
+            for call, arguments in _calls_with_arguments(msg, fmt):
                 out.tools[call.name] = out.tools.get(call.name, 0) + 1
-                arguments = _parse_arguments(call)
                 for path in _argument_paths(arguments):
                     out.path(path)
                 command = _command_of(arguments) if _is_shell_tool(call.name) else None

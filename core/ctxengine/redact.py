@@ -81,9 +81,7 @@ _AUTHORIZATION = re.compile(
 # A bare "Bearer <token>" of token shape (prose such as "bearer tokens" is too short).
 _BEARER = re.compile(r"earer\s+(?!\[REDACTED)(?P<val>[A-Za-z0-9._~+/-]{16,}=*)")
 # scheme://user:password@host: keep scheme, user and host.
-_URL_CREDENTIALS = re.compile(
-    r"://[^\s:/@\"'<>]*:(?!\[REDACTED)(?P<val>[^\s@/\"'<>]+)@(?=[A-Za-z0-9\[])"
-)
+_URL_CREDENTIALS = re.compile(r"://[^\s:/@\"'<>\[\]]*:(?P<val>[^\s@/\"'<>\[\]]+)@(?=[A-Za-z0-9\[])")
 # --password x, --api-key=x, --db-token x
 _CLI_FLAG = re.compile(
     r"--(?P<key>[A-Za-z0-9-]*?(?:password|passwd|token|secret|api-key|apikey|access-key))"
@@ -234,6 +232,13 @@ def _redact_assignments(text: str) -> str:
     return "".join(pieces)
 
 
+# Every rule needs one of these substrings; short texts without any are returned at once.
+_ANY_TRIGGER = re.compile(
+    "PRIVATE KEY|sk-|gh[pousr]_|github_pat_|xox|AKIA|ASIA|AIza|eyJ|uthorization|UTHORIZATION|"
+    "earer|://|--|" + _KEY_HIT.pattern
+)
+_PREFILTER_CHARS = 4096
+
 _SUBSTITUTIONS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
     ("://", _URL_CREDENTIALS, _url_repl),
     ("--", _CLI_FLAG, _cli_repl),
@@ -254,6 +259,10 @@ def redact(text: str) -> str:
     if not isinstance(text, str):
         raise TypeError(f"redact() takes a str, got {type(text).__name__}")
     if not text:
+        return text
+    # One scan decides for short texts; on long ones nearly always something triggers, so the
+    # extra pass would be wasted.
+    if len(text) <= _PREFILTER_CHARS and _ANY_TRIGGER.search(text) is None:
         return text
     if "PRIVATE KEY-----" in text:
         text = _PRIVATE_KEY.sub(_marker("private_key"), text)
