@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxengine import hookimpl
-
 from ctxengine_lcm.engine import LcmSession, get_state, is_thrashing
-from ctxengine_lcm.settings import ENGINE_NAME, settings_for
+from ctxengine_lcm.settings import settings_for
 
 if TYPE_CHECKING:
     from ctxengine.commands import CommandRegistry

@@ -30,7 +30,6 @@ import attrs
 
 from ctxengine.conversation import Format, Message
 from ctxengine.messages import cut_points, is_real_user_message, is_tool_result_message
-
 from ctxengine_lcm.render import Item, expand_line, strip_expand_line, summary_section
 from ctxengine_lcm.settings import LcmSettings
 from ctxengine_lcm.store import NewSummary, Store, message_ref
@@ -85,9 +84,7 @@ def legal_starts(messages: Sequence[Message], fmt: Format) -> list[bool]:
         ok[i] = (
             cuts[i]
             and not is_tool_result_message(msg, fmt)
-            and not (
-                msg.get("role") == "assistant" and is_real_user_message(messages[i - 1], fmt)
-            )
+            and not (msg.get("role") == "assistant" and is_real_user_message(messages[i - 1], fmt))
         )
     if messages and is_tool_result_message(messages[0], fmt):
         ok[0] = False
@@ -152,7 +149,11 @@ class Compactor:
     def total(self, items: Sequence[Item]) -> int:
         """Estimated prompt tokens of ``items`` plus the fixed part (system messages)."""
         summaries = any(it.kind == "summary" for it in items)
-        return self.fixed_tokens + sum(it.tokens for it in items) + (BLOCK_OVERHEAD if summaries else 0)
+        return (
+            self.fixed_tokens
+            + sum(it.tokens for it in items)
+            + (BLOCK_OVERHEAD if summaries else 0)
+        )
 
     def section_tokens(self, content: str) -> int:
         return self.count(content) + SECTION_OVERHEAD
@@ -197,7 +198,9 @@ class Compactor:
             outcome.items = [*items[:s], new, *raw[end:]]
             outcome.leaf += 1
 
-    def _chunk_end(self, raw: Sequence[Item], legal: Sequence[bool], b: int, over: bool) -> int | None:
+    def _chunk_end(
+        self, raw: Sequence[Item], legal: Sequence[bool], b: int, over: bool
+    ) -> int | None:
         acc = 0
         last: int | None = None
         for j in range(b):
@@ -243,7 +246,7 @@ class Compactor:
             i = j
         full = [(d, st, en) for d, st, en in runs if en - st >= fanout]
         if full:
-            depth, start, _ = min(full)
+            _, start, _ = min(full)
             return start, start + fanout
         if len(summaries) >= 2:
             return 0, min(len(summaries), fanout)
@@ -256,7 +259,9 @@ class Compactor:
         ids = [int(it.ref) for it in chunk]
         source = sum(it.tokens for it in chunk)
         entries = [(message_ref(int(it.ref)), it.message or {}) for it in chunk]
-        footer = expand_line(sid, "leaf", len(ids), min(ids), max(ids), 0)
+        footer = expand_line(
+            sid, "leaf", message_count=len(ids), first=min(ids), last=max(ids), children=0
+        )
         target = min(self.budget.leaf_summary_tokens, max(64, source // 4))
 
         def model_input(limit_tokens: int) -> str:
@@ -300,8 +305,12 @@ class Compactor:
         firsts = [k.first_message_id for k in kids if k.first_message_id is not None]
         lasts = [k.last_message_id for k in kids if k.last_message_id is not None]
         footer = expand_line(
-            sid, "condensed", messages, min(firsts, default=None), max(lasts, default=None),
-            len(kids),
+            sid,
+            "condensed",
+            message_count=messages,
+            first=min(firsts, default=None),
+            last=max(lasts, default=None),
+            children=len(kids),
         )
         target = min(self.budget.condensed_summary_tokens, max(64, source // 2))
 
@@ -316,9 +325,7 @@ class Compactor:
 
         def deterministic(limit: int) -> str:
             share = max(80, (limit * 3) // max(1, len(kids)))
-            lines = [
-                f"[{k.id}] " + one_line(strip_expand_line(k.content), share) for k in kids
-            ]
+            lines = [f"[{k.id}] " + one_line(strip_expand_line(k.content), share) for k in kids]
             header = f"Condensed extract of {len(kids)} summaries (generated locally, no model):"
             return fit_lines(header, lines, limit, self.count)
 

@@ -26,7 +26,6 @@ import attrs
 
 from ctxengine.conversation import Conversation, Message
 from ctxengine.results import CompressResult
-
 from ctxengine_lcm.compaction import Compactor, budget_for
 from ctxengine_lcm.ingest import canonical, message_hash, prepare
 from ctxengine_lcm.locking import session_lock
@@ -68,7 +67,9 @@ class LcmSession:
 
     # -- ingest ------------------------------------------------------------------------------
 
-    def ingest(self, conversation: Conversation, ctx: EngineContext, large_output_tokens: int) -> IngestResult:
+    def ingest(
+        self, conversation: Conversation, ctx: EngineContext, large_output_tokens: int
+    ) -> IngestResult:
         """Store what is new in ``conversation`` and return the updated active context."""
         fmt = conversation.format
         msgs = conversation.messages
@@ -89,8 +90,13 @@ class LcmSession:
         for k, msg in enumerate(pins):
             if message_hash(msg) not in pinned:
                 row, _, _ = prepare(
-                    pins, k, fmt, count=count, session_key=self.session_id,
-                    large_output_tokens=large_output_tokens, pinned=True,
+                    pins,
+                    k,
+                    fmt,
+                    count=count,
+                    session_key=self.session_id,
+                    large_output_tokens=large_output_tokens,
+                    pinned=True,
                 )
                 rows.append(row)
                 pinned.add(row.content_hash)
@@ -103,7 +109,11 @@ class LcmSession:
         context_refs: list[ContextItem | int] = [it.key for it in matched]
         for j in range(consumed, len(body)):
             row, outs, in_context = prepare(
-                body, j, fmt, count=count, session_key=self.session_id,
+                body,
+                j,
+                fmt,
+                count=count,
+                session_key=self.session_id,
                 large_output_tokens=large_output_tokens,
             )
             index = len(rows)
@@ -142,11 +152,9 @@ class LcmSession:
                 if block is not None:
                     block_hashes, block_items = block
                     n_items = len(block_items)
-                    if (
-                        [tuple(x) for x in stored_ctx[p : p + n_items]]
-                        == [tuple(x) for x in block_items]
-                        and list(hashes[i : i + len(block_hashes)]) == block_hashes
-                    ):
+                    if [tuple(x) for x in stored_ctx[p : p + n_items]] == [
+                        tuple(x) for x in block_items
+                    ] and list(hashes[i : i + len(block_hashes)]) == block_hashes:
                         matched.extend(self._summary_item(str(r)) for _, r in block_items)
                         p += n_items
                         i += len(block_hashes)
@@ -191,7 +199,11 @@ class LcmSession:
 
         def unchanged(status: Any, reason: str) -> CompressResult:
             return CompressResult.unchanged(
-                status, reason, conversation, engine=ENGINE_NAME, tokens=before,
+                status,
+                reason,
+                conversation,
+                engine=ENGINE_NAME,
+                tokens=before,
                 duration_s=time.perf_counter() - started,
             )
 
@@ -246,13 +258,22 @@ class LcmSession:
                     rendered.block_items,
                 )
         after = ctx.tokens.count(rendered.messages, conversation.system)
-        result = self._result(conversation, rendered, outcome, budget.threshold_tokens,
-                              before, after, ingest.new_messages, started)
+        result = self._result(
+            conversation=conversation,
+            rendered=rendered,
+            outcome=outcome,
+            threshold=budget.threshold_tokens,
+            before=before,
+            after=after,
+            new_messages=ingest.new_messages,
+            started=started,
+        )
         record_saving(ctx, before, result.tokens_after)
         return result
 
     def _result(
         self,
+        *,
         conversation: Conversation,
         rendered: Rendered,
         outcome: Any,
@@ -275,7 +296,11 @@ class LcmSession:
                     f"({outcome.tail_messages} messages, {outcome.tail_tokens} tokens)"
                 )
             return CompressResult.unchanged(
-                "noop", f"{why}; {stored}", conversation, engine=ENGINE_NAME, tokens=before,
+                "noop",
+                f"{why}; {stored}",
+                conversation,
+                engine=ENGINE_NAME,
+                tokens=before,
                 duration_s=duration,
             )
         parts = [

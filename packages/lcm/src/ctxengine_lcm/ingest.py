@@ -16,7 +16,6 @@ from typing import Any
 from ctxengine.conversation import Format, Message
 from ctxengine.messages import message_text, tool_calls, tool_results
 from ctxengine.tokens import estimate_tokens
-
 from ctxengine_lcm.store import NewMessage, NewOutput
 
 MAIN_ARGUMENT_KEYS = ("path", "file_path", "filename", "command", "cmd", "query", "url", "pattern")
@@ -79,9 +78,7 @@ def output_id(session_key: str, content: str) -> str:
     return "out_" + digest.hexdigest()[:16]
 
 
-def describe_output(
-    out_id: str, tool: str, argument: str, content: str, tokens: int
-) -> str:
+def describe_output(out_id: str, tool: str, argument: str, content: str, tokens: int) -> str:
     """The short text that stands in context for an output stored aside."""
     lines = content.count("\n") + 1
     head = content[:1200]
@@ -156,7 +153,9 @@ def prepare(
             tool, argument = names.get(result.call_id, ("tool", ""))
             out_id = output_id(session_key, result.text)
             description = describe_output(out_id, tool, argument, result.text, tokens)
-            outputs.append(NewOutput(out_id, result.call_id, tool, result.text, tokens, description))
+            outputs.append(
+                NewOutput(out_id, result.call_id, tool, result.text, tokens, description)
+            )
             replacements[k] = description
         if replacements:
             in_context = _set_result_text(msg, fmt, replacements)

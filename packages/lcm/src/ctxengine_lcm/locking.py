@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-try:
+HAVE_FCNTL = sys.platform != "win32"
+if HAVE_FCNTL:
     import fcntl
-except ImportError:  # pragma: no cover - Windows: in-process locking only
-    fcntl = None  # type: ignore[assignment]
 
 _guard = threading.Lock()
 _thread_locks: dict[tuple[str, str], threading.Lock] = {}
@@ -51,7 +51,7 @@ def session_lock(db_path: Path, session_id: str) -> Iterator[bool]:
         yield False
         return
     try:
-        if fcntl is None:
+        if not HAVE_FCNTL:  # Windows: in-process locking only
             yield True
             return
         fd = _lock_file(db_path)

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 import attrs
 
 from ctxengine.conversation import Message
-
 from ctxengine_lcm.store import ContextItem, Summary, message_ref
 
 BLOCK_HEADER = (
@@ -70,9 +69,8 @@ def summary_section(summary: Summary) -> str:
     """How one summary appears inside the block (its content already ends with the expand line)."""
     covers = f"{summary.descendant_messages} messages"
     if summary.first_message_id is not None:
-        covers += (
-            f", {message_ref(summary.first_message_id)}..{message_ref(summary.last_message_id or 0)}"
-        )
+        first = message_ref(summary.first_message_id)
+        covers += f", {first}..{message_ref(summary.last_message_id or 0)}"
     return (
         f'<summary id="{summary.id}" kind="{summary.kind}" depth="{summary.depth}" '
         f'covers="{covers}" time="{_when(summary.earliest_at)} - {_when(summary.latest_at)} UTC">\n'
@@ -81,11 +79,16 @@ def summary_section(summary: Summary) -> str:
 
 
 def expand_line(
-    summary_id: str, kind: str, message_count: int, first: int | None, last: int | None,
+    summary_id: str,
+    kind: str,
+    *,
+    message_count: int,
+    first: int | None,
+    last: int | None,
     children: int,
 ) -> str:
     """The last line of every summary: what the agent can expand for the details."""
-    span = f" ({message_ref(first)}..{message_ref(last)})" if first is not None else ""
+    span = f" ({message_ref(first)}..{message_ref(last)})" if first and last else ""
     if kind == "leaf":
         return (
             f'{EXPAND_MARKER} lcm_expand(summary_id="{summary_id}") returns the '
@@ -123,9 +126,7 @@ def render(items: Sequence[Item], leading: Sequence[Message] = ()) -> Rendered:
     block: list[Message] = []
     if summaries:
         sections = "\n\n".join(summary_section(it.summary) for it in summaries if it.summary)
-        block.append(
-            {"role": "user", "content": f"{BLOCK_HEADER}\n\n{sections}\n\n{BLOCK_FOOTER}"}
-        )
+        block.append({"role": "user", "content": f"{BLOCK_HEADER}\n\n{sections}\n\n{BLOCK_FOOTER}"})
         nxt = raw[0].message if raw else None
         if nxt is not None and nxt.get("role") == "user":
             block.append({"role": "assistant", "content": ACK_TEXT})

@@ -16,12 +16,11 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
 from ctxengine.tools import ToolError
-
 from ctxengine_lcm.store import Store, message_ref
 
 Mode = Literal["full_text", "regex", "literal"]
@@ -201,7 +200,9 @@ class Searcher:
             return "", ()
         return f" AND {alias}.conversation_id = ?", (self.conversation_id,)
 
-    def _fts(self, query: str, scopes: Sequence[str], limit: int) -> list[tuple[str, str | int, str | None, str]]:
+    def _fts(
+        self, query: str, scopes: Sequence[str], limit: int
+    ) -> list[tuple[str, str | int, str | None, str]]:
         rows: list[tuple[str, str | int, str | None, str]] = []
         where, args = self._where("t")
         sql = {
@@ -239,11 +240,13 @@ class Searcher:
         terms = words(pattern) if all_words else [pattern]
         if not terms:
             raise ToolError(
-                f"pattern {pattern!r} has no searchable words; use mode=\"literal\" or "
+                f'pattern {pattern!r} has no searchable words; use mode="literal" or '
                 '"regex" to search punctuation'
             )
+
         def escape(term: str) -> str:
             return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
         column = {"messages": "text", "summaries": "content", "outputs": "content"}
         role = {"messages": "t.role", "summaries": "NULL", "outputs": "NULL"}
         order = {"messages": "t.id", "summaries": "t.rowid", "outputs": "t.rowid"}
@@ -265,7 +268,9 @@ class Searcher:
                     break
         return rows
 
-    def _regex(self, pattern: str, scopes: Sequence[str], limit: int) -> list[tuple[str, str | int, str | None, str]]:
+    def _regex(
+        self, pattern: str, scopes: Sequence[str], limit: int
+    ) -> list[tuple[str, str | int, str | None, str]]:
         check_regex(pattern)
         request = {
             "db": str(self.store.path),
@@ -288,12 +293,13 @@ class Searcher:
         except subprocess.TimeoutExpired as exc:
             raise ToolError(
                 f"regex {pattern!r} ran longer than {self.timeout:g} s and was stopped; use a "
-                "simpler pattern, mode=\"full_text\" or mode=\"literal\""
+                'simpler pattern, mode="full_text" or mode="literal"'
             ) from exc
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["unknown error"])[-1]
             raise ToolError(f"regex search failed: {last}")
-        return [tuple(row) for row in json.loads(done.stdout)]  # type: ignore[misc]
+        rows: list[list[Any]] = json.loads(done.stdout)
+        return [(str(r[0]), r[1], r[2], str(r[3])) for r in rows]
 
     # -- decoration --------------------------------------------------------------------------
 

@@ -281,7 +281,7 @@ def _secure_file(path: Path) -> None:
         fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
         os.close(fd)
     # SQLite gives the -wal and -shm files the main file's permissions.
-    os.chmod(path, 0o600)
+    path.chmod(0o600)
 
 
 class Store:
@@ -490,7 +490,9 @@ class Store:
             )
         return ids
 
-    def messages(self, conversation_id: int, ids: Sequence[int] | None = None) -> list[StoredMessage]:
+    def messages(
+        self, conversation_id: int, ids: Sequence[int] | None = None
+    ) -> list[StoredMessage]:
         """Stored messages of a conversation in storage order (all, or those in ``ids``)."""
         cols = (
             "id, seq, role, content, text, tokens, content_hash, rendered, rendered_hash,"
@@ -739,7 +741,9 @@ class Store:
                 (conversation_id, hashes[0], json.dumps(list(hashes)), json.dumps(list(items))),
             )
 
-    def block(self, conversation_id: int, first_hash: str) -> tuple[list[str], list[ContextItem]] | None:
+    def block(
+        self, conversation_id: int, first_hash: str
+    ) -> tuple[list[str], list[ContextItem]] | None:
         with self.reading() as conn:
             row = conn.execute(
                 "SELECT hashes, items FROM rendered_blocks WHERE conversation_id = ? AND hash = ?",
@@ -779,7 +783,9 @@ class Store:
         with self.reading() as conn:
             out: dict[str, Any] = {
                 "conversations": conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0],
-                "messages": conn.execute(f"SELECT COUNT(*) FROM messages{where}", args).fetchone()[0],
+                "messages": conn.execute(f"SELECT COUNT(*) FROM messages{where}", args).fetchone()[
+                    0
+                ],
                 "message_tokens": conn.execute(
                     f"SELECT COALESCE(SUM(tokens), 0) FROM messages{where}", args
                 ).fetchone()[0],

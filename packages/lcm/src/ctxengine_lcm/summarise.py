@@ -72,7 +72,7 @@ def clip(text: str, limit: int) -> str:
         return text
     keep = max(limit - 40, 2)
     head = keep * 2 // 3
-    return f"{text[:head]} [... {len(text) - keep} chars cut ...] {text[-(keep - head):]}"
+    return f"{text[:head]} [... {len(text) - keep} chars cut ...] {text[-(keep - head) :]}"
 
 
 def one_line(text: str, limit: int) -> str:
@@ -116,9 +116,7 @@ def extract_lines(entries: Sequence[tuple[str, Message]], fmt: Format) -> list[s
     return lines
 
 
-def fit_lines(
-    header: str, lines: Sequence[str], budget: int, count: Callable[[str], int]
-) -> str:
+def fit_lines(header: str, lines: Sequence[str], budget: int, count: Callable[[str], int]) -> str:
     """``header`` plus as many lines as fit ``budget`` tokens, keeping the first and last ones."""
 
     def build(keep: int) -> str:
@@ -214,7 +212,7 @@ class Summariser:
         for mode, budget in attempts:
             if self.provider is None or self.provider_down:
                 break
-            instruction = (NORMAL_INSTRUCTION if mode == "normal" else AGGRESSIVE_INSTRUCTION)
+            instruction = NORMAL_INSTRUCTION if mode == "normal" else AGGRESSIVE_INSTRUCTION
             instruction = instruction.format(budget=budget) + (CONDENSE_NOTE if condensed else "")
             window = int(getattr(self.provider, "context_length", 100_000) or 100_000)
             data_budget = max(1_000, window - budget - 2_000)

@@ -13,14 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from ctxengine.redact import redact
 from ctxengine.tools import Tool, ToolError
-
 from ctxengine_lcm.render import strip_expand_line
 from ctxengine_lcm.search import MAX_LIMIT, MODES, SCOPES, Searcher, check_choice, words
 from ctxengine_lcm.store import message_ref
 
 if TYPE_CHECKING:
     from ctxengine.context import EngineContext
-
     from ctxengine_lcm.engine import LcmSession
 
 EXPAND_DEFAULT_TOKENS = 6_000
@@ -278,7 +276,9 @@ class LcmTools:
         del result["evidence"]
         return result
 
-    def _evidence(self, question: str, summary_ids: Sequence[str], cap: int) -> list[dict[str, Any]]:
+    def _evidence(
+        self, question: str, summary_ids: Sequence[str], cap: int
+    ) -> list[dict[str, Any]]:
         session = self.session
         store, conv = session.store, session.conversation_id
         message_ids: list[int] = []
@@ -289,10 +289,16 @@ class LcmTools:
         terms = [w for w in dict.fromkeys(words(question.lower())) if len(w) > 2][:16]
         if terms:
             query = " OR ".join(f'"{t}"' for t in terms)
+            searcher = Searcher(store, conv)
             try:
-                hits = Searcher(store, conv).search(query, scope="messages", limit=MAX_LIMIT) if store.fts else Searcher(store, conv).search(terms[0], mode="literal", scope="messages", limit=MAX_LIMIT)
+                if store.fts:
+                    hits = searcher.search(query, scope="messages", limit=MAX_LIMIT)
+                else:
+                    hits = searcher.search(
+                        terms[0], mode="literal", scope="messages", limit=MAX_LIMIT
+                    )
             except ToolError:
-                hits = []
+                hits = []  # no usable terms: fall back to the given summaries alone
             ranked = [h.message_id for h in hits if h.message_id is not None]
             if message_ids:
                 wanted = set(message_ids)
@@ -332,13 +338,12 @@ def build_tools(open_session: Callable[[], LcmSession], ctx: EngineContext) -> l
                 "properties": {
                     "pattern": {
                         "type": "string",
-                        "description": "FTS5 query (words are ANDed; \"quoted phrase\", OR, "
+                        "description": 'FTS5 query (words are ANDed; "quoted phrase", OR, '
                         "NOT, prefix*), a regex, or a literal substring, per mode",
                     },
                     "mode": {"type": "string", "enum": list(MODES), "default": "full_text"},
                     "scope": {"type": "string", "enum": list(SCOPES), "default": "all"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
-                              "default": 50},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 50},
                 },
                 "required": ["pattern"],
             },
@@ -355,8 +360,12 @@ def build_tools(open_session: Callable[[], LcmSession], ctx: EngineContext) -> l
                 "properties": {
                     "id": {"type": "string", "description": "sum_..., out_... or msg_N"},
                     "offset": {"type": "integer", "minimum": 0, "default": 0},
-                    "max_chars": {"type": "integer", "minimum": 1,
-                                  "maximum": DESCRIBE_MAX_CHARS, "default": 12_000},
+                    "max_chars": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": DESCRIBE_MAX_CHARS,
+                        "default": 12_000,
+                    },
                 },
                 "required": ["id"],
             },
@@ -373,9 +382,12 @@ def build_tools(open_session: Callable[[], LcmSession], ctx: EngineContext) -> l
                 "properties": {
                     "summary_id": {"type": "string"},
                     "offset": {"type": "integer", "minimum": 0, "default": 0},
-                    "max_tokens": {"type": "integer", "minimum": 100,
-                                   "maximum": EXPAND_MAX_TOKENS,
-                                   "default": EXPAND_DEFAULT_TOKENS},
+                    "max_tokens": {
+                        "type": "integer",
+                        "minimum": 100,
+                        "maximum": EXPAND_MAX_TOKENS,
+                        "default": EXPAND_DEFAULT_TOKENS,
+                    },
                 },
                 "required": ["summary_id"],
             },
@@ -385,21 +397,31 @@ def build_tools(open_session: Callable[[], LcmSession], ctx: EngineContext) -> l
             name="lcm_expand_query",
             description=(
                 "Answer a question about earlier turns from their original messages, with the "
-                "cited message ids; output=\"evidence\" returns the matching messages without "
+                'cited message ids; output="evidence" returns the matching messages without '
                 "calling a model."
             ),
             input_schema={
                 "type": "object",
                 "properties": {
                     "question": {"type": "string"},
-                    "summary_ids": {"type": "array", "items": {"type": "string"},
-                                    "maxItems": 50},
-                    "output": {"type": "string", "enum": ["answer", "evidence"],
-                               "default": "answer"},
-                    "max_tokens": {"type": "integer", "minimum": 16,
-                                   "maximum": ANSWER_MAX_TOKENS, "default": 1_000},
-                    "evidence_tokens": {"type": "integer", "minimum": 100,
-                                        "maximum": EVIDENCE_MAX_TOKENS, "default": 8_000},
+                    "summary_ids": {"type": "array", "items": {"type": "string"}, "maxItems": 50},
+                    "output": {
+                        "type": "string",
+                        "enum": ["answer", "evidence"],
+                        "default": "answer",
+                    },
+                    "max_tokens": {
+                        "type": "integer",
+                        "minimum": 16,
+                        "maximum": ANSWER_MAX_TOKENS,
+                        "default": 1_000,
+                    },
+                    "evidence_tokens": {
+                        "type": "integer",
+                        "minimum": 100,
+                        "maximum": EVIDENCE_MAX_TOKENS,
+                        "default": 8_000,
+                    },
                 },
                 "required": ["question"],
             },

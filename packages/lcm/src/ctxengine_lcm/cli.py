@@ -1,0 +1,141 @@
+"""``ctxengine lcm status|doctor|grep``: look into a store from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ctxengine_lcm.settings import ENGINE_NAME
+
+if TYPE_CHECKING:
+    from ctxengine.commands import CommandRegistry
+    from ctxengine_lcm.store import Store
+
+
+def register(commands: CommandRegistry) -> None:
+    commands.add(
+        "lcm",
+        "inspect the lossless engine's store: status, doctor, grep",
+        configure,
+        run,
+        provider=ENGINE_NAME,
+    )
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", help="store file (default: engines.lcm.db_path from the config)")
+    sub = parser.add_subparsers(dest="lcm_command", metavar="{status,doctor,grep}")
+    sub.required = True
+    status = sub.add_parser("status", help="what the store holds")
+    status.add_argument("--session", help="only this session")
+    sub.add_parser("doctor", help="check full-text indexes, lineage and the active contexts")
+    grep = sub.add_parser("grep", help="search stored messages, summaries and outputs")
+    grep.add_argument("pattern")
+    grep.add_argument("--session", help="only this session (default: every session)")
+    grep.add_argument("--mode", choices=["full_text", "regex", "literal"], default="full_text")
+    grep.add_argument("--scope", choices=["messages", "summaries", "outputs", "all"], default="all")
+    grep.add_argument("--limit", type=int, default=50)
+    grep.add_argument("--json", action="store_true", help="print the hits as JSON")
+
+
+def _db_path(args: argparse.Namespace) -> Path:
+    if args.db:
+        return Path(args.db).expanduser()
+    from ctxengine.config import load_config
+    from ctxengine_lcm.settings import settings_for
+
+    return settings_for(load_config(getattr(args, "config", None)).config).db_path
+
+
+def _open(args: argparse.Namespace) -> Store | None:
+    from ctxengine_lcm.store import Store, StoreError
+
+    path = _db_path(args)
+    if not path.exists():
+        print(f"no lcm store at {path} (it is created by the first compaction)", file=sys.stderr)
+        return None
+    try:
+        return Store(path)
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def run(args: argparse.Namespace) -> int:
+    store = _open(args)
+    if store is None:
+        return 1
+    try:
+        command = args.lcm_command
+        if command == "status":
+            return _status(store, args.session)
+        if command == "doctor":
+            return _doctor(store)
+        return _grep(store, args)
+    finally:
+        store.close()
+
+
+def _status(store: Store, session: str | None) -> int:
+    conversation = None
+    if session is not None:
+        conversation = store.find_conversation(session)
+        if conversation is None:
+            print(f"no session {session!r} in {store.path}", file=sys.stderr)
+            return 1
+    stats = store.stats(conversation)
+    print(f"store:          {store.path}")
+    print(f"full-text:      {'FTS5' if stats['fts'] else 'LIKE (SQLite without FTS5)'}")
+    print(f"conversations:  {stats['conversations']}")
+    print(f"messages:       {stats['messages']} ({stats['message_tokens']} tokens)")
+    depths = ", ".join(f"depth {d}: {n}" for d, n in stats["summaries_by_depth"].items())
+    print(f"summaries:      {sum(stats['summaries_by_depth'].values())} ({depths or 'none'})")
+    print(f"stored outputs: {stats['outputs']}")
+    print(f"context items:  {stats['context_items']}")
+    if session is None:
+        for _, name, count in store.conversations():
+            print(f"  session {name}: {count} messages")
+    return 0
+
+
+def _doctor(store: Store) -> int:
+    from ctxengine_lcm.doctor import check_store
+
+    problems = check_store(store)
+    if not problems:
+        print(f"ok: {store.path} passes every check (full-text indexes, lineage, contexts)")
+        return 0
+    for problem in problems:
+        print(f"problem: {problem}")
+    print(f"{len(problems)} problem(s) in {store.path}")
+    return 1
+
+
+def _grep(store: Store, args: argparse.Namespace) -> int:
+    from ctxengine.tools import ToolError
+    from ctxengine_lcm.search import Searcher
+
+    conversation = None
+    if args.session is not None:
+        conversation = store.find_conversation(args.session)
+        if conversation is None:
+            print(f"no session {args.session!r} in {store.path}", file=sys.stderr)
+            return 1
+    try:
+        hits = Searcher(store, conversation).search(
+            args.pattern, mode=args.mode, scope=args.scope, limit=args.limit
+        )
+    except ToolError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps([h.as_dict() for h in hits], ensure_ascii=False, indent=2))
+        return 0
+    for hit in hits:
+        where = f" (in {hit.covered_by})" if hit.covered_by else ""
+        print(f"{hit.id}{where}: {hit.snippet}")
+    print(f"{len(hits)} hit(s)")
+    return 0

@@ -1,0 +1,130 @@
+"""Consistency checks of a store (``ctxengine lcm doctor``).
+
+- SQLite's own ``integrity_check`` and ``foreign_key_check``;
+- each full-text index matches its table (FTS5 ``integrity-check`` against the content table,
+  and one index entry per row);
+- every summary's lineage is complete: ordered links numbered from 0 without gaps, a leaf links
+  only messages of its own conversation, a condensed summary links only shallower summaries,
+  and the recorded descendant counts match the links;
+- the active context of every conversation refers only to its own messages and summaries.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ctxengine_lcm.store import FTS_TABLES, Store
+
+
+def check_store(store: Store) -> list[str]:
+    """Every problem found, one sentence each (empty when the store is healthy)."""
+    problems: list[str] = []
+    with store.reading() as conn:
+        result = conn.execute("PRAGMA integrity_check").fetchall()
+        if [r[0] for r in result] != ["ok"]:
+            problems += [f"sqlite integrity_check: {r[0]}" for r in result]
+        for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check").fetchall():
+            problems.append(f"{table} row {rowid} refers to a missing row of {parent}")
+        if store.fts:
+            problems += _check_fts(conn)
+        problems += _check_lineage(conn)
+        problems += _check_context(conn)
+    return problems
+
+
+def _check_fts(conn: sqlite3.Connection) -> list[str]:
+    problems: list[str] = []
+    for table, fts in FTS_TABLES.items():
+        try:
+            conn.execute(f"INSERT INTO {fts} ({fts}, rank) VALUES ('integrity-check', 1)")
+        except sqlite3.DatabaseError as exc:
+            problems.append(f"full-text index {fts} does not match table {table}: {exc}")
+        rows = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        indexed = conn.execute(f"SELECT COUNT(*) FROM {fts}_docsize").fetchone()[0]
+        if rows != indexed:
+            problems.append(f"full-text index {fts} holds {indexed} rows, table {table} {rows}")
+    return problems
+
+
+def _check_lineage(conn: sqlite3.Connection) -> list[str]:
+    problems: list[str] = []
+    summaries = {
+        sid: (conv, depth, kind, dm, ds)
+        for sid, conv, depth, kind, dm, ds in conn.execute(
+            "SELECT id, conversation_id, depth, kind, descendant_messages, descendant_summaries"
+            " FROM summaries"
+        )
+    }
+    links: dict[str, list[tuple[int, int | None, str | None]]] = {}
+    for sid, ordinal, mid, cid in conn.execute(
+        "SELECT summary_id, ordinal, message_id, child_id FROM summary_links"
+        " ORDER BY summary_id, ordinal"
+    ):
+        links.setdefault(sid, []).append((ordinal, mid, cid))
+    message_conv = dict(conn.execute("SELECT id, conversation_id FROM messages").fetchall())
+    totals: dict[str, tuple[int, int]] = {}
+
+    def descendants(sid: str, trail: frozenset[str]) -> tuple[int, int]:
+        if sid in totals:
+            return totals[sid]
+        if sid in trail:
+            problems.append(f"summary {sid} is its own descendant")
+            return 0, 0
+        messages = summaries_below = 0
+        for _, mid, cid in links.get(sid, []):
+            if mid is not None:
+                messages += 1
+            elif cid is not None:
+                sub = descendants(cid, trail | {sid})
+                messages += sub[0]
+                summaries_below += 1 + sub[1]
+        totals[sid] = (messages, summaries_below)
+        return totals[sid]
+
+    for sid, (conv, depth, kind, dm, ds) in summaries.items():
+        own = links.get(sid, [])
+        if not own:
+            problems.append(f"summary {sid} covers nothing (no links)")
+            continue
+        if [o for o, _, _ in own] != list(range(len(own))):
+            problems.append(f"summary {sid} has gaps in its link order")
+        for _, mid, cid in own:
+            if kind == "leaf":
+                if mid is None:
+                    problems.append(f"leaf summary {sid} links a summary ({cid})")
+                elif message_conv.get(mid) != conv:
+                    problems.append(f"leaf summary {sid} links msg_{mid} of another conversation")
+            elif cid is None:
+                problems.append(f"condensed summary {sid} links a message (msg_{mid})")
+            else:
+                child = summaries.get(cid)
+                if child is None:
+                    problems.append(f"summary {sid} links unknown summary {cid}")
+                elif child[0] != conv or child[1] >= depth:
+                    problems.append(f"summary {sid} (depth {depth}) links {cid} (depth {child[1]})")
+        if descendants(sid, frozenset()) != (dm, ds):
+            problems.append(
+                f"summary {sid} records {dm} messages / {ds} summaries below it, its links "
+                f"give {totals[sid][0]} / {totals[sid][1]}"
+            )
+    return problems
+
+
+def _check_context(conn: sqlite3.Connection) -> list[str]:
+    problems: list[str] = []
+    rows = conn.execute(
+        "SELECT c.conversation_id, c.ordinal, c.message_id, c.summary_id,"
+        " m.conversation_id, s.conversation_id FROM context_items c"
+        " LEFT JOIN messages m ON m.id = c.message_id"
+        " LEFT JOIN summaries s ON s.id = c.summary_id ORDER BY c.conversation_id, c.ordinal"
+    ).fetchall()
+    expected: dict[int, int] = {}
+    for conv, ordinal, mid, sid, m_conv, s_conv in rows:
+        if ordinal != expected.get(conv, 0):
+            problems.append(f"conversation {conv}: active context order has a gap at {ordinal}")
+        expected[conv] = ordinal + 1
+        owner = m_conv if mid is not None else s_conv
+        if owner != conv:
+            ref = f"msg_{mid}" if mid is not None else sid
+            problems.append(f"conversation {conv}: active context holds {ref} of another one")
+    return problems
