@@ -21,6 +21,7 @@ from ctxengine.redact import redact
 
 if TYPE_CHECKING:
     from ctxengine.context import EngineContext
+    from ctxengine.ledger import Ledger
     from ctxengine.summarize import SummaryProvider
 
 __all__ = [
@@ -214,7 +215,7 @@ def _bounded_transcript(rendered: Sequence[str], chars: int) -> list[str]:
 # --- the call and the failure policy ------------------------------------------------------------
 
 
-@attrs.frozen
+@attrs.define
 class _Job:
     """One summary request: what to summarise and under which limits."""
 
@@ -225,12 +226,49 @@ class _Job:
     focus: str | None
     budget: int
     ledger_source: Sequence[Message]
+    _ledger: Ledger | None = None
 
-    def digest(self) -> str:
-        return _digest(self.middle, self.fmt, self.previous, self.budget)
+    @property
+    def ledger(self) -> Ledger:
+        """The critical-context ledger of ``ledger_source`` (built once, shared with the digest)."""
+        if self._ledger is None:
+            from ctxengine.ledger import build_ledger
+
+            self._ledger = build_ledger(self.ledger_source, self.fmt)
+        return self._ledger
+
+    def digest(self, reason: str | None = None) -> str:
+        """The deterministic local digest of the middle, labelled with ``reason``."""
+        from ctxengine.digest import build_digest, min_digest_tokens
+
+        # The template itself has a floor; tiny windows get that much rather than nothing.
+        budget = max(self.budget, min_digest_tokens(reason))
+        text = build_digest(
+            self.middle,
+            self.fmt,
+            max_tokens=budget,
+            previous_summary=self.previous,
+            reason=reason,
+            ledger=self.ledger,
+        )
+        return redact(text)
 
     def finish(self, text: str) -> str:
-        return _with_ledger(self.ctx, text, self.ledger_source, self.fmt, self.budget)
+        """``text`` plus the ledger items it left out, within what remains of the budget (at
+        least a tenth of it, so the guarantee holds even for a summary that used its whole
+        budget)."""
+        from ctxengine.ledger import missing_from, render_ledger
+
+        missing = missing_from(self.ledger, text)
+        # The guarantee covers paths, commands and errors; asks and tool names are the model's.
+        missing = attrs.evolve(missing, asks=(), tools=())
+        if not missing:
+            return text
+        room = max(self.budget - self.ctx.tokens.count_text(text), self.budget // 10, 1)
+        extra = render_ledger(missing, room).strip()
+        if not extra:
+            return text
+        return f"{text}\n\n{LEDGER_HEADER}\n{redact(extra)}"
 
 
 def summarize(
@@ -294,29 +332,6 @@ def _failed(job: _Job, provider: str, exc: BaseException) -> SummaryOutcome:
     if aborts or job.ctx.config.compression.abort_on_summary_failure:
         return SummaryOutcome(None, provider, failure=failure, aborted=True)
     job.ctx.log.warning("compressor: %s; using the local digest instead", failure)
-    return SummaryOutcome(job.finish(job.digest()), provider, fallback_used=True, failure=failure)
-
-
-def _digest(middle: Sequence[Message], fmt: Format, previous: str | None, budget: int) -> str:
-    from ctxengine.digest import build_digest
-
-    return redact(build_digest(middle, fmt, max_tokens=budget, previous_summary=previous))
-
-
-def _with_ledger(
-    ctx: EngineContext, text: str, source: Sequence[Message], fmt: Format, budget: int
-) -> str:
-    """``text`` plus the ledger items it left out, within what remains of ``budget`` (at least a
-    tenth of it, so the guarantee holds even for a summary that used its whole budget)."""
-    from ctxengine.ledger import build_ledger, missing_from, render_ledger
-
-    missing = missing_from(build_ledger(source, fmt), text)
-    # The guarantee covers paths, commands and errors; asks and tool names are the model's call.
-    missing = attrs.evolve(missing, asks=(), tools=())
-    if not missing:
-        return text
-    room = max(budget - ctx.tokens.count_text(text), budget // 10)
-    extra = render_ledger(missing, room).strip()
-    if not extra:
-        return text
-    return f"{text}\n\n{LEDGER_HEADER}\n{redact(extra)}"
+    return SummaryOutcome(
+        job.finish(job.digest(failure)), provider, fallback_used=True, failure=failure
+    )

@@ -18,7 +18,8 @@ from .helpers import ScriptedProvider, make_ctx, run
 IMAGE = {
     "type": "image_url",
     "image_url": {
-        "url": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+        "url": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42"
+        "mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
     },
 }
 WORDS = st.sampled_from(
