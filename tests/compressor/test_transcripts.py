@@ -25,7 +25,7 @@ def _sessions() -> Iterator[Any]:
     for path in FILES:
         fmt: Format = "anthropic" if ".anthropic." in path.name else "openai"
         with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle):
+            for number, _line in enumerate(handle):
                 label = f"{path.name.split('.')[0]}#{number}"
                 yield pytest.param(path, number, fmt, id=f"{label}-{fmt}")
                 if fmt == "openai" and not path.name.startswith("claude_code"):
