@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from ctxengine.conversation import Format
 from ctxengine.ledger import (
     COMMAND_CHARS,
     Ledger,
@@ -44,7 +45,8 @@ def openai_conversation() -> list[Message]:
         {
             "role": "tool",
             "tool_call_id": "c1",
-            "content": "Exit code 2\n** (CompileError) lib/app/parser.ex:12: undefined function x/0\n"
+            "content": "Exit code 2\n"
+            "** (CompileError) lib/app/parser.ex:12: undefined function x/0\n"
             "1 test, 1 failure",
         },
         {
@@ -130,10 +132,10 @@ def anthropic_conversation() -> list[Message]:
 @pytest.mark.parametrize(
     ("fmt", "factory"), [("openai", openai_conversation), ("anthropic", anthropic_conversation)]
 )
-def test_extraction_in_both_formats(fmt: str, factory: Any) -> None:
+def test_extraction_in_both_formats(fmt: Format, factory: Any) -> None:
     messages = factory()
     before = copy.deepcopy(messages)
-    ledger = build_ledger(messages, fmt)  # type: ignore[arg-type]
+    ledger = build_ledger(messages, fmt)
     assert messages == before, "build_ledger must not mutate its input"
 
     assert ledger.paths == (
