@@ -625,6 +625,8 @@ def test_summary_error_kinds() -> None:
         (404, "", None, "other"),
         (500, "", None, "server"),
         (502, "", None, "server"),
+        (504, "", None, "timeout"),
+        (500, "", "timeout_error", "timeout"),
     ],
 )
 def test_kind_for_status(status: int, message: str, error_type: str | None, kind: str) -> None:
@@ -651,3 +653,16 @@ def test_importing_the_providers_imports_no_sdk() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_the_env_mapping_is_the_only_environment_consulted(
+    api: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The process environment points elsewhere; the mapping handed in must win, down to the SDK.
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-from-process")
+    env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": api.base_url}
+    provider = resolve_provider(SummaryProviderSettings(timeout=0.5), env=env)
+    assert provider is not None
+    assert provider.complete(SYSTEM, PROMPT, 10).startswith("## Goal")
+    assert api.requests[0].headers["authorization"] == f"Bearer {KEY}"

@@ -93,8 +93,8 @@ def kind_for_status(status: int, message: str = "", error_type: str | None = Non
     """The failure kind for an HTTP error ``status`` (with the API's message and error type)."""
     if status in (401, 403):
         return "auth"
-    if status == 408:
-        return "timeout"
+    if status in (408, 504) or error_type == "timeout_error":
+        return "timeout"  # the endpoint or a gateway in front of it gave up waiting
     if status in (429, 529) or error_type == "overloaded_error":
         return "rate_limit"
     if status == 413:

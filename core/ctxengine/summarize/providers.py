@@ -21,6 +21,7 @@ SAFETY_MARGIN = 0.05
 """Share of the summary model's window kept free for estimate error and message framing."""
 
 OPENAI_INSTALL_HINT = "pip install 'ctxengine[openai]'"
+OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 MainCallable = Callable[[str, str, int], str]
 """The host's own model: ``(system, prompt, max_tokens) -> text``."""
@@ -231,14 +232,14 @@ class OpenAIProvider:
         return self.base_url is None or "api.openai.com" in self.base_url
 
     def _client_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
+        # Always explicit: left out, the SDK would read $OPENAI_BASE_URL from os.environ even
+        # when selection was made from another environment mapping.
+        return {
             "api_key": self.api_key,
+            "base_url": self.base_url or OPENAI_BASE_URL,
             "timeout": self.timeout,
             "max_retries": 0,
         }
-        if self.base_url is not None:
-            kwargs["base_url"] = self.base_url
-        return kwargs
 
     def _request(self, system: str, prompt: str, max_tokens: int) -> dict[str, Any]:
         messages = [{"role": "user", "content": prompt}]
