@@ -177,6 +177,7 @@ class Kernel:
                         self.config.auxiliary.compression,
                         main=self.main_summarizer,
                         env=self.env,
+                        main_model=self.config.model.name,
                     ),
                 )
             return self._provider[0]
