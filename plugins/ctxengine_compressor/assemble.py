@@ -54,10 +54,19 @@ def unwrap_summary(text: str) -> str | None:
 
 
 def is_summary_message(msg: Message) -> bool:
+    """Whether ``msg`` holds a summary written by this engine (alone or merged into a turn)."""
     content = msg.get("content")
     if isinstance(content, str):
         return SUMMARY_PREFIX in content
-    return isinstance(content, list) and SUMMARY_PREFIX in visible_text(msg)
+    if not isinstance(content, list):
+        return False
+    # Runs over every message on each compaction: look at text blocks without joining them.
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text":
+            text = block.get("text")
+            if isinstance(text, str) and SUMMARY_PREFIX in text:
+                return True
+    return False
 
 
 def find_summary(messages: Sequence[Message], start: int, end: int) -> tuple[int, str] | None:

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 ENGINE = "compressor"
 
 PAYS_RATIO = 0.8
-"""A summary must be smaller than this fraction of the tokens it replaces, or the compaction is a
-``noop``: a summary about as long as the turns it replaces only breaks the prompt cache."""
+"""The summary (with the rest of the rewrite) must cost less than this fraction of the tokens it
+replaces, or the compaction is a ``noop``: a summary about as long as the turns it replaces only
+breaks the prompt cache."""
 
 
 def compress(
@@ -120,14 +121,15 @@ def compress(
         add_note=add_note,
     )
     tokens_after = ctx.tokens.count(new_messages, new_system)
-    summary_tokens = ctx.tokens.count_text(outcome.text)
-    if summary_tokens >= PAYS_RATIO * middle_tokens or tokens_after >= tokens_before:
-        # A model call was spent for nothing: count it towards anti-thrash.
+    saved = tokens_before - tokens_after
+    if saved <= 0 or saved < (1.0 - PAYS_RATIO) * middle_tokens:
+        # A summary call was spent for nothing: count it towards anti-thrash.
         state.record_saving(0.0, baseline=None)
         return unchanged(
             "noop",
-            f"compaction would not pay: the summary ({summary_tokens:,} tokens) is not clearly "
-            f"smaller than the {len(middle)} messages ({middle_tokens:,} tokens) it would replace",
+            f"compaction would not pay: the summary is not clearly smaller than the "
+            f"{len(middle)} messages ({middle_tokens:,} tokens) it would replace "
+            f"({tokens_before:,} -> {tokens_after:,} tokens)",
             outcome.provider,
         )
 
@@ -135,10 +137,12 @@ def compress(
     state.previous_summary = outcome.text
     state.system_note_added = state.system_note_added or add_note
     state.last_tokens_before = tokens_before
+    # The real saving is measured against real prompt tokens: the last measured prompt when it
+    # describes this conversation, else the calibrated estimate of it.
     baseline = (
         state.last_prompt_tokens
         if state.usage_fresh and state.last_prompt_tokens
-        else ctx.tokens.estimate(messages, system)
+        else round(tokens_before * ctx.tokens.ratio)
     )
     state.record_saving(1.0 - tokens_after / tokens_before, baseline=baseline)
     state.usage_fresh = False

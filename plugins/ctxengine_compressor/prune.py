@@ -172,12 +172,20 @@ def prune(
     out = list(messages)
     if start >= end:
         return out, PruneStats()
-    # Where each large output occurs last, so an older copy can point at the newest.
+    # Where each large output of the range occurs last, so an older copy can point at the newest
+    # (the later messages are scanned only when the range has large outputs at all).
     last_seen: dict[str, int] = {}
-    for index in range(start, len(messages)):
-        for result in tool_results(messages[index], fmt):
-            if len(result.text) > PRUNE_MIN_CHARS:
-                last_seen[result.text] = index
+    large = {
+        result.text
+        for index in range(start, end)
+        for result in tool_results(messages[index], fmt)
+        if len(result.text) > PRUNE_MIN_CHARS
+    }
+    if large:
+        for index in range(start, len(messages)):
+            for result in tool_results(messages[index], fmt):
+                if result.text in large:
+                    last_seen[result.text] = index
     described = deduplicated = shortened = 0
     calls: dict[str, list[ToolCall]] = {}
     for index in range(start, end):
