@@ -185,6 +185,8 @@ def test_too_small_budget_is_rejected() -> None:
         build_digest([], "openai", max_tokens=50)
     with pytest.raises(ValueError, match="max_tokens must be an integer, got '1000'"):
         build_digest([], "openai", max_tokens="1000")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown message format 'chat'; allowed: 'openai' or"):
+        build_digest([], "chat", max_tokens=1_000, ledger=build_ledger([], "openai"))  # type: ignore[arg-type]
 
 
 def test_secrets_are_redacted_everywhere() -> None:

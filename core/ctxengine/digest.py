@@ -213,6 +213,8 @@ def build_digest(
     :raises ValueError: for an unknown ``fmt``, or a ``max_tokens`` below
         :func:`min_digest_tokens` (the message says the minimum).
     """
+    if fmt not in ("openai", "anthropic"):
+        raise ValueError(f"unknown message format {fmt!r}; allowed: 'openai' or 'anthropic'")
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
         raise ValueError(f"max_tokens must be an integer, got {max_tokens!r}")
     if previous_summary is not None and not isinstance(previous_summary, str):
