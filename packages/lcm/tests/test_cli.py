@@ -1,0 +1,84 @@
+"""``ctxengine lcm status|doctor|grep`` run through the command registry."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ctxengine_lcm
+from ctxengine.commands import CommandRegistry
+from ctxengine.testing import samples
+
+
+def _run(argv: list[str]) -> int:
+    registry = CommandRegistry()
+    ctxengine_lcm.register_commands(commands=registry)
+    (command,) = list(registry)
+    assert command.name == "lcm" and command.provider == "lcm"
+    parser = argparse.ArgumentParser(prog="ctxengine lcm")
+    command.configure(parser)
+    return command.run(parser.parse_args(argv))
+
+
+@pytest.fixture
+def store_path(make_kernel: Any, tmp_path: Path) -> Path:
+    session = make_kernel().session("cli")
+    _, messages = samples.conversation("openai")
+    assert session.compress(messages, force=True).status == "compacted"
+    return tmp_path / "lcm.db"
+
+
+def test_status(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(["--db", str(store_path), "status"]) == 0
+    out = capsys.readouterr().out
+    assert "full-text:      FTS5" in out
+    assert "session cli:" in out
+    assert "summaries:" in out and "depth 0:" in out
+
+
+def test_doctor_passes_then_finds_a_broken_index(
+    store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(["--db", str(store_path), "doctor"]) == 0
+    assert "passes every check" in capsys.readouterr().out
+    import sqlite3
+
+    conn = sqlite3.connect(store_path)
+    conn.execute("INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', 1, 'x')")
+    conn.commit()
+    conn.close()
+    assert _run(["--db", str(store_path), "doctor"]) == 1
+    assert "full-text index messages_fts" in capsys.readouterr().out
+
+
+def test_doctor_finds_incomplete_lineage(
+    store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(store_path)
+    conn.execute(
+        "INSERT INTO summaries (id, conversation_id, depth, kind, mode, content, tokens,"
+        " source_tokens, descendant_messages, descendant_summaries, created_at)"
+        " VALUES ('sum_orphan00000', 1, 0, 'leaf', 'normal', 'x', 1, 2, 3, 0, 0)"
+    )
+    conn.commit()
+    conn.close()
+    assert _run(["--db", str(store_path), "doctor"]) == 1
+    assert "summary sum_orphan00000 covers nothing (no links)" in capsys.readouterr().out
+
+
+def test_grep(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(["--db", str(store_path), "grep", '"test_mod0"', "--session", "cli"]) == 0
+    out = capsys.readouterr().out
+    assert "msg_" in out and "(in sum_" in out
+    assert _run(["--db", str(store_path), "grep", "(a+)+$", "--mode", "regex"]) == 2
+    assert "repeats a group" in capsys.readouterr().err
+
+
+def test_missing_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(["--db", str(tmp_path / "none.db"), "status"]) == 1
+    assert "no lcm store at" in capsys.readouterr().err
