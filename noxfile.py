@@ -93,7 +93,8 @@ def demo(session: nox.Session) -> None:
 
 def demo_args() -> list[str]:
     """The demo command line, shared with the README."""
-    return ["replay", "examples/sessions/claude_code_spotter.anthropic.jsonl", "--plot", "replay.png"]
+    session_file = "examples/sessions/claude_code_spotter.anthropic.jsonl"
+    return ["replay", session_file, "--plot", "replay.png"]
 
 
 if os.environ.get("CI"):

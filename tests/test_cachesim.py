@@ -26,7 +26,7 @@ def turn_messages(n: int) -> list[dict[str, Any]]:
     return [
         {
             "role": "user" if i % 2 == 0 else "assistant",
-            "content": f"message {i}: " + ("details about step %d. " % i) * 40,
+            "content": f"message {i}: " + f"details about step {i}. " * 40,
         }
         for i in range(n)
     ]

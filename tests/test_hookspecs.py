@@ -55,3 +55,10 @@ def test_every_hookspec_has_a_test_named_after_it() -> None:
     )
     for name in specs():
         assert re.search(rf"def test_\w*{name}\w*\(", sources), f"no test named after {name}"
+
+
+def test_public_names_are_exported() -> None:
+    import ctxengine
+
+    for name in ctxengine.__all__:
+        assert getattr(ctxengine, name) is not None, name

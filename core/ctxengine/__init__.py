@@ -43,7 +43,26 @@ _LAZY = {
     "register_engine": "ctxengine.resolve",
 }
 
-__all__ = ["__version__", "hookimpl", *sorted(_LAZY)]
+__all__ = [
+    "CacheSettings",
+    "CompressResult",
+    "Config",
+    "ConfigError",
+    "Conversation",
+    "EngineContext",
+    "Kernel",
+    "Message",
+    "Session",
+    "Tool",
+    "ToolError",
+    "Usage",
+    "__version__",
+    "hookimpl",
+    "load",
+    "load_config",
+    "normalize_usage",
+    "register_engine",
+]
 
 
 def __getattr__(name: str) -> Any:

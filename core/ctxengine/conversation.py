@@ -34,7 +34,7 @@ class Conversation:
     system: SystemPrompt | None = None
 
     def with_messages(
-        self, messages: list[Message], system: SystemPrompt | None | object = ...
+        self, messages: list[Message], system: SystemPrompt | object | None = ...
     ) -> Conversation:
         """A copy holding ``messages`` (and ``system`` when given); the format is kept."""
         new_system = self.system if system is ... else system
