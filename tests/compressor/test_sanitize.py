@@ -17,7 +17,7 @@ def _tool(call_id: str, text: str = "out") -> dict[str, Any]:
 
 
 def test_valid_openai_list_comes_back_as_the_same_objects() -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "hi"},
         {
             "role": "assistant",
@@ -34,7 +34,7 @@ def test_valid_openai_list_comes_back_as_the_same_objects() -> None:
 
 
 def test_orphan_result_is_dropped_and_unanswered_call_removed() -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "hi"},
         _tool("gone"),  # its call was summarised away
         {
@@ -55,7 +55,7 @@ def test_orphan_result_is_dropped_and_unanswered_call_removed() -> None:
 
 
 def test_call_message_without_text_is_dropped_when_no_call_remains() -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": None, "tool_calls": [openai_call("a", "t")]},
         {"role": "user", "content": "never mind"},
@@ -65,7 +65,7 @@ def test_call_message_without_text_is_dropped_when_no_call_remains() -> None:
 
 
 def test_reused_ids_pair_positionally() -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": None, "tool_calls": [openai_call("x", "t")]},
         _tool("x", "first"),
@@ -85,7 +85,7 @@ def test_reused_ids_pair_positionally() -> None:
 
 @pytest.mark.parametrize("keep", [True, False])
 def test_trailing_call_waiting_for_its_result_is_kept(keep: bool) -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "run it"},
         {
             "role": "assistant",
@@ -100,7 +100,7 @@ def test_trailing_call_waiting_for_its_result_is_kept(keep: bool) -> None:
 
 
 def test_anthropic_orphans_and_unanswered_uses() -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {
             "role": "user",
             "content": [
@@ -127,7 +127,7 @@ def test_anthropic_orphans_and_unanswered_uses() -> None:
 
 
 def test_anthropic_dropped_turn_merges_same_role_neighbours() -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "start"},
         {
             "role": "assistant",
@@ -145,7 +145,7 @@ def test_anthropic_dropped_turn_merges_same_role_neighbours() -> None:
 
 
 def test_anthropic_trailing_tool_use_is_kept() -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "go"},
         {
             "role": "assistant",
