@@ -1,6 +1,5 @@
-"""Every real session in ../shared/data/transcripts, compacted in both formats with a window small
-enough to force compaction: valid output, system prompt and last exchange kept, fewer tokens.
-
+"""Every real session in ../shared/data/transcripts, in both formats, compacted at a threshold that
+forces compaction: valid output, system prompt and last exchange kept, fewer tokens.
 Run with ``-s`` to see the before/after table (also attached as junit properties)."""
 
 from __future__ import annotations
@@ -12,10 +11,11 @@ from typing import Any
 
 import pytest
 
+import ctxengine_compressor as plugin
 from ctxengine.conversation import Format
 from ctxengine.messages import to_anthropic, validate
 
-from .helpers import make_ctx, run
+from .helpers import COUNTER, make_ctx, run
 
 TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts"
 FILES = sorted(TRANSCRIPTS.glob("*.jsonl")) if TRANSCRIPTS.is_dir() else []
@@ -54,14 +54,18 @@ def test_real_session_compacts_validly(
 ) -> None:
     system, messages = _load(path, number, fmt)
     assert validate(messages, fmt, system=system) == []
-    ctx = make_ctx(None, context_length=16_000)
+    # A window the size of the session: the 50 % threshold is well passed, the tail budget is a
+    # tenth of the session.
+    tokens = COUNTER.count(messages, system)
+    ctx = make_ctx(None, context_length=max(tokens, 1_024))  # the config's smallest window
+    assert plugin.should_compress(ctx, tokens, False, "agent", False) is (tokens >= 512)
     result = run(ctx, messages, fmt, system)
     record_property("status", result.status)
     record_property("tokens", f"{result.tokens_before} -> {result.tokens_after}")
     print(
         f"\n{path.name}#{number} [{fmt}] {result.status}: {result.tokens_before:,} -> "
         f"{result.tokens_after:,} tokens, {result.messages_before} -> {result.messages_after} "
-        f"messages"
+        f"messages{'' if result.compacted else ' - ' + result.reason}"
     )
     assert result.tokens_after <= result.tokens_before
     if result.status == "noop":
