@@ -84,9 +84,9 @@ def test_fewer_than_four_messages_are_never_compacted() -> None:
 
 
 def test_hard_message_limit_fires_regardless_of_tokens() -> None:
-    kernel = gateway_kernel(hygiene_hard_message_limit=40)
+    kernel = gateway_kernel(hygiene_hard_message_limit=30)
     messages = history()
-    assert len(messages) >= 40
+    assert len(messages) >= 30
     report = kernel.hygiene("s", messages, last_prompt_tokens=100)
     assert report.fired is True
     assert report.compacted is True, report.notice

@@ -7,7 +7,6 @@ The returned history is the stored one unless a compaction really happened.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -44,20 +43,6 @@ class HygieneReport:
     result: CompressResult | None = None
 
 
-_locks_guard = threading.Lock()
-
-
-def _gateway_lock(session: Session) -> threading.Lock:
-    # One lock per session, created on first use; separate from the session's own lock so a
-    # second worker can see "busy" instead of waiting and compacting the same history again.
-    with _locks_guard:
-        lock = session.ctx.state.get("_gateway_lock")
-        if not isinstance(lock, type(threading.Lock())):
-            lock = threading.Lock()
-            session.ctx.state["_gateway_lock"] = lock
-        return lock
-
-
 def run_hygiene(
     session: Session,
     history: Sequence[Message],
@@ -67,6 +52,36 @@ def run_hygiene(
 ) -> HygieneReport:
     """Compact ``history`` when the gateway policy says so; see :meth:`Kernel.hygiene`."""
     messages = list(history)
+    # Taken before anything else, without waiting: a second worker on the same session must
+    # not queue up behind the first one's compaction and then compact the same history again.
+    if not session.gateway_lock.acquire(blocking=False):
+        busy_tokens = (
+            last_prompt_tokens
+            if last_prompt_tokens is not None
+            else rough_conversation_tokens(messages, system)
+        )
+        return HygieneReport(
+            messages=messages,
+            system=system,
+            fired=False,
+            compacted=False,
+            tokens_before=busy_tokens,
+            tokens_after=busy_tokens,
+            token_source="measured" if last_prompt_tokens is not None else "estimate",
+            notice="another worker is already compacting this session; history unchanged",
+        )
+    try:
+        return _hygiene_locked(session, messages, system, last_prompt_tokens)
+    finally:
+        session.gateway_lock.release()
+
+
+def _hygiene_locked(
+    session: Session,
+    messages: list[Message],
+    system: SystemPrompt | None,
+    last_prompt_tokens: int | None,
+) -> HygieneReport:
     source: TokenSource
     if last_prompt_tokens is not None:
         tokens, source = last_prompt_tokens, "measured"
@@ -100,15 +115,7 @@ def run_hygiene(
     ):
         return unchanged(f"no compaction needed ({tokens:,} tokens, {source})", fired=False)
 
-    lock = _gateway_lock(session)
-    if not lock.acquire(blocking=False):
-        return unchanged(
-            "another worker is already compacting this session; history unchanged", fired=True
-        )
-    try:
-        result = session.compress(messages, system, force=True, stage="gateway")
-    finally:
-        lock.release()
+    result = session.compress(messages, system, force=True, stage="gateway")
     if not result.compacted:
         verb = "aborted" if result.status == "aborted" else "skipped"
         return unchanged(

@@ -34,6 +34,8 @@ class Session:
         self.id = session_id
         self._kernel = kernel
         self._lock = threading.RLock()
+        self.gateway_lock = threading.Lock()
+        """Held while the gateway safety net works on this session (see ``ctxengine.gateway``)."""
         self.ctx = EngineContext(
             session_id=session_id,
             engine=kernel.engine,
