@@ -12,8 +12,10 @@ What may change and what may not:
   ``rendered_blocks`` (how summaries were last shown to the model) are views that compaction
   replaces, each replacement in one transaction.
 
-Full-text search uses FTS5 external-content tables kept in sync by insert triggers; where the
-SQLite build has no FTS5 the store still works and search falls back to ``LIKE``.
+Full-text search uses FTS5 external-content tables, written in the same transaction as the rows
+they index (not by triggers: an FTS5 insert inside a trigger flushes the index once per row,
+which makes ingest three times slower). Where the SQLite build has no FTS5 the store still works
+and search falls back to ``LIKE``.
 """
 
 from __future__ import annotations
@@ -63,7 +65,6 @@ CREATE TABLE IF NOT EXISTS messages (
     UNIQUE (conversation_id, seq),
     UNIQUE (conversation_id, dedupe_key)
 );
-CREATE INDEX IF NOT EXISTS messages_by_hash ON messages (conversation_id, content_hash);
 CREATE TABLE IF NOT EXISTS summaries (
     id TEXT PRIMARY KEY,
     conversation_id INTEGER NOT NULL REFERENCES conversations(id),
@@ -130,15 +131,6 @@ CREATE VIRTUAL TABLE IF NOT EXISTS summaries_fts USING fts5(
     content, content='summaries', content_rowid='rowid');
 CREATE VIRTUAL TABLE IF NOT EXISTS outputs_fts USING fts5(
     content, content='outputs', content_rowid='rowid');
-CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
-    INSERT INTO messages_fts (rowid, text) VALUES (new.id, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS summaries_fts_insert AFTER INSERT ON summaries BEGIN
-    INSERT INTO summaries_fts (rowid, content) VALUES (new.rowid, new.content);
-END;
-CREATE TRIGGER IF NOT EXISTS outputs_fts_insert AFTER INSERT ON outputs BEGIN
-    INSERT INTO outputs_fts (rowid, content) VALUES (new.rowid, new.content);
-END;
 """
 
 FTS_TABLES = {"messages": "messages_fts", "summaries": "summaries_fts", "outputs": "outputs_fts"}
@@ -302,6 +294,9 @@ class Store:
             raise StoreError(f"cannot open the lcm store {str(self.path)!r}: {exc}") from exc
         self._lock = threading.RLock()
         conn = self._conn
+        # Rows hold a message twice (JSON and searchable text); big pages keep most of them off
+        # overflow chains. Only takes effect on a new file, before WAL mode is set.
+        conn.execute("PRAGMA page_size=16384")
         conn.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode: a committed transaction survives a killed process; only a power
         # loss may roll back the last commits.
@@ -461,11 +456,16 @@ class Store:
                     for k, m in enumerate(messages)
                 ],
             )
-            conn.executemany(
-                "INSERT OR IGNORE INTO outputs (id, conversation_id, message_id, call_id,"
-                " tool_name, content, tokens, description, created_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?)",
-                [
+            if self.fts:
+                conn.executemany(
+                    "INSERT INTO messages_fts (rowid, text) VALUES (?, ?)",
+                    [(ids[k], m.text) for k, m in enumerate(messages)],
+                )
+            for k, o in outputs:
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO outputs (id, conversation_id, message_id, call_id,"
+                    " tool_name, content, tokens, description, created_at)"
+                    " VALUES (?,?,?,?,?,?,?,?,?)",
                     (
                         o.id,
                         conversation_id,
@@ -476,10 +476,13 @@ class Store:
                         o.tokens,
                         o.description,
                         now,
+                    ),
+                )
+                if cursor.rowcount == 1 and self.fts:
+                    conn.execute(
+                        "INSERT INTO outputs_fts (rowid, content) VALUES (?, ?)",
+                        (cursor.lastrowid, o.content),
                     )
-                    for k, o in outputs
-                ],
-            )
             if context is not None:
                 resolved: list[ContextItem] = [
                     ("message", ids[c]) if isinstance(c, int) else c for c in context
@@ -576,7 +579,7 @@ class Store:
                     (len(kids), *kids),
                 ).fetchone()
                 first, last, earliest, latest, desc_messages, desc_summaries = row
-            conn.execute(
+            cursor = conn.execute(
                 "INSERT INTO summaries (id, conversation_id, depth, kind, mode, content, tokens,"
                 " source_tokens, earliest_at, latest_at, first_message_id, last_message_id,"
                 " descendant_messages, descendant_summaries, provider, created_at)"
@@ -600,6 +603,11 @@ class Store:
                     now,
                 ),
             )
+            if self.fts:
+                conn.execute(
+                    "INSERT INTO summaries_fts (rowid, content) VALUES (?, ?)",
+                    (cursor.lastrowid, summary.content),
+                )
             links: list[tuple[str, int, int | None, str | None]] = [
                 (summary.id, k, mid, None) for k, mid in enumerate(summary.message_ids)
             ]

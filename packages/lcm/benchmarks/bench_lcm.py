@@ -1,0 +1,115 @@
+"""Benchmarks of the lossless engine (SPEC §8): ingest rate and full-text grep latency.
+
+Messages come from the real transcripts (cycled, each copy tagged so texts differ) until
+100,000 are stored. Ingest is measured the way ``compress`` ingests: messages already counted
+by the session's token counter (the kernel counts them before the engine runs), then hashed,
+described, indexed and committed in batches of 100 per transaction. Grep is
+``lcm_grep``'s full-text search over the whole store, one distinctive word per query.
+
+Prints (tab-separated)::
+
+    lcm_ingest_rate     N msg/s     target>=10000
+    lcm_grep_fts_median N ms        target<=20
+
+Run: ``python packages/lcm/benchmarks/bench_lcm.py [--messages 100000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ctxengine.tokens import TokenCounter
+from ctxengine_lcm.ingest import prepare
+from ctxengine_lcm.search import Searcher
+from ctxengine_lcm.store import Store
+
+TRANSCRIPTS = Path(os.environ.get("CTXENGINE_TRANSCRIPTS", "/work/shared/data/transcripts"))
+BATCH = 100
+
+
+def corpus(total: int) -> list[dict[str, Any]]:
+    base: list[dict[str, Any]] = []
+    for path in sorted(TRANSCRIPTS.glob("*.openai.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                base += [m for m in json.loads(line)["messages"] if m.get("role") != "system"]
+    if not base:
+        sys.exit(f"no transcripts found under {TRANSCRIPTS}")
+    out: list[dict[str, Any]] = []
+    copy = 0
+    while len(out) < total:
+        for msg in base:
+            if len(out) == total:
+                break
+            tagged = dict(msg)
+            content = tagged.get("content")
+            if isinstance(content, str) or content is None:
+                tagged["content"] = f"{content or ''} [copy {copy}]"
+            out.append(tagged)
+        copy += 1
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+
+    messages = corpus(args.messages)
+    counter = TokenCounter()
+    counter.count(messages)  # done by the kernel before compress; not part of ingest
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(Path(tmp) / "lcm.db")
+        conv = store.conversation_id("bench")
+        started = time.perf_counter()
+        for start in range(0, len(messages), BATCH):
+            rows = []
+            outputs = []
+            for k in range(start, min(start + BATCH, len(messages))):
+                row, outs, _ = prepare(
+                    messages,
+                    k,
+                    "openai",
+                    count=counter.count_message,
+                    session_key="bench",
+                    large_output_tokens=25_000,
+                )
+                outputs += [(len(rows), o) for o in outs]
+                rows.append(row)
+            store.append(conv, rows, outputs=outputs)
+        elapsed = time.perf_counter() - started
+        rate = len(messages) / elapsed
+
+        rng = random.Random(7)
+        stored = store.messages(conv)
+        words: list[str] = []
+        while len(words) < args.queries:
+            text = rng.choice(stored).text
+            candidates = [w for w in re.findall(r"[A-Za-z]{8,}", text)]
+            if candidates:
+                words.append(rng.choice(candidates))
+        searcher = Searcher(store, conv)
+        timings = []
+        for word in words:
+            t0 = time.perf_counter()
+            searcher.search(word, mode="full_text", scope="messages", limit=50)
+            timings.append((time.perf_counter() - t0) * 1000)
+        store.close()
+    print(f"lcm_ingest_rate\t{rate:.0f} msg/s\ttarget>=10000")
+    print(f"lcm_grep_fts_median\t{statistics.median(timings):.2f} ms\ttarget<=20")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
