@@ -96,7 +96,7 @@ def main() -> int:
         words: list[str] = []
         while len(words) < args.queries:
             text = rng.choice(stored).text
-            candidates = [w for w in re.findall(r"[A-Za-z]{8,}", text)]
+            candidates = re.findall(r"[A-Za-z]{8,}", text)
             if candidates:
                 words.append(rng.choice(candidates))
         searcher = Searcher(store, conv)
