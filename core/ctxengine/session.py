@@ -91,7 +91,7 @@ class Session:
             tokens, measured = self.prompt_tokens_if_measured()
             if measured:
                 return tokens, True
-            return self.ctx.tokens.estimate(list(messages), system, tools), False
+            return self.ctx.tokens.estimate(messages, system, tools), False
 
     def prompt_tokens_if_measured(self) -> tuple[int, bool]:
         """The provider's prompt tokens of the last response, if known and current."""

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ctxengine.identity import ListProgress, fingerprint
 from ctxengine.messages import message_text
 
 if TYPE_CHECKING:
@@ -301,15 +302,6 @@ def rough_conversation_tokens(
 # Exact (tiktoken) counter
 
 
-def _fingerprint(obj: Any) -> tuple[int, int, int]:
-    """Cheap shape of a message (or tools list) that changes when the usual in-place edits
-    happen: keys added or removed, ``content`` replaced, blocks appended to a content list."""
-    if isinstance(obj, dict):
-        content = obj.get("content")
-        return len(obj), id(content), len(content) if isinstance(content, list) else -1
-    return len(obj), 0, 0
-
-
 class TokenCounter:
     """Counts conversations with a tiktoken encoding, remembering each message's count.
 
@@ -339,6 +331,8 @@ class TokenCounter:
         # id(obj) -> (obj, fingerprint, tokens); holding obj keeps its id from being reused.
         self._cache: dict[int, tuple[object, tuple[int, int, int], int]] = {}
         self._texts: dict[str, int] = {}  # string system prompts, by value
+        # The last message list counted and its message tokens, for append-only growth.
+        self._progress = ListProgress()
         self._lock = threading.Lock()
         self._ratio = 1.0
         self._observations = 0
@@ -366,23 +360,23 @@ class TokenCounter:
             + MESSAGE_OVERHEAD_TOKENS
         )
 
-    def _remember(self, obj: object, fingerprint: tuple[int, int, int], tokens: int) -> None:
+    def _remember(self, obj: object, shape: tuple[int, int, int], tokens: int) -> None:
         with self._lock:
             cache = self._cache
             cache.pop(id(obj), None)
-            cache[id(obj)] = (obj, fingerprint, tokens)
+            cache[id(obj)] = (obj, shape, tokens)
             while len(cache) > self._cache_size:
                 del cache[next(iter(cache))]
 
     def count_message(self, msg: Message) -> int:
         """Tokens of one message (see the module docstring), from the cache when possible."""
         msg = _require_message(msg)
-        fingerprint = _fingerprint(msg)
+        shape = fingerprint(msg)
         entry = self._cache.get(id(msg))
-        if entry is not None and entry[0] is msg and entry[1] == fingerprint:
+        if entry is not None and entry[0] is msg and entry[1] == shape:
             return entry[2]
         tokens = self._tokens_of_message(msg)
-        self._remember(msg, fingerprint, tokens)
+        self._remember(msg, shape, tokens)
         return tokens
 
     def count_system(self, system: SystemPrompt | None) -> int:
@@ -398,28 +392,28 @@ class TokenCounter:
                         self._texts.clear()
                     self._texts[system] = tokens
             return tokens
-        fingerprint = _fingerprint(system) if isinstance(system, list) else (0, 0, 0)
+        shape = fingerprint(system) if isinstance(system, list) else (0, 0, 0)
         entry = self._cache.get(id(system))
-        if entry is not None and entry[0] is system and entry[1] == fingerprint:
+        if entry is not None and entry[0] is system and entry[1] == shape:
             return entry[2]
         tokens = self.count_text(_system_text(system)) + MESSAGE_OVERHEAD_TOKENS
-        self._remember(system, fingerprint, tokens)
+        self._remember(system, shape, tokens)
         return tokens
 
     def count_tools(self, tools: Sequence[Mapping[str, Any]] | None) -> int:
         """Tokens of tool definitions, counted as their JSON text (0 for none)."""
         if not tools:
             return 0
-        fingerprint = _fingerprint(tools)
+        shape = fingerprint(tools)
         entry = self._cache.get(id(tools))
-        if entry is not None and entry[0] is tools and entry[1] == fingerprint:
+        if entry is not None and entry[0] is tools and entry[1] == shape:
             return entry[2]
         try:
             text = json.dumps(list(tools), ensure_ascii=False, default=str)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"tools must be JSON-serialisable tool definitions: {exc}") from exc
         tokens = self.count_text(text)
-        self._remember(tools, fingerprint, tokens)
+        self._remember(tools, shape, tokens)
         return tokens
 
     def count(
@@ -432,23 +426,31 @@ class TokenCounter:
 
         Only messages this counter has not seen (or that changed shape) are tokenized, so calling
         it again after one new message costs that message plus a dictionary lookup per message.
+        The same list object counted last time and only appended to since (an agent loop's
+        ``messages.append``) costs just the appended messages: replacing or editing an earlier
+        element of that list in place needs :meth:`invalidate`.
 
         :raises ValueError: a message is not a dict (the message names its index).
         """
-        total = 0
+        progress = self._progress
+        start = progress.resume(messages)
+        total: int = progress.value if start else 0
         cache = self._cache
-        for index, msg in enumerate(messages):
+        for index in range(start, len(messages)):
+            msg = messages[index]
             entry = cache.get(id(msg))
-            if entry is not None and entry[0] is msg and entry[1] == _fingerprint(msg):
+            if entry is not None and entry[0] is msg and entry[1] == fingerprint(msg):
                 total += entry[2]
             else:
                 total += self.count_message(_require_message(msg, index))
+        progress.record(messages, len(messages), total)
         return total + self.count_system(system) + self.count_tools(tools)
 
     def invalidate(self, obj: object | None = None) -> None:
         """Forget the cached count of ``obj`` (a message, system prompt list or tools list), or
         of everything when ``obj`` is ``None``. Needed after editing a message in place."""
         with self._lock:
+            self._progress.reset()
             if obj is None:
                 self._cache.clear()
                 self._texts.clear()

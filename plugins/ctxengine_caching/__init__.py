@@ -16,6 +16,7 @@ import attrs
 from ctxengine import hookimpl
 from ctxengine.caching import Breakpoint, breakpoint_report
 from ctxengine.context import CacheSettings, EngineContext
+from ctxengine.identity import ListProgress
 from ctxengine_caching.strategy import apply_system_and_3, strip_cache_markers
 
 __all__ = [
@@ -50,6 +51,8 @@ class StrategyState:
 
     requests: int = 0
     below_minimum_requests: int = 0
+    clean: ListProgress = attrs.field(factory=ListProgress, repr=False)
+    """How much of the caller's message list is known to carry no cache marker."""
     reached_minimum: bool = False
     logged: bool = False
     _report: Callable[[], list[Breakpoint]] | None = attrs.field(default=None, repr=False)
@@ -84,11 +87,13 @@ def cache_strategy(
     The first breakpoint shortfall of a session is logged once at INFO (short conversations start
     below the minimum); see :class:`StrategyState` for what is measured when.
     """
-    marked = apply_system_and_3(request, ttl=settings.ttl, native=settings.native)
     state = ctx.state.get(STATE_KEY)
     if not isinstance(state, StrategyState):
         state = StrategyState()
         ctx.state[STATE_KEY] = state
+    marked = apply_system_and_3(
+        request, ttl=settings.ttl, native=settings.native, clean=state.clean
+    )
     # Counts come from the caller's message objects (the session's counter has them cached);
     # the list itself is snapshotted because the caller keeps appending to it.
     unmarked = {**request, "messages": list(request["messages"])}

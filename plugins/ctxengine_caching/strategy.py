@@ -26,7 +26,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-Format = Literal["openai", "anthropic"]
+from ctxengine.conversation import Format
+from ctxengine.identity import ListProgress
+
 TTL = Literal["5m", "1h"]
 
 ALLOWED_TTLS: tuple[str, ...] = ("5m", "1h")
@@ -55,7 +57,9 @@ def cache_marker(ttl: str) -> dict[str, str]:
     raise ValueError(f"cache ttl must be one of '5m', '1h'; got {ttl!r}")
 
 
-def strip_cache_markers(request: Mapping[str, Any]) -> dict[str, Any]:
+def strip_cache_markers(
+    request: Mapping[str, Any], *, clean: ListProgress | None = None
+) -> dict[str, Any]:
     """``request`` without any ``cache_control``: in ``tools``, ``system`` and ``messages``.
 
     Markers are removed from messages, their content blocks and the blocks nested in
@@ -63,12 +67,19 @@ def strip_cache_markers(request: Mapping[str, Any]) -> dict[str, Any]:
     something inside it) carried a marker; everything else is the caller's object. The returned
     dict is always new; its ``messages`` list is new only when some message changed.
 
+    :param clean: how many leading messages of the caller's list are known to carry no marker
+        (see :class:`ctxengine.identity.ListProgress`); they are skipped and the record is
+        advanced, so a conversation that grows by appending is scanned once per message rather
+        than once per request.
     :raises TypeError: when ``request`` is not a mapping, ``messages`` is not a list or a message
         is not a dict (the error names the index).
     """
     messages = _message_list(request)
     out = dict(request)
-    new_messages = _strip_list(messages, what="messages")
+    skip = clean.resume(messages) if clean is not None else 0
+    new_messages = _strip_list(messages, what="messages", skip=skip)
+    if clean is not None and new_messages is messages:
+        clean.record(messages, len(messages))
     if new_messages is not messages:
         out["messages"] = new_messages
     system = request.get("system")
@@ -120,6 +131,7 @@ def apply_system_and_3(
     ttl: str,
     native: bool,
     fmt: Format | None = None,
+    clean: ListProgress | None = None,
 ) -> dict[str, Any]:
     """``request`` marked with up to four ``cache_control`` breakpoints (SPEC §3).
 
@@ -134,6 +146,8 @@ def apply_system_and_3(
     :param native: true on routes that accept markers on tool messages (native Anthropic API,
         Anthropic-compatible gateways); false on OpenAI-envelope routes such as OpenRouter.
     :param fmt: the request's format; detected with :func:`detect_request_format` when omitted.
+    :param clean: a per-session record of the caller's messages known to carry no marker; see
+        :func:`strip_cache_markers`.
     :returns: a new request dict; the caller's objects are untouched and only the marked messages
         (and the system prompt when marked) are copies.
     :raises ValueError: for a TTL other than "5m"/"1h".
@@ -142,7 +156,7 @@ def apply_system_and_3(
     cache_marker(ttl)  # validates before any work
     if fmt not in (None, "openai", "anthropic"):
         raise ValueError(f"fmt must be 'openai', 'anthropic' or None; got {fmt!r}")
-    out = strip_cache_markers(request)
+    out = strip_cache_markers(request, clean=clean)
     if fmt is None:
         fmt = detect_request_format(out)
     messages: list[dict[str, Any]] = out["messages"]
@@ -268,13 +282,15 @@ def _mark_message(
     return {**msg, "cache_control": cache_marker(ttl)}
 
 
-def _strip_list(items: list[Any], *, what: str | None = None) -> list[Any]:
+def _strip_list(items: list[Any], *, what: str | None = None, skip: int = 0) -> list[Any]:
     """``items`` with markers removed from each dict in it; the same list when none had one.
 
     :param what: when given, every item must be a dict; a TypeError names ``what[index]``.
+    :param skip: how many leading items are known to carry no marker.
     """
     out: list[Any] | None = None
-    for index, item in enumerate(items):
+    for index in range(skip, len(items)):
+        item = items[index]
         # Fast path, inlined because it runs for every message and block of every request: a
         # dict without a marker whose content is not a list of blocks needing work is kept.
         if not isinstance(item, dict):
