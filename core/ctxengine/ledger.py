@@ -32,13 +32,6 @@ from typing import Any
 import attrs
 
 from ctxengine.conversation import Format, Message
-from ctxengine.messages import (
-    ToolCall,
-    is_real_user_message,
-    tool_calls,
-    tool_results,
-    visible_text,
-)
 from ctxengine.redact import redact
 
 __all__ = [
@@ -302,35 +295,19 @@ def _truncate(text: str, limit: int) -> str:
     return text[: limit - 1].rstrip() + "…"
 
 
-def _parse_arguments(call: ToolCall) -> dict[str, Any]:
+# ``json.loads(text)`` for a str is exactly this call, minus two wrapper layers.
+_decode_json = json.JSONDecoder().decode
+
+
+def _loads(arguments: str) -> dict[str, Any]:
+    """A call's JSON arguments as a dict (``{}`` when empty, malformed or not an object)."""
+    if not arguments:
+        return {}
     try:
-        value = json.loads(call.arguments) if call.arguments else {}
+        value = _decode_json(arguments)
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _calls_with_arguments(msg: Message, fmt: Format) -> list[tuple[ToolCall, dict[str, Any]]]:
-    """Each tool call of ``msg`` with its arguments as a dict.
-
-    Anthropic ``tool_use`` blocks already hold a dict: it is read directly instead of parsing
-    back the JSON text that :func:`~ctxengine.messages.tool_calls` made of it (a measurable
-    share of the digest's cost on long sessions). The calls themselves still come from
-    ``tool_calls``, so ids and names are read one way only.
-    """
-    calls = tool_calls(msg, fmt)
-    if fmt == "anthropic":
-        inputs = [
-            block.get("input")
-            for block in msg.get("content") or ()
-            if isinstance(block, dict) and block.get("type") == "tool_use"
-        ]
-        if len(inputs) == len(calls):
-            return [
-                (call, value if isinstance(value, dict) else {})
-                for call, value in zip(calls, inputs, strict=True)
-            ]
-    return [(call, _parse_arguments(call)) for call in calls]
 
 
 def _argument_paths(arguments: dict[str, Any]) -> list[str]:
@@ -378,6 +355,9 @@ def _exit_code(text: str) -> int | None:
     """The exit code a shell result reports near its start or end (the last one wins)."""
     if len(text) > 2 * _EXIT_WINDOW:
         text = f"{text[:_EXIT_WINDOW]}\n{text[-_EXIT_WINDOW:]}"
+    # Every match contains one of these; substring tests are far cheaper than the regex scan.
+    if "xit" not in text and "XIT" not in text and "eturn" not in text:
+        return None
     found = None
     for match in _EXIT_CODE.finditer(text):
         found = int(match.group(1))
@@ -512,40 +492,177 @@ def build_ledger(messages: Sequence[Message], fmt: Format) -> Ledger:
     out = _Collector()
     # call id -> queue of (tool name, command or None) still waiting for a result
     pending: dict[str, list[tuple[str, str | None]]] = {}
+    read = _read_anthropic if fmt == "anthropic" else _read_openai
     for msg in messages:
+        # One walk over the message gives its visible text, calls and results; the result is
+        # the same as visible_text / tool_calls / tool_results / is_real_user_message would
+        # give, without building ToolCall records or re-serialising Anthropic tool inputs.
         role = msg.get("role")
+        texts, calls, results, real_user = read(msg, role)
         if role == "assistant":
-            for path in _text_paths(visible_text(msg)):
-                out.path(path)
-            for call, arguments in _calls_with_arguments(msg, fmt):
-                out.tools[call.name] = out.tools.get(call.name, 0) + 1
-                for path in _argument_paths(arguments):
+            for text in texts:
+                for path in _text_paths(text):
                     out.path(path)
-                command = _command_of(arguments) if _is_shell_tool(call.name) else None
+            for call_id, name, arguments in calls:
+                out.tools[name] = out.tools.get(name, 0) + 1
+                if arguments:
+                    for path in _argument_paths(arguments):
+                        out.path(path)
+                command = _command_of(arguments) if arguments and _is_shell_tool(name) else None
                 clean = None
                 if command is not None:
                     clean = out.command(command)
                     for path in _text_paths(command):
                         out.path(path)
-                pending.setdefault(call.id, []).append((call.name, clean))
+                queue = pending.get(call_id)
+                if queue is None:
+                    pending[call_id] = [(name, clean)]
+                else:
+                    queue.append((name, clean))
             continue
-        for result in tool_results(msg, fmt):
-            queue = pending.get(result.call_id)
+        for call_id, text, is_error in results:
+            queue = pending.get(call_id)
             name, command = queue.pop(0) if queue else ("", None)
             if command is not None:
-                code = _exit_code(result.text)
+                code = _exit_code(text)
                 if code is not None:
                     out.commands[command] = code
-            for line in _result_errors(result.text, name, result.is_error):
+            for line in _result_errors(text, name, is_error):
                 out.error(line)
-        if role == "user" and is_real_user_message(msg, fmt):
-            text = visible_text(msg)
+        if real_user:
+            text = "\n".join(texts)
             out.ask(text)
             for path in _text_paths(text):
                 out.path(path)
             for line in _error_lines(text, _ERRORS_PER_RESULT):
                 out.error(line)
     return out.ledger()
+
+
+# What build_ledger needs of one message: its non-empty text parts (joined with newlines they
+# are ``visible_text``), its calls as (id, name, arguments), its results as (call id, text,
+# is_error) and whether it is a real user turn. These readers mirror ctxengine.messages exactly
+# (lenient about malformed parts in the same way); tests compare them over real transcripts.
+_Read = tuple[
+    list[str],
+    list[tuple[str, str, dict[str, Any]]],
+    list[tuple[str, str, bool]],
+    bool,
+]
+_NO_CALLS: list[tuple[str, str, dict[str, Any]]] = []
+_NO_RESULTS: list[tuple[str, str, bool]] = []
+_MEDIA_KINDS = frozenset({"image", "image_url", "document", "file", "input_audio"})
+
+
+def _str_or_empty(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _block_texts(content: object) -> list[str]:
+    """The non-empty text parts of a content value (a string is one part)."""
+    if isinstance(content, str):
+        return [content] if content else []
+    if not isinstance(content, list):
+        return []
+    texts: list[str] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text":
+            text = block.get("text")
+            if text and isinstance(text, str):
+                texts.append(text)
+    return texts
+
+
+def _joined_text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(_block_texts(content))
+
+
+def _is_real_user(content: object) -> bool:
+    """``is_real_user_message`` for a ``user`` message with this content."""
+    if isinstance(content, str):
+        return bool(content.strip())
+    if not isinstance(content, list):
+        return False
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if isinstance(text, str) and text.strip():
+                return True
+        elif kind in _MEDIA_KINDS:
+            return True
+    return False
+
+
+def _read_openai(msg: Message, role: object) -> _Read:
+    content = msg.get("content")
+    if role == "tool":
+        result = (_str_or_empty(msg.get("tool_call_id")), _joined_text(content), False)
+        return [], _NO_CALLS, [result], False
+    if role == "assistant":
+        calls: list[tuple[str, str, dict[str, Any]]] = []
+        raw = msg.get("tool_calls")
+        if isinstance(raw, list):
+            for tc in raw:
+                if not isinstance(tc, dict):
+                    continue
+                fn = tc.get("function")
+                fn = fn if isinstance(fn, dict) else {}
+                args = fn.get("arguments", "")
+                text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+                calls.append(
+                    (_str_or_empty(tc.get("id")), _str_or_empty(fn.get("name")), _loads(text))
+                )
+        return _block_texts(content), calls, _NO_RESULTS, False
+    real = role == "user" and _is_real_user(content)
+    return (_block_texts(content) if real else []), _NO_CALLS, _NO_RESULTS, real
+
+
+def _read_anthropic(msg: Message, role: object) -> _Read:
+    content = msg.get("content")
+    if role == "assistant":
+        if not isinstance(content, list):
+            return _block_texts(content), _NO_CALLS, _NO_RESULTS, False
+        texts: list[str] = []
+        calls: list[tuple[str, str, dict[str, Any]]] = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                text = block.get("text")
+                if text and isinstance(text, str):
+                    texts.append(text)
+            elif kind == "tool_use":
+                # The input is already a dict: no JSON round trip (only dicts carry arguments).
+                value = block.get("input")
+                calls.append(
+                    (
+                        _str_or_empty(block.get("id")),
+                        _str_or_empty(block.get("name")),
+                        value if isinstance(value, dict) else {},
+                    )
+                )
+        return texts, calls, _NO_RESULTS, False
+    if role != "user":
+        return [], _NO_CALLS, _NO_RESULTS, False
+    results: list[tuple[str, str, bool]] = []
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                results.append(
+                    (
+                        _str_or_empty(block.get("tool_use_id")),
+                        _joined_text(block.get("content")),
+                        block.get("is_error") is True,
+                    )
+                )
+    real = _is_real_user(content)
+    return (_block_texts(content) if real else []), _NO_CALLS, results or _NO_RESULTS, real
 
 
 def missing_from(ledger: Ledger, text: str) -> Ledger:
