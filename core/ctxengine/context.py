@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -48,6 +49,8 @@ class EngineContext:
     :ivar clock: monotonic seconds; injected so tests can move time (cooldowns, cache TTLs).
     :ivar summarizer: returns the configured summary provider, built on first use; ``None``
         means the ``extractive`` provider (a deterministic local digest, no model call).
+    :ivar env: the environment the kernel was loaded with (e.g. for ``$CTXENGINE_HOME`` via
+        :func:`ctxengine.config.ctxengine_home`); use it instead of ``os.environ``.
     """
 
     session_id: str
@@ -60,3 +63,4 @@ class EngineContext:
     last_usage: Usage | None = None
     clock: Callable[[], float] = time.monotonic
     log: logging.Logger = attrs.field(factory=lambda: logging.getLogger("ctxengine"))
+    env: Mapping[str, str] = attrs.field(factory=lambda: os.environ, repr=False)

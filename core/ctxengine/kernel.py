@@ -165,6 +165,15 @@ class Kernel:
         self._lock = threading.Lock()
         self._provider: tuple[SummaryProvider | None] | None = None
 
+    def use_summary_provider(self, provider: SummaryProvider | None) -> None:
+        """Use ``provider`` for every summary instead of ``auxiliary.compression``.
+
+        For hosts that bring their own client object and for tests with a scripted provider;
+        ``None`` selects the ``extractive`` local digest.
+        """
+        with self._lock:
+            self._provider = (provider,)
+
     def summary_provider(self) -> SummaryProvider | None:
         """The auxiliary summary provider, built on first use and shared by all sessions.
 

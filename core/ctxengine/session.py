@@ -44,6 +44,7 @@ class Session:
             tokens=TokenCounter(),
             summarizer=kernel.summary_provider,
             clock=kernel.clock,
+            env=kernel.env,
         )
         self.cache_stats = SessionCacheStats()
         # True from a compaction until the next provider usage: the last real prompt size then

@@ -247,7 +247,7 @@ class ScriptedProvider:
 
 def _kernel_with(make_kernel: Any, provider: ScriptedProvider, **options: Any) -> Any:
     kernel = make_kernel(**options)
-    kernel._provider = (provider,)  # the kernel builds its provider once; inject ours
+    kernel.use_summary_provider(provider)
     return kernel
 
 
@@ -309,7 +309,7 @@ def test_provider_outage_falls_back_and_cools_down(make_kernel: Any) -> None:
 def test_abort_on_summary_failure_returns_input(make_kernel: Any) -> None:
     kernel = make_kernel()
     provider = ScriptedProvider([Failure("server", False)])
-    kernel._provider = (provider,)
+    kernel.use_summary_provider(provider)
     session = kernel.session("abort")
     object.__setattr__(session.ctx, "config", _with_abort(session.ctx.config))
     _, messages = samples.conversation("openai")

@@ -37,8 +37,7 @@ def open_session(ctx: EngineContext) -> LcmSession:
 
     state = get_state(ctx)
     if state.session is None:
-        env = getattr(ctx, "env", None)
-        settings = settings_for(ctx.config, env)
+        settings = settings_for(ctx.config, ctx.env)
         state.session = LcmSession(Store(settings.db_path), ctx.session_id, settings)
     return state.session
 
@@ -59,7 +58,7 @@ def should_compress(
         return False
     from ctxengine_lcm.compaction import budget_for
 
-    settings = settings_for(ctx.config, getattr(ctx, "env", None))
+    settings = settings_for(ctx.config, ctx.env)
     if prompt_tokens < budget_for(ctx, settings).threshold_tokens:
         return False
     if force:
