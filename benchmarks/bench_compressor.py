@@ -3,7 +3,8 @@ provider) on the largest real session, as a ratio to ``json.dumps`` of the same 
 
 Run: ``python benchmarks/bench_compressor.py``. Prints tab-separated lines
 (``name<TAB>value<TAB>target``); the headline is ``compress_extractive_vs_json_dumps``. Each
-figure is the minimum of several timed repeats measured in the same run as its baseline.
+figure is the minimum of several timed repeats, each round timing the baseline and the
+measured call back to back so both see the same machine load.
 
 The session's token counter already holds the conversation's counts, as it does in a real
 session (the kernel counts every request to decide whether to compact), so the figure is the
@@ -14,7 +15,6 @@ Exits non-zero only when something crashes, never on a missed target.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,14 +24,12 @@ from ctxengine.config import config_from_mapping
 from ctxengine.context import EngineContext
 from ctxengine.conversation import Conversation, Format
 from ctxengine.models import model_for_settings
+from ctxengine.testing.transcripts import TRANSCRIPTS
 from ctxengine.tokens import TokenCounter
 from ctxengine_compressor.engine import compress
 
 ROOT = Path(__file__).resolve().parents[1]
-TRANSCRIPTS = Path(
-    os.environ.get("CTXENGINE_TRANSCRIPTS", ROOT.parent / "shared" / "data" / "transcripts")
-)
-REPEATS = 9
+REPEATS = 21
 TARGET = 3.0
 
 
@@ -49,13 +47,19 @@ def largest_sessions() -> dict[Format, tuple[str, Any, list[dict[str, Any]]]]:
     return {fmt: (sid, system, msgs) for fmt, (_, sid, system, msgs) in best.items()}
 
 
-def best_of(run: Callable[[], object]) -> float:
-    times = []
+def interleaved_best(runs: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """The minimum time of each of ``runs`` over ``REPEATS`` rounds, one call of each per round.
+
+    Interleaving puts both sides of a ratio under the same machine load (other processes come
+    and go); the minimum is the run least disturbed by them.
+    """
+    best = dict.fromkeys(runs, float("inf"))
     for _ in range(REPEATS):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
 
 
 def measure(fmt: Format, system: Any, messages: list[dict[str, Any]]) -> tuple[float, float, str]:
@@ -81,8 +85,8 @@ def measure(fmt: Format, system: Any, messages: list[dict[str, Any]]) -> tuple[f
         return compress(ctx, Conversation(messages, fmt, system), "agent", True, None)
 
     result = one()
-    dumps = best_of(lambda: json.dumps(messages))
-    compact = best_of(one)
+    best = interleaved_best({"dumps": lambda: json.dumps(messages), "compress": one})
+    dumps, compact = best["dumps"], best["compress"]
     line = (
         f"{result.status}: {result.tokens_before:,} -> {result.tokens_after:,} tokens, "
         f"{result.messages_before} -> {result.messages_after} messages"

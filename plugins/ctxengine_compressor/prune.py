@@ -183,9 +183,9 @@ def prune(
     }
     if large:
         for index in range(start, len(messages)):
-            for result in tool_results(messages[index], fmt):
-                if result.text in large:
-                    last_seen[result.text] = index
+            for text in _result_texts(messages[index], fmt):
+                if text in large:
+                    last_seen[text] = index
     described = deduplicated = shortened = 0
     calls: dict[str, list[ToolCall]] = {}
     for index in range(start, end):
@@ -220,6 +220,30 @@ def prune(
         if any(r is not None for r in replacements):
             out[index] = _replace_results(msg, fmt, replacements)
     return out, PruneStats(described, deduplicated, shortened)
+
+
+def _result_texts(msg: Message, fmt: Format) -> list[str]:
+    """The texts of ``tool_results(msg, fmt)``, read directly in the common case (string
+    contents) so that scanning a whole conversation builds no records."""
+    content = msg.get("content")
+    if fmt == "openai":
+        if msg.get("role") != "tool":
+            return []
+        if isinstance(content, str):
+            return [content]
+    else:
+        if msg.get("role") != "user" or not isinstance(content, list):
+            return []
+        texts: list[str] = []
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                text = block.get("content")
+                if not isinstance(text, str):
+                    break  # a list of blocks: let tool_results join them
+                texts.append(text)
+        else:
+            return texts
+    return [result.text for result in tool_results(msg, fmt)]
 
 
 def _shorten_calls(msg: Message, fmt: Format) -> tuple[Message, int]:
