@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,13 +21,11 @@ import ctxengine_caching
 from ctxengine.config import Config
 from ctxengine.context import CacheSettings, EngineContext
 from ctxengine.models import lookup_model
+from ctxengine.testing.transcripts import TRANSCRIPTS
 from ctxengine.tokens import TokenCounter
 from ctxengine_caching.strategy import apply_system_and_3
 
 ROOT = Path(__file__).resolve().parents[1]
-TRANSCRIPTS = Path(
-    os.environ.get("CTXENGINE_TRANSCRIPTS", ROOT.parent / "shared" / "data" / "transcripts")
-)
 REPEATS = 15
 INNER = 5  # calls per timed repeat, so one timing is well above the clock's resolution
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import subprocess
 import sys
 import time
@@ -18,12 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ctxengine.testing.transcripts import TRANSCRIPTS
 from ctxengine.tokens import TokenCounter, get_encoding
 
 ROOT = Path(__file__).resolve().parents[1]
-TRANSCRIPTS = Path(
-    os.environ.get("CTXENGINE_TRANSCRIPTS", ROOT.parent / "shared" / "data" / "transcripts")
-)
 REPEATS = 7
 
 

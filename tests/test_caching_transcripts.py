@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,12 +21,11 @@ from ctxengine.caching import marker_positions
 from ctxengine.messages import to_anthropic, validate
 from ctxengine.models import lookup_model
 from ctxengine.testing.fake_api import FakeAPI, check_anthropic_request
+from ctxengine.testing.transcripts import TRANSCRIPTS
 from ctxengine.usage import normalize_usage
 from ctxengine_caching.strategy import apply_system_and_3
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
-if not DATA.is_dir():  # the repository may be checked out elsewhere
-    DATA = Path("/work/shared/data/transcripts")
+DATA = TRANSCRIPTS
 
 OPENAI_FILES = (
     "claude_code_spotter.openai.jsonl",

@@ -11,11 +11,11 @@ import pytest
 
 from ctxengine.cli import main
 from ctxengine.files import ConversationFileError, read_conversations
+from ctxengine.kernel import EngineNotFoundWarning
 from ctxengine.messages import validate
 from ctxengine.testing import samples
 
 ROOT = Path(__file__).resolve().parents[1]
-TRANSCRIPTS = ROOT.parent / "shared" / "data" / "transcripts"
 EXAMPLE = ROOT / "examples" / "sessions" / "claude_code_spotter.anthropic.jsonl"
 SMALL = ["--context-length", "16000"]
 
@@ -162,7 +162,8 @@ def test_compress_each_shape_and_write_it_back(
 
 
 def test_compress_flags_override_the_config(openai_list: Path) -> None:
-    code, output = run("compress", str(openai_list), "--engine", "nosuch", *SMALL)
+    with pytest.warns(EngineNotFoundWarning):
+        code, output = run("compress", str(openai_list), "--engine", "nosuch", *SMALL)
     assert code == 0
     assert "⚠️  context engine 'nosuch' was not found" in output
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +17,8 @@ from ctxengine.digest import (
     split_summary,
 )
 from ctxengine.ledger import build_ledger
+from ctxengine.testing.transcripts import TRANSCRIPTS
 from tests.test_ledger import anthropic_conversation, openai_conversation
-
-TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
 
 
 def _sessions(fmt: str) -> list[dict[str, Any]]:

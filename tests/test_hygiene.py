@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,10 +19,10 @@ from ctxengine.resolve import register_engine, unregister_engine
 from ctxengine.results import CompressResult
 from ctxengine.testing import samples
 from ctxengine.testing.fake_api import FakeAPI
+from ctxengine.testing.transcripts import TRANSCRIPTS
 from ctxengine.tokens import TokenCounter
 
 WINDOW = 32_000
-TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
 
 
 def gateway_kernel(**compression: Any) -> Kernel:

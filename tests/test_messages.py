@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,8 +34,7 @@ from ctxengine.messages import (
     validate,
     visible_text,
 )
-
-TRANSCRIPTS = Path(os.environ.get("CTXENGINE_TRANSCRIPTS", "/work/shared/data/transcripts"))
+from ctxengine.testing.transcripts import TRANSCRIPTS
 
 
 @cache

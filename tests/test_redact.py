@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from ctxengine.redact import REDACTION_PREFIX, redact
-
-TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
+from ctxengine.testing.transcripts import TRANSCRIPTS
 
 # Test fixtures only: these look like real credentials but are made up.
 ANTHROPIC_KEY = "sk-ant-api03-" + "Ab1" * 30

@@ -9,8 +9,8 @@ import pytest
 from ctxengine.config import Config
 from ctxengine.files import read_conversations
 from ctxengine.replay import SCENARIOS, replay
+from ctxengine.testing.transcripts import TRANSCRIPTS
 
-TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
 FILES = sorted(TRANSCRIPTS.glob("*.jsonl"))
 LONG_SESSION_MESSAGES = 250
 """The five long main Claude Code sessions have 278 to 462 messages; sub-agents have < 70."""

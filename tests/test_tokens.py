@@ -16,6 +16,7 @@ import pytest
 
 from ctxengine import tokens
 from ctxengine.messages import message_text
+from ctxengine.testing.transcripts import TRANSCRIPTS
 from ctxengine.tokens import (
     IMAGE_TOKENS,
     MESSAGE_OVERHEAD_TOKENS,
@@ -28,7 +29,6 @@ from ctxengine.tokens import (
     seed_tiktoken_cache,
 )
 
-TRANSCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "transcripts"
 SAMPLE = "Hello, world! The quick brown fox jumps over 13 lazy dogs. <|endoftext|> naïve café"
 URLS = {
     "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",

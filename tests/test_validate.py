@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 from functools import cache
 from pathlib import Path
@@ -13,9 +12,9 @@ from typing import Any
 import pytest
 
 from ctxengine.messages import MessageFormatError, Problem, detect_format, ensure_valid, validate
+from ctxengine.testing.transcripts import TRANSCRIPTS
 from ctxengine.validate import MAX_CACHE_BREAKPOINTS
 
-TRANSCRIPTS = Path(os.environ.get("CTXENGINE_TRANSCRIPTS", "/work/shared/data/transcripts"))
 EPH = {"type": "ephemeral"}
 EPH_1H = {"type": "ephemeral", "ttl": "1h"}
 

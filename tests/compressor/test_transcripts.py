@@ -14,10 +14,10 @@ import pytest
 import ctxengine_compressor as plugin
 from ctxengine.conversation import Format
 from ctxengine.messages import to_anthropic, validate
+from ctxengine.testing.transcripts import TRANSCRIPTS
 
 from .helpers import COUNTER, make_ctx, run
 
-TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared" / "data" / "transcripts"
 FILES = sorted(TRANSCRIPTS.glob("*.jsonl")) if TRANSCRIPTS.is_dir() else []
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import statistics
@@ -28,12 +27,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ctxengine.testing.transcripts import TRANSCRIPTS
 from ctxengine.tokens import TokenCounter
 from ctxengine_lcm.ingest import prepare
 from ctxengine_lcm.search import Searcher
 from ctxengine_lcm.store import Store
 
-TRANSCRIPTS = Path(os.environ.get("CTXENGINE_TRANSCRIPTS", "/work/shared/data/transcripts"))
 BATCH = 100
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lcm_testing import lcm_config
 
 import ctxengine
 import ctxengine_lcm
 from ctxengine.kernel import Kernel
 from ctxengine.resolve import register_engine, unregister_engine
+from ctxengine_lcm.testing import lcm_config
 
 KernelFactory = Callable[..., Kernel]
 

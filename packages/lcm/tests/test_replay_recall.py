@@ -13,9 +13,9 @@ import re
 from typing import Any
 
 import pytest
-from lcm_testing import load_sessions
 
 from ctxengine.messages import tool_calls, tool_results, validate, visible_text
+from ctxengine.testing.transcripts import load_sessions
 from ctxengine.tokens import rough_conversation_tokens
 from ctxengine_lcm.engine import get_state
 from ctxengine_lcm.ingest import message_hash
