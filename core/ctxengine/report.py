@@ -165,12 +165,14 @@ def plot_replay(reports: Sequence[ReplayReport], path: Path) -> None:
             if result is None:
                 continue
             xs = [t.turn for t in result.turns]
+            # Caching does not change prompt sizes: dashed lines keep both of a pair visible.
             tokens_ax.plot(
                 xs,
                 [t.prompt_tokens for t in result.turns],
                 label=SCENARIO_LABELS[name],
                 color=colours[name],
-                linewidth=1.4,
+                linewidth=2.6 if name in ("none", "compaction") else 1.4,
+                linestyle="-" if name in ("none", "compaction") else "--",
             )
             running, cumulative = 0.0, []
             for t in result.turns:
