@@ -38,21 +38,11 @@ from typing import Any, Literal
 
 import attrs
 
+from ctxengine.digest import SUMMARY_HEADINGS
+
 Api = Literal["anthropic", "openai", "unknown"]
 StepKind = Literal["text", "blocks", "empty", "error", "garbage", "context_length", "default"]
 
-_SUMMARY_HEADINGS = (
-    "## Goal",
-    "## Constraints & Preferences",
-    "## Progress",
-    "### Done",
-    "### In Progress",
-    "### Blocked",
-    "## Key Decisions",
-    "## Relevant Files",
-    "## Next Steps",
-    "## Critical Context",
-)
 
 # Default error `type` per HTTP status, as each API names them.
 _ANTHROPIC_ERROR_TYPES = {
@@ -649,7 +639,7 @@ def _echo_summary(body: Mapping[str, Any], api: Api) -> str:
     """The default reply: the summary template with a deterministic echo of the request."""
     prompt = " ".join(_last_user_text(body).split())
     lines: list[str] = []
-    for heading in _SUMMARY_HEADINGS:
+    for heading in SUMMARY_HEADINGS:
         lines.append(heading)
         if heading == "## Goal":
             lines.append(
