@@ -332,9 +332,7 @@ def _text_paths(text: str) -> Iterable[str]:
     # are searched: far cheaper than running the pattern over all of the text.
     if "/" not in text:
         return
-    for word in text.split():
-        if "/" not in word:
-            continue
+    for word in [w for w in text.split() if "/" in w]:
         for match in _PATH.finditer(word):
             path = match.group(0).rstrip(".")
             if len(path) <= _MAX_PATH_CHARS and not path.startswith(_PSEUDO_FILES):
