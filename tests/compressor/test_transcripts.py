@@ -1,4 +1,4 @@
-"""Every real session in ../shared/data/transcripts, in both formats, compacted at a threshold that
+"""Every real session of the bundled transcripts (tests/data/transcripts), in both formats, compacted at a threshold that
 forces compaction: valid output, system prompt and last exchange kept, fewer tokens.
 Run with ``-s`` to see the before/after table (also attached as junit properties)."""
 

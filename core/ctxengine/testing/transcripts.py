@@ -1,8 +1,8 @@
-"""Where the shared real-session transcripts live, for tests and benchmarks.
+"""Where the real-session transcripts live, for tests and benchmarks.
 
-``$CTXENGINE_TRANSCRIPTS`` when set; otherwise the first ``shared/data/transcripts`` folder
-found beside an ancestor of this file (a clone keeps ``shared/`` next to the repository, and CI
-copies it beside its clone).
+``$CTXENGINE_TRANSCRIPTS`` when set; otherwise the copy bundled with the repository
+(``tests/data/transcripts``, MIT-licensed sessions by others, licences beside them); otherwise a
+``shared/data/transcripts`` folder beside an ancestor of this file.
 """
 
 from __future__ import annotations
@@ -24,12 +24,15 @@ def transcripts_dir() -> Path:
         if not path.is_dir():
             raise FileNotFoundError(f"$CTXENGINE_TRANSCRIPTS={configured} is not a folder")
         return path
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "shared" / "data" / "transcripts"
+    parents = Path(__file__).resolve().parents
+    for candidate in (
+        *(parent / "tests" / "data" / "transcripts" for parent in parents),
+        *(parent / "shared" / "data" / "transcripts" for parent in parents),
+    ):
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(
-        "no shared/data/transcripts folder beside any parent of "
+        "no tests/data/transcripts or shared/data/transcripts folder beside any parent of "
         f"{Path(__file__).resolve()}; set $CTXENGINE_TRANSCRIPTS to the transcripts folder"
     )
 
