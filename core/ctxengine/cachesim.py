@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from ctxengine.caching import PrefixCounter
 from ctxengine.tokens import TokenCounter
 from ctxengine.usage import Usage
 
@@ -83,10 +84,11 @@ class PromptCacheSimulator:
 
     def __init__(
         self,
-        counter: TokenCounter,
+        counter: PrefixCounter,
         *,
         min_cacheable_tokens: int,
         lookback: int = DEFAULT_LOOKBACK,
+        memo_limit: int = 100_000,
     ) -> None:
         self._counter = counter
         self._min = min_cacheable_tokens
@@ -94,6 +96,7 @@ class PromptCacheSimulator:
         self._cache: dict[int, _Entry] = {}
         # id(piece) -> (piece kept alive so the id is not reused, marker-free key, marker TTL)
         self._keys: dict[int, tuple[object, str, str | None]] = {}
+        self._memo_limit = memo_limit
 
     def _identity(self, obj: object) -> tuple[str, str | None]:
         known = self._keys.get(id(obj))
@@ -104,6 +107,8 @@ class PromptCacheSimulator:
             plain = [{"type": "text", "text": plain}]
         key = json.dumps(plain, sort_keys=True, ensure_ascii=False)
         ttl = _marker_ttl(obj)
+        if len(self._keys) >= self._memo_limit:  # requests parsed afresh never repeat objects
+            self._keys.clear()
         self._keys[id(obj)] = (obj, key, ttl)
         return key, ttl
 

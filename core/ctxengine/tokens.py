@@ -298,6 +298,24 @@ def rough_conversation_tokens(
     return total
 
 
+class RoughCounter:
+    """Per-piece rough counts (:func:`estimate_tokens`), for simulations that must not load
+    tiktoken; the same interface as :class:`TokenCounter`'s per-piece methods."""
+
+    def count_message(self, msg: Message) -> int:
+        return rough_message_tokens(msg)
+
+    def count_system(self, system: SystemPrompt | None) -> int:
+        if not system:
+            return 0
+        return estimate_tokens(_system_text(system)) + MESSAGE_OVERHEAD_TOKENS
+
+    def count_tools(self, tools: Sequence[Mapping[str, Any]] | None) -> int:
+        if not tools:
+            return 0
+        return estimate_tokens(json.dumps(list(tools), ensure_ascii=False, default=str))
+
+
 # ---------------------------------------------------------------------------------------------
 # Exact (tiktoken) counter
 

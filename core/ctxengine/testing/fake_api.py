@@ -28,17 +28,19 @@ Typical use::
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import re
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 import attrs
 
+from ctxengine.cachesim import PromptCacheSimulator
 from ctxengine.digest import SUMMARY_HEADINGS
+from ctxengine.tokens import RoughCounter, estimate_tokens
 
 Api = Literal["anthropic", "openai", "unknown"]
 StepKind = Literal["text", "blocks", "empty", "error", "garbage", "context_length", "default"]
@@ -137,7 +139,7 @@ class FakeAPI:
         self._lock = threading.Lock()
         self._steps: collections.deque[Step] = collections.deque()
         self._requests: list[RecordedRequest] = []
-        self._cache: set[str] = set()
+        self._caches: dict[str, PromptCacheSimulator] = {}
         self._counter = 0
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -295,43 +297,28 @@ class FakeAPI:
         return api == "anthropic" and headers.get("x-api-key") == self.auth_token
 
     def _anthropic_usage(self, body: Mapping[str, Any], output_text: str) -> dict[str, Any]:
-        """Usage with simulated prompt caching for one valid ``/v1/messages`` request."""
-        pieces = _cache_pieces(body)
-        sizes = [_rough_tokens(text) for text, _ in pieces]
-        total = sum(sizes)
+        """Usage with simulated prompt caching for one valid ``/v1/messages`` request.
+
+        One :class:`~ctxengine.cachesim.PromptCacheSimulator` per model (a cache is per model),
+        counting with rough estimates so the fake never loads a tokenizer.
+        """
         model = str(body.get("model"))
-        keys: list[str] = []
-        digest = hashlib.sha256(model.encode())
-        for text, _ in pieces:
-            digest.update(text.encode())
-            keys.append(digest.copy().hexdigest())
-        breakpoints = [i for i, (_, ttl) in enumerate(pieces) if ttl is not None]
         with self._lock:
-            hit = -1
-            for bp in breakpoints:
-                for pos in range(bp, max(bp - 20, -1), -1):
-                    if keys[pos] in self._cache:
-                        hit = max(hit, pos)
-                        break
-            written = {"5m": 0, "1h": 0}
-            start = hit + 1
-            for bp in breakpoints:
-                if bp < start or sum(sizes[: bp + 1]) < self.min_cacheable_tokens:
-                    continue
-                ttl = pieces[bp][1] or "5m"
-                written[ttl] += sum(sizes[start : bp + 1])
-                start = bp + 1
-                self._cache.add(keys[bp])
-        read = sum(sizes[: hit + 1])
-        created = written["5m"] + written["1h"]
+            simulator = self._caches.get(model)
+            if simulator is None:
+                simulator = PromptCacheSimulator(
+                    RoughCounter(), min_cacheable_tokens=self.min_cacheable_tokens
+                )
+                self._caches[model] = simulator
+            usage = simulator.send(body, now=time.monotonic())
         return {
-            "input_tokens": total - read - created,
-            "output_tokens": _rough_tokens(output_text),
-            "cache_read_input_tokens": read,
-            "cache_creation_input_tokens": created,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": estimate_tokens(output_text),
+            "cache_read_input_tokens": usage.cache_read_tokens,
+            "cache_creation_input_tokens": usage.cache_write_tokens,
             "cache_creation": {
-                "ephemeral_5m_input_tokens": written["5m"],
-                "ephemeral_1h_input_tokens": written["1h"],
+                "ephemeral_5m_input_tokens": usage.cache_write_5m_tokens,
+                "ephemeral_1h_input_tokens": usage.cache_write_1h_tokens,
             },
             "service_tier": "standard",
         }
@@ -423,8 +410,7 @@ class _Handler(BaseHTTPRequestHandler):
         if problems:
             self._send_error("anthropic", 400, "; ".join(problems[:5]))
             return
-        total = sum(_rough_tokens(text) for text, _ in _cache_pieces(body))
-        self._send_json(200, {"input_tokens": total})
+        self._send_json(200, {"input_tokens": _prompt_tokens(body)})
 
     def _respond(self, api: Api, step: Step, body: Mapping[str, Any]) -> None:
         if step.kind == "error":
@@ -503,8 +489,8 @@ class _Handler(BaseHTTPRequestHandler):
             message["tool_calls"] = calls
         if reasoning:
             message["reasoning_content"] = reasoning
-        prompt = _rough_tokens(json.dumps(body.get("messages"), ensure_ascii=False))
-        completion = _rough_tokens(text + reasoning)
+        prompt = estimate_tokens(json.dumps(body.get("messages"), ensure_ascii=False))
+        completion = estimate_tokens(text + reasoning)
         return {
             "id": f"chatcmpl-fake{fake._next_id():04d}",
             "object": "chat.completion",
@@ -523,7 +509,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "completion_tokens": completion,
                 "total_tokens": prompt + completion,
                 "prompt_tokens_details": {"cached_tokens": 0},
-                "completion_tokens_details": {"reasoning_tokens": _rough_tokens(reasoning)},
+                "completion_tokens_details": {"reasoning_tokens": estimate_tokens(reasoning)},
             },
         }
 
@@ -581,44 +567,15 @@ def _api_for(path: str) -> Api:
     return "unknown"
 
 
-def _rough_tokens(text: str) -> int:
-    return (len(text) + 3) // 4
-
-
-def _canonical(obj: Any) -> str:
-    """JSON of a request piece without its cache marker: the marker does not change the prefix."""
-    if isinstance(obj, Mapping):
-        obj = {k: v for k, v in obj.items() if k != "cache_control"}
-    return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-
-
-def _ttl(obj: Any) -> str | None:
-    if isinstance(obj, Mapping) and isinstance(obj.get("cache_control"), Mapping):
-        return str(obj["cache_control"].get("ttl", "5m"))
-    return None
-
-
-def _cache_pieces(body: Mapping[str, Any]) -> list[tuple[str, str | None]]:
-    """The request in cache order (tools, system, messages) as (canonical JSON, breakpoint ttl)."""
-    pieces: list[tuple[str, str | None]] = []
-    for tool in body.get("tools") or []:
-        pieces.append((_canonical(tool), _ttl(tool)))
-    system = body.get("system")
-    if isinstance(system, str) and system:
-        pieces.append((_canonical(system), None))
-    elif isinstance(system, list):
-        pieces.extend((_canonical(block), _ttl(block)) for block in system)
-    for message in body.get("messages") or []:
-        role = message.get("role") if isinstance(message, Mapping) else None
-        content = message.get("content") if isinstance(message, Mapping) else None
-        if isinstance(content, str):
-            # The API treats string content as one text block; both spellings share a cache entry.
-            content = [{"type": "text", "text": content}] if content else []
-        if isinstance(content, list):
-            pieces.extend((f"{role}:{_canonical(block)}", _ttl(block)) for block in content)
-        else:
-            pieces.append((f"{role}:{_canonical(content)}", None))
-    return pieces
+def _prompt_tokens(body: Mapping[str, Any]) -> int:
+    """Rough prompt size of an Anthropic request (tools, system, messages)."""
+    counter = RoughCounter()
+    messages = body.get("messages") or []
+    return (
+        counter.count_tools(body.get("tools"))
+        + counter.count_system(body.get("system"))
+        + sum(counter.count_message(m) for m in messages if isinstance(m, dict))
+    )
 
 
 def _last_user_text(body: Mapping[str, Any]) -> str:
