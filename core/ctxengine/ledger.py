@@ -191,9 +191,15 @@ _MAX_PATH_CHARS = 300
 _PSEUDO_FILES = ("/dev/", "/proc/", "/sys/")
 
 # "Exit code 1" (Claude Code), "[Command finished with exit code 0]" (OpenHands),
-# "exited with status 2", "returncode=1". Literal-first so the scan is a substring search.
-_EXIT_CODE = re.compile(
-    r"(?:xit(?:ed with)?[ _](?:code|status)|XIT CODE|eturn ?code)[\s:=]*(-?\d{1,3})(?!\d)"
+# "exited with status 2", "returncode=1". One pattern per leading literal,
+# so each scan is a substring search.
+_EXIT_CODE_PARTS = tuple(
+    (literal, re.compile(literal + rest + r"[\s:=]*(-?\d{1,3})(?!\d)"))
+    for literal, rest in (
+        ("xit", r"(?:ed with)?[ _](?:code|status)"),
+        ("XIT CODE", ""),
+        ("eturn", r" ?code"),
+    )
 )
 _EXIT_WINDOW = 300
 
@@ -353,12 +359,19 @@ def _exit_code(text: str) -> int | None:
     """The exit code a shell result reports near its start or end (the last one wins)."""
     if len(text) > 2 * _EXIT_WINDOW:
         text = f"{text[:_EXIT_WINDOW]}\n{text[-_EXIT_WINDOW:]}"
-    # Every match contains one of these; substring tests are far cheaper than the regex scan.
-    if "xit" not in text and "XIT" not in text and "eturn" not in text:
-        return None
+    # Each alternative of _EXIT_CODE starts with its own literal, and matches of different
+    # alternatives cannot overlap, so the last match overall is the latest of the per-literal
+    # last matches. Literal-first patterns let the regex engine skip ahead by substring search,
+    # and a literal that does not occur costs one substring test instead of a regex scan.
     found = None
-    for match in _EXIT_CODE.finditer(text):
-        found = int(match.group(1))
+    at = -1
+    for literal, pattern in _EXIT_CODE_PARTS:
+        if literal not in text:
+            continue
+        for match in pattern.finditer(text):
+            if match.start() > at:
+                at = match.start()
+                found = int(match.group(1))
     return found
 
 
