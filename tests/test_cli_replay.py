@@ -277,3 +277,19 @@ def test_bundled_session_caching_saves_at_least_70_percent() -> None:
     [session] = data["sessions"]
     assert session["savings_vs_none"]["caching"]["input_cost"] >= 0.70
     assert session["savings_vs_none"]["both"]["input_cost"] >= 0.70
+
+
+def test_replay_chart_without_matplotlib_says_how_to_install(
+    openai_list: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
+    code, _ = run("replay", str(openai_list), "--plot", str(tmp_path / "c.png"), *SMALL)
+    assert code == 1
+    assert capsys.readouterr().err == (
+        "ctxengine: plotting needs matplotlib: pip install 'ctxengine[plot]'\n"
+    )

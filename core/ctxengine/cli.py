@@ -181,7 +181,10 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         for report in reports:
             write_replay_report(report, out, turns=args.turns)
     if args.plot:
-        plot_replay(reports, Path(args.plot))
+        try:
+            plot_replay(reports, Path(args.plot))
+        except ImportError as exc:
+            raise CommandError(str(exc)) from None
         if not args.json:
             out.write(f"\nchart written to {args.plot}\n")
     return 0
