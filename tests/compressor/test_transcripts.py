@@ -1,5 +1,6 @@
-"""Every real session of the bundled transcripts (tests/data/transcripts), in both formats, compacted at a threshold that
-forces compaction: valid output, system prompt and last exchange kept, fewer tokens.
+"""Every real session of the bundled transcripts (tests/data/transcripts), in both formats,
+compacted at a threshold that forces compaction: valid output, system prompt and last exchange
+kept, fewer tokens.
 Run with ``-s`` to see the before/after table (also attached as junit properties)."""
 
 from __future__ import annotations
