@@ -18,6 +18,10 @@ PACKAGES = sorted(p.name for p in (ROOT / "packages").iterdir() if (p / "pyproje
 # (label, test folder): the core suite first, then one entry per package under packages/.
 TEST_TARGETS = {"core": "tests", **{name: f"packages/{name}/tests" for name in PACKAGES}}
 
+# Pinned so lint and type check give the same verdict on every machine and in CI.
+RUFF = "ruff==0.17.6"
+MYPY = "mypy==2.4.1"
+
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["tests", "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = True
@@ -56,7 +60,7 @@ def tests_for(session: nox.Session, target: str) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check over every package."""
-    session.install("ruff>=0.6")
+    session.install(RUFF)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
@@ -65,7 +69,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over the core, the built-in plugins and every package."""
     install_project(session, "openai", "plot")
-    session.install("mypy>=1.10", "types-pyyaml")
+    session.install(MYPY, "types-pyyaml")
     session.run("mypy")
 
 
