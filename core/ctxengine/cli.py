@@ -154,6 +154,12 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     """Replay sessions turn by turn under four scenarios and compare tokens and cost."""
     loaded = load_config(args.config, overrides=_overrides(args))
     records = [record for path in args.files for record in _pick(_read(path), args.session, path)]
+    if not args.json:
+        from ctxengine.kernel import load
+
+        with load(loaded) as kernel:
+            for line in kernel.status_lines():
+                out.write(line + "\n")
     show_progress = args.progress or (not args.json and sys.stderr.isatty())
     reports = []
     for number, record in enumerate(records, 1):
