@@ -301,3 +301,4 @@ def test_status_lines_name_the_engine_and_caching(kernel: ctxengine.Kernel) -> N
     lines = kernel.status_lines()
     assert lines[0] == "🧠 Context engine: recording (registry)"
     assert lines[1].startswith("💾 Prompt caching: ENABLED")
+    assert lines[2].startswith("📝 Summaries: auto -> ")

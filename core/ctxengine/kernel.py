@@ -35,7 +35,7 @@ from ctxengine.hooks import Hooks
 from ctxengine.models import ModelInfo, model_for_settings
 from ctxengine.resolve import Catalog, PluginEntry, discover, install_hint
 from ctxengine.session import Session
-from ctxengine.summarize import SummaryProvider, resolve_provider
+from ctxengine.summarize import SummaryProvider, describe_provider, resolve_provider
 
 log = logging.getLogger("ctxengine")
 
@@ -268,6 +268,13 @@ class Kernel:
         lines.append(
             caching_status_line(self.config, self.model, self.cache_settings, self.caching_reason)
         )
+        summaries = describe_provider(
+            self.config.auxiliary.compression,
+            self.env,
+            main=self.main_summarizer,
+            main_model=self.config.model.name,
+        )
+        lines.append(f"📝 Summaries: {summaries}")
         lines.extend(f"⚠️  {notice}" for notice in self.notices)
         return lines
 
