@@ -198,6 +198,7 @@ TURN_KEYS = {
     "input_tokens",
     "cache_read_tokens",
     "cache_write_tokens",
+    "cache_write_1h_tokens",
     "output_tokens",
     "cost",
     "uncached_cost",
@@ -240,6 +241,7 @@ def test_replay_table_and_turns(openai_list: Path) -> None:
     assert "no compaction, no caching" in output and "compaction + caching" in output
     assert "per turn (compaction + caching vs baseline):" in output
     assert "compacted: " in output
+    assert "💾 Cache: " in output and "% hit, " in output
 
 
 @pytest.mark.parametrize("suffix", [".png", ".html"])

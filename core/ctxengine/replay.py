@@ -26,6 +26,7 @@ from ctxengine.conversation import Message
 from ctxengine.files import ConversationRecord
 from ctxengine.kernel import load
 from ctxengine.tokens import TokenCounter
+from ctxengine.usage import Usage
 
 Scenario = Literal["none", "caching", "compaction", "both"]
 SCENARIOS: tuple[Scenario, ...] = ("none", "caching", "compaction", "both")
@@ -45,11 +46,23 @@ class TurnRecord:
     input_tokens: int
     cache_read_tokens: int
     cache_write_tokens: int
+    cache_write_1h_tokens: int
     output_tokens: int
     cost: float
     uncached_cost: float
     compaction: str | None = None
     """``None``, or the compaction status and reason when one ran before this request."""
+
+    @property
+    def usage(self) -> Usage:
+        """The prompt-side usage of this request as the provider would report it."""
+        return Usage(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cache_read_tokens=self.cache_read_tokens,
+            cache_write_5m_tokens=self.cache_write_tokens - self.cache_write_1h_tokens,
+            cache_write_1h_tokens=self.cache_write_1h_tokens,
+        )
 
 
 @attrs.frozen
@@ -211,6 +224,7 @@ def replay_scenario(
                 input_tokens=usage.input_tokens,
                 cache_read_tokens=usage.cache_read_tokens,
                 cache_write_tokens=usage.cache_write_tokens,
+                cache_write_1h_tokens=usage.cache_write_1h_tokens,
                 output_tokens=output_tokens,
                 cost=cost.total,
                 uncached_cost=cost.uncached_total,

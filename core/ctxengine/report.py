@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from ctxengine.accounting import cache_line
 from ctxengine.replay import SCENARIOS, ReplayReport
 from ctxengine.results import CompressResult
 
@@ -102,7 +103,7 @@ def write_replay_report(report: ReplayReport, out: TextIO, *, turns: bool) -> No
     base = report.scenarios["none"]
     out.write(f"\nper turn ({SCENARIO_LABELS[best.scenario]} vs baseline):\n")
     turn_rows: list[tuple[str, ...]] = [
-        ("turn", "baseline tokens", "tokens", "cache read", "cache write", "cost", "event")
+        ("turn", "baseline tokens", "tokens", "cost", "cache", "event")
     ]
     for mine, theirs in zip(best.turns, base.turns, strict=True):
         turn_rows.append(
@@ -110,13 +111,12 @@ def write_replay_report(report: ReplayReport, out: TextIO, *, turns: bool) -> No
                 str(mine.turn),
                 f"{theirs.prompt_tokens:,}",
                 f"{mine.prompt_tokens:,}",
-                f"{mine.cache_read_tokens:,}",
-                f"{mine.cache_write_tokens:,}",
                 _money(mine.cost),
+                cache_line(mine.usage) if best.caching else "",
                 (mine.compaction or "")[:70],
             )
         )
-    _table(turn_rows, out, right=[True, True, True, True, True, True, False])
+    _table(turn_rows, out, right=[True, True, True, True, False, False])
 
 
 def replay_json(reports: Sequence[ReplayReport]) -> dict[str, Any]:
