@@ -22,6 +22,12 @@ MAIN_ARGUMENT_KEYS = ("path", "file_path", "filename", "command", "cmd", "query"
 """Tool-call arguments that best describe a call in one line, in order of preference."""
 
 
+# One encoder for every message: json.dumps with options builds a new one per call.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
+).encode
+
+
 def _strip_cache_control(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _strip_cache_control(v) for k, v in value.items() if k != "cache_control"}
@@ -32,16 +38,8 @@ def _strip_cache_control(value: Any) -> Any:
 
 def canonical(msg: Message) -> tuple[str, str]:
     """``(json text, content hash)`` of a message; the text is what the store keeps verbatim."""
-    text = json.dumps(msg, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    keyed = text
-    if '"cache_control"' in text:
-        keyed = json.dumps(
-            _strip_cache_control(msg),
-            sort_keys=True,
-            ensure_ascii=False,
-            separators=(",", ":"),
-            default=str,
-        )
+    text = _CANONICAL(msg)
+    keyed = _CANONICAL(_strip_cache_control(msg)) if '"cache_control"' in text else text
     # 128 bits of SHA-256: collisions are out of reach, keys stay short in the indexes.
     return text, hashlib.sha256(keyed.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 

@@ -32,7 +32,10 @@ from typing import Any, Literal
 
 import attrs
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Layout version. 2 dropped ``messages.dedupe_key`` (a second unique index that only repeated
+``(conversation_id, seq)``) and tunes the FTS5 indexes; version 1 stores are upgraded in place
+on open (their ``dedupe_key`` column stays and keeps being written)."""
 
 ItemKind = Literal["message", "summary"]
 
@@ -56,14 +59,12 @@ CREATE TABLE IF NOT EXISTS messages (
     tool_results TEXT,
     tokens INTEGER NOT NULL,
     content_hash TEXT NOT NULL,
-    dedupe_key TEXT NOT NULL,
     pinned INTEGER NOT NULL DEFAULT 0,
     rendered TEXT,
     rendered_hash TEXT,
     rendered_tokens INTEGER,
     created_at REAL NOT NULL,
-    UNIQUE (conversation_id, seq),
-    UNIQUE (conversation_id, dedupe_key)
+    UNIQUE (conversation_id, seq)
 );
 CREATE TABLE IF NOT EXISTS summaries (
     id TEXT PRIMARY KEY,
@@ -124,6 +125,24 @@ CREATE TABLE IF NOT EXISTS rendered_blocks (
 
 _IMMUTABLE = ("messages", "summaries", "summary_links", "outputs")
 
+_MESSAGE_COLUMNS = (
+    "id",
+    "conversation_id",
+    "seq",
+    "role",
+    "content",
+    "text",
+    "tool_calls",
+    "tool_results",
+    "tokens",
+    "content_hash",
+    "pinned",
+    "rendered",
+    "rendered_hash",
+    "rendered_tokens",
+    "created_at",
+)
+
 _FTS = """
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
     text, content='messages', content_rowid='id');
@@ -134,6 +153,23 @@ CREATE VIRTUAL TABLE IF NOT EXISTS outputs_fts USING fts5(
 """
 
 FTS_TABLES = {"messages": "messages_fts", "summaries": "summaries_fts", "outputs": "outputs_fts"}
+
+FTS_PAGE_BYTES = 16000
+"""FTS5 ``pgsz``: index leaves that fill a 16 KiB database page (default 4050), so a segment
+is a quarter as many rows to write and to merge."""
+FTS_AUTOMERGE = 16
+"""FTS5 ``automerge``: segments merged at once (default 4). Every commit writes a new segment;
+merging 16 at a time rewrites each posting about half as often, for a few more segments to
+read per query (still well under a millisecond at 100,000 messages)."""
+
+
+def _tune_fts_sql() -> str:
+    """Statements that set the FTS5 options above (kept in each index's ``_config`` table)."""
+    return "".join(
+        f"INSERT INTO {fts} ({fts}, rank) VALUES ('pgsz', {FTS_PAGE_BYTES});"
+        f"INSERT INTO {fts} ({fts}, rank) VALUES ('automerge', {FTS_AUTOMERGE});"
+        for fts in FTS_TABLES.values()
+    )
 
 
 class StoreError(RuntimeError):
@@ -314,20 +350,20 @@ class Store:
     def _create_schema(self, fts: bool | None) -> bool:
         conn = self._conn
         with self._lock:
-            existing = {
-                row[0]
-                for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            }
+            existing = self._table_names()
             fresh = "messages" not in existing
             if not fresh:
                 version = conn.execute(
                     "SELECT value FROM meta WHERE key = 'schema_version'"
                 ).fetchone()
-                if version is None or version[0] != str(SCHEMA_VERSION):
+                if version is not None and version[0] == "1":
+                    self._upgrade_from_1()
+                elif version is None or version[0] != str(SCHEMA_VERSION):
                     raise sqlite3.DatabaseError(
                         f"schema version {version[0] if version else 'missing'}, "
-                        f"this ctxengine-lcm reads {SCHEMA_VERSION}"
+                        f"this ctxengine-lcm reads {SCHEMA_VERSION} (and upgrades 1)"
                     )
+                self._finish_open()
                 return "messages_fts" in existing
             use_fts = fts5_available() if fts is None else fts
             guards = "".join(
@@ -343,15 +379,38 @@ class Store:
                 "BEGIN IMMEDIATE;"
                 + _TABLES
                 + guards
-                + (_FTS if use_fts else "")
+                + (_FTS + _tune_fts_sql() if use_fts else "")
                 + "INSERT OR REPLACE INTO meta (key, value) VALUES "
                 + f"('schema_version', '{SCHEMA_VERSION}');"
                 + "COMMIT;"
             )
-            return "messages_fts" in {
-                row[0]
-                for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            }
+            self._finish_open()
+            return "messages_fts" in self._table_names()
+
+    def _table_names(self) -> set[str]:
+        rows = self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        return {row[0] for row in rows}
+
+    def _upgrade_from_1(self) -> None:
+        """Version 1 -> 2 in one transaction: tune the FTS indexes (new segments use the new
+        page size; existing ones are merged as usual). ``dedupe_key`` stays in the table."""
+        fts = "messages_fts" in self._table_names()
+        self._conn.executescript(
+            "BEGIN IMMEDIATE;"
+            + (_tune_fts_sql() if fts else "")
+            + f"UPDATE meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'"
+            + " AND value = '1';"
+            + "COMMIT;"
+        )
+
+    def _finish_open(self) -> None:
+        """Prepare the message INSERT for this file's layout (version 1 has ``dedupe_key``)."""
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(messages)")}
+        self._dedupe_key = "dedupe_key" in columns
+        names = list(_MESSAGE_COLUMNS) + (["dedupe_key"] if self._dedupe_key else [])
+        self._insert_messages = (
+            f"INSERT INTO messages ({', '.join(names)}) VALUES ({','.join('?' * len(names))})"
+        )
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -430,32 +489,29 @@ class Store:
                 (conversation_id,),
             ).fetchone()[0]
             ids = list(range(first_id, first_id + len(messages)))
-            conn.executemany(
-                "INSERT INTO messages (id, conversation_id, seq, role, content, text, tool_calls,"
-                " tool_results, tokens, content_hash, dedupe_key, pinned, rendered, rendered_hash,"
-                " rendered_tokens, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                [
-                    (
-                        ids[k],
-                        conversation_id,
-                        first_seq + k,
-                        m.role,
-                        m.content,
-                        m.text,
-                        m.tool_calls,
-                        m.tool_results,
-                        m.tokens,
-                        m.content_hash,
-                        f"{first_seq + k}:{m.content_hash}",
-                        int(m.pinned),
-                        m.rendered,
-                        m.rendered_hash,
-                        m.rendered_tokens,
-                        now,
-                    )
-                    for k, m in enumerate(messages)
-                ],
-            )
+            rows: list[tuple[Any, ...]] = [
+                (
+                    ids[k],
+                    conversation_id,
+                    first_seq + k,
+                    m.role,
+                    m.content,
+                    m.text,
+                    m.tool_calls,
+                    m.tool_results,
+                    m.tokens,
+                    m.content_hash,
+                    int(m.pinned),
+                    m.rendered,
+                    m.rendered_hash,
+                    m.rendered_tokens,
+                    now,
+                )
+                for k, m in enumerate(messages)
+            ]
+            if self._dedupe_key:
+                rows = [(*row, f"{row[2]}:{row[9]}") for row in rows]
+            conn.executemany(self._insert_messages, rows)
             if self.fts:
                 conn.executemany(
                     "INSERT INTO messages_fts (rowid, text) VALUES (?, ?)",
