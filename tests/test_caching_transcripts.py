@@ -18,7 +18,8 @@ import pytest
 
 from ctxengine.accounting import SessionCacheStats, cache_line
 from ctxengine.caching import marker_positions
-from ctxengine.messages import to_anthropic, validate
+from ctxengine.convert import to_anthropic
+from ctxengine.messages import validate
 from ctxengine.models import lookup_model
 from ctxengine.testing.fake_api import FakeAPI, check_anthropic_request
 from ctxengine.testing.transcripts import TRANSCRIPTS

@@ -1,4 +1,5 @@
-"""Format detection, readers, tool groups, cut points and conversion in ctxengine.messages."""
+"""Format detection, readers, tool groups, cut points (ctxengine.messages) and conversion
+(ctxengine.convert, re-exported by ctxengine.messages)."""
 
 from __future__ import annotations
 
@@ -253,6 +254,17 @@ def test_validate_module_imports_on_its_own() -> None:
     code = "import ctxengine.validate as v; import ctxengine.messages as m; print(v.validate)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_convert_module_imports_on_its_own() -> None:
+    # convert.py builds on messages.py, which re-exports its two converters on first access.
+    code = (
+        "import ctxengine.convert as c; from ctxengine.messages import to_anthropic, to_openai; "
+        "print(to_anthropic is c.to_anthropic and to_openai is c.to_openai)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
 
 
 def test_readers_are_lenient_on_malformed_calls() -> None:

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ctxengine.conversation import Format, Message, SystemPrompt
-from ctxengine.messages import to_anthropic, validate
+from ctxengine.convert import to_anthropic
+from ctxengine.messages import validate
 from ctxengine_compressor.assemble import SUMMARY_PREFIX, SYSTEM_NOTE
 
 from .helpers import ScriptedProvider, make_ctx, run

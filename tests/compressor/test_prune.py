@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ctxengine.messages import ToolCall, to_anthropic, validate
+from ctxengine.convert import to_anthropic
+from ctxengine.messages import ToolCall, validate
 from ctxengine_compressor.prune import PRUNE_MIN_CHARS, describe_output, prune, shorten_arguments
 
 from .helpers import openai_call

@@ -14,7 +14,8 @@ import pytest
 
 import ctxengine_compressor as plugin
 from ctxengine.conversation import Format
-from ctxengine.messages import to_anthropic, validate
+from ctxengine.convert import to_anthropic
+from ctxengine.messages import validate
 from ctxengine.testing.transcripts import TRANSCRIPTS
 
 from .helpers import COUNTER, make_ctx, run

@@ -1,0 +1,332 @@
+"""Converting message lists between the OpenAI chat and Anthropic Messages formats.
+
+:func:`to_anthropic` and :func:`to_openai` return new dicts and lists and never mutate their
+input, but may share unchanged leaf objects (a text block, an ``input`` dict) with it, so treat
+their result as read-only or copy what you change. Both are also importable from
+:mod:`ctxengine.messages`, which holds the readers this module builds on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ctxengine.conversation import Message, SystemPrompt
+from ctxengine.messages import OPENAI_ROLES, MessageFormatError, _dumps, _openai_calls
+
+__all__ = ["to_anthropic", "to_openai"]
+
+# The keys both formats accept on a text part/block.
+_TEXT_KEYS = ("type", "text", "cache_control")
+
+
+def _image_to_anthropic(part: dict[str, Any], where: str) -> dict[str, Any]:
+    ref = part.get("image_url")
+    url = ref.get("url") if isinstance(ref, dict) else ref
+    if not isinstance(url, str):
+        raise MessageFormatError(f"{where}: image_url part needs a 'url' string")
+    if url.startswith("data:"):
+        header, sep, data = url[5:].partition(",")
+        media_type, _, encoding = header.partition(";")
+        if not sep or encoding != "base64" or not media_type:
+            raise MessageFormatError(
+                f"{where}: data URL images must look like 'data:<media type>;base64,<data>'"
+            )
+        source: dict[str, Any] = {"type": "base64", "media_type": media_type, "data": data}
+    elif url.startswith(("http://", "https://")):
+        source = {"type": "url", "url": url}
+    else:
+        raise MessageFormatError(
+            f"{where}: image URL must be a data: URL or an http(s) URL, got {url[:40]!r}"
+        )
+    block: dict[str, Any] = {"type": "image", "source": source}
+    if "cache_control" in part:
+        block["cache_control"] = part["cache_control"]
+    return block
+
+
+def _image_to_openai(block: dict[str, Any], where: str) -> dict[str, Any]:
+    source = block.get("source")
+    kind = source.get("type") if isinstance(source, dict) else None
+    if kind == "base64" and isinstance(source, dict):
+        url = f"data:{source.get('media_type', '')};base64,{source.get('data', '')}"
+    elif kind == "url" and isinstance(source, dict):
+        url = source.get("url", "")
+    else:
+        raise MessageFormatError(
+            f"{where}: image source {kind!r} has no OpenAI equivalent (allowed: base64, url)"
+        )
+    part: dict[str, Any] = {"type": "image_url", "image_url": {"url": url}}
+    if "cache_control" in block:
+        part["cache_control"] = block["cache_control"]
+    return part
+
+
+def _text_part(part: dict[str, Any]) -> dict[str, Any]:
+    """A text part/block with only the keys both formats accept (drops e.g. ``citations``)."""
+    return {k: v for k, v in part.items() if k in _TEXT_KEYS}
+
+
+def _parts_to_blocks(content: Any, where: str) -> list[dict[str, Any]]:
+    """OpenAI content (str / None / parts) as Anthropic blocks; empty text is dropped."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if not isinstance(content, list):
+        raise MessageFormatError(
+            f"{where}: content must be a string, a list of parts or null, "
+            f"got {type(content).__name__}"
+        )
+    blocks: list[dict[str, Any]] = []
+    for j, part in enumerate(content):
+        if not isinstance(part, dict):
+            raise MessageFormatError(f"{where}.content[{j}]: a part must be a dict")
+        kind = part.get("type")
+        if kind == "text":
+            if part.get("text"):
+                # Keep only the keys Anthropic accepts on a text block.
+                blocks.append(
+                    {k: v for k, v in part.items() if k in ("type", "text", "cache_control")}
+                )
+        elif kind == "image_url":
+            blocks.append(_image_to_anthropic(part, f"{where}.content[{j}]"))
+        elif kind in ("input_audio", "file", "refusal"):
+            raise MessageFormatError(
+                f"{where}.content[{j}]: part type {kind!r} has no Anthropic equivalent "
+                "(allowed: text, image_url)"
+            )
+        else:
+            blocks.append(part)  # already an Anthropic block (image with source, document, ...)
+    return blocks
+
+
+def _with_cache_marker(blocks: list[dict[str, Any]], marker: Any) -> None:
+    """Move a message-level ``cache_control`` onto the last block (replacing that block)."""
+    if blocks and "cache_control" not in blocks[-1]:
+        blocks[-1] = {**blocks[-1], "cache_control": marker}
+
+
+def _tool_input(arguments: Any) -> dict[str, Any]:
+    if isinstance(arguments, dict):
+        return arguments
+    if not isinstance(arguments, str) or not arguments.strip():
+        return {}
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return {"_raw_arguments": arguments}
+    return parsed if isinstance(parsed, dict) else {"_raw_arguments": arguments}
+
+
+def _openai_message_blocks(msg: Message, role: str, where: str) -> list[dict[str, Any]]:
+    if role == "tool":
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": msg.get("tool_call_id", "")}
+        content = msg.get("content")
+        if isinstance(content, list):
+            result["content"] = _parts_to_blocks(content, where)
+        else:
+            result["content"] = content if isinstance(content, str) else ""
+        blocks = [result]
+    else:
+        blocks = []
+        reasoning = msg.get("reasoning_content")
+        if role == "assistant" and isinstance(reasoning, str) and reasoning:
+            blocks.append({"type": "thinking", "thinking": reasoning})
+        blocks.extend(_parts_to_blocks(msg.get("content"), where))
+        if role == "assistant":
+            for call in _openai_calls(msg):
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call.id,
+                        "name": call.name,
+                        "input": _tool_input(call.arguments),
+                    }
+                )
+    if msg.get("cache_control") is not None:
+        _with_cache_marker(blocks, msg["cache_control"])
+    return blocks
+
+
+def to_anthropic(messages: Sequence[Message]) -> tuple[SystemPrompt | None, list[Message]]:
+    """Convert an OpenAI chat list to ``(system, messages)`` for the Anthropic Messages API.
+
+    - ``system`` / ``developer`` messages (wherever they are) become the system prompt, in order:
+      a string when there is one plain string, else a list of text blocks; ``None`` when absent.
+    - ``tool`` messages become ``tool_result`` blocks of a user message; consecutive messages of
+      the same role are merged (so parallel results and a following user text share one message,
+      results first as they came).
+    - ``tool_calls`` become ``tool_use`` blocks (arguments parsed; unparsable or non-object
+      arguments are kept as ``{"_raw_arguments": text}``), ``reasoning_content`` a leading
+      ``thinking`` block (without signature), ``image_url`` parts ``image`` blocks.
+    - Empty text parts are dropped, and so are messages left with no content at all.
+    - Message-level ``cache_control`` moves onto the message's last block.
+
+    :raises MessageFormatError: for parts with no Anthropic equivalent or malformed images.
+    """
+    system_blocks: list[dict[str, Any]] = []
+    merged: list[tuple[str, list[dict[str, Any]], str | None]] = []
+    for i, msg in enumerate(messages):
+        where = f"messages[{i}]"
+        role = msg.get("role")
+        if role in ("system", "developer"):
+            system_blocks.extend(_openai_message_blocks(msg, "system", where))
+            continue
+        if role not in ("user", "assistant", "tool"):
+            raise MessageFormatError(
+                f"{where}: unknown role {role!r}; allowed roles: {', '.join(OPENAI_ROLES)}"
+            )
+        blocks = _openai_message_blocks(msg, role, where)
+        if not blocks:
+            continue
+        target = "user" if role == "tool" else role
+        content = msg.get("content")
+        # A lone plain string stays a string unless a marker or another block joins it.
+        plain = None
+        if role != "tool" and isinstance(content, str) and len(blocks) == 1:
+            plain = content if set(blocks[0]) == {"type", "text"} else None
+        if merged and merged[-1][0] == target:
+            prev_role, prev_blocks, _ = merged[-1]
+            merged[-1] = (prev_role, prev_blocks + blocks, None)
+        else:
+            merged.append((target, blocks, plain))
+    out: list[Message] = [
+        {"role": role, "content": plain if plain is not None else blocks}
+        for role, blocks, plain in merged
+    ]
+    system: SystemPrompt | None
+    if not system_blocks:
+        system = None
+    elif len(system_blocks) == 1 and set(system_blocks[0]) == {"type", "text"}:
+        system = system_blocks[0]["text"]
+    else:
+        system = system_blocks
+    return system, out
+
+
+def _blocks_to_parts(blocks: list[Any], where: str) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for j, block in enumerate(blocks):
+        if isinstance(block, dict) and block.get("type") == "image":
+            parts.append(_image_to_openai(block, f"{where}[{j}]"))
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(_text_part(block))
+        else:
+            parts.append(block)
+    return parts
+
+
+def _text_content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """A single plain text part collapses to a string; anything else stays a list of parts."""
+    if len(parts) == 1 and set(parts[0]) == {"type", "text"}:
+        text: str = parts[0]["text"]
+        return text
+    return parts
+
+
+def to_openai(messages: Sequence[Message], system: SystemPrompt | None = None) -> list[Message]:
+    """Convert an Anthropic Messages list (and its ``system``) to an OpenAI chat list.
+
+    - ``system`` becomes a leading ``system`` message (a list of text parts when given as blocks).
+    - Each ``tool_result`` block becomes a ``tool`` message placed where the block was; the rest
+      of that user message becomes a user message after it.
+    - ``tool_use`` blocks become ``tool_calls`` (arguments = compact JSON of ``input``;
+      ``{"_raw_arguments": text}`` turns back into ``text``), ``thinking`` blocks
+      ``reasoning_content`` (signatures and ``redacted_thinking`` are dropped: OpenAI has no place
+      for them), ``image`` blocks ``image_url`` parts.
+    - Assistant content is a string for one plain text block, a list of text parts for several,
+      ``None`` when the message only calls tools. ``is_error`` on results has no OpenAI
+      equivalent and is dropped.
+
+    :raises MessageFormatError: for image sources with no OpenAI equivalent.
+    """
+    out: list[Message] = []
+    if isinstance(system, str):
+        out.append({"role": "system", "content": system})
+    elif isinstance(system, list):
+        out.append({"role": "system", "content": _blocks_to_parts(system, "system")})
+    for i, msg in enumerate(messages):
+        where = f"messages[{i}].content"
+        role = msg.get("role")
+        content = msg.get("content")
+        marker = msg.get("cache_control")
+        if not isinstance(content, list):
+            new: Message = {"role": role, "content": content}
+            if marker is not None:
+                new["cache_control"] = marker
+            out.append(new)
+            continue
+        if role == "assistant":
+            out.append(_assistant_to_openai(content, marker, where))
+            continue
+        out.extend(_user_to_openai(role, content, marker, where))
+    return out
+
+
+def _user_to_openai(role: Any, content: list[Any], marker: Any, where: str) -> list[Message]:
+    """A user message's blocks as OpenAI messages: each ``tool_result`` a ``tool`` message in
+    place, each run of other blocks a user message; the message marker goes on the last one."""
+    out: list[Message] = []
+    pending: list[Any] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            if pending:
+                out.append(
+                    {"role": role, "content": _text_content(_blocks_to_parts(pending, where))}
+                )
+                pending = []
+            raw = block.get("content", "")
+            tool: Message = {
+                "role": "tool",
+                "tool_call_id": block.get("tool_use_id", ""),
+                "content": _blocks_to_parts(raw, where) if isinstance(raw, list) else raw,
+            }
+            if block.get("cache_control") is not None:
+                tool["cache_control"] = block["cache_control"]
+            out.append(tool)
+        else:
+            pending.append(block)
+    if pending:
+        out.append({"role": role, "content": _text_content(_blocks_to_parts(pending, where))})
+    if marker is not None and out:
+        out[-1]["cache_control"] = marker
+    return out
+
+
+def _assistant_to_openai(content: list[Any], marker: Any, where: str) -> Message:
+    texts: list[dict[str, Any]] = []
+    reasoning: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in content:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "thinking":
+            reasoning.append(block.get("thinking", ""))
+        elif kind == "tool_use":
+            raw = block.get("input")
+            if isinstance(raw, dict) and set(raw) == {"_raw_arguments"}:
+                arguments = raw["_raw_arguments"]
+            else:
+                arguments = _dumps(raw if raw is not None else {})
+            calls.append(
+                {
+                    "id": block.get("id", ""),
+                    "type": "function",
+                    "function": {"name": block.get("name", ""), "arguments": arguments},
+                }
+            )
+        elif kind == "redacted_thinking":
+            continue
+        else:
+            texts.append(block)
+    parts = _blocks_to_parts(texts, where)
+    new: Message = {"role": "assistant"}
+    new["content"] = _text_content(parts) if parts else (None if calls else "")
+    if reasoning:
+        new["reasoning_content"] = "\n".join(reasoning)
+    if calls:
+        new["tool_calls"] = calls
+    if marker is not None:
+        new["cache_control"] = marker
+    return new
