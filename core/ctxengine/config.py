@@ -9,7 +9,8 @@ The file is found by :func:`load_config`: an explicit path, else ``$CTXENGINE_CO
 ``<home>/config.yaml`` (home = ``$CTXENGINE_HOME`` or ``~/.ctxengine``), else defaults only.
 
 Engines validate their own ``engines.<name>`` options with :func:`parse_section` and
-:class:`Field`, so their messages read exactly like the core's.
+:class:`Field`, so their messages read exactly like the core's. That generic machinery lives in
+:mod:`ctxengine.fields`; its public names are re-exported here.
 
 Import cost: standard library and ``attrs`` only; ``yaml`` is imported when a file is read.
 """
@@ -18,15 +19,28 @@ from __future__ import annotations
 
 import copy
 import difflib
-import math
 import os
-import re
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
+
+from ctxengine.fields import (
+    _NAME,
+    ConfigError,
+    ConfigProblem,
+    Field,
+    FieldKind,
+    RawSection,
+    _as_mapping,
+    _convert_input,
+    _parse_fields,
+    _unknown_key,
+    format_value,
+    parse_section,
+)
 
 __all__ = [
     "ENV_VARS",
@@ -57,242 +71,6 @@ __all__ = [
 
 SummaryProviderName = Literal["auto", "anthropic", "openai", "main", "extractive"]
 CacheTTL = Literal["5m", "1h"]
-
-# ---------------------------------------------------------------------------------------------
-# Errors
-# ---------------------------------------------------------------------------------------------
-
-
-def format_value(value: object) -> str:
-    """Show a config value the way a YAML author would recognise it.
-
-    Strings are quoted (so ``'yes'`` is visibly not the boolean ``true``), booleans and ``None``
-    use YAML spelling, long values are shortened.
-    """
-    if value is True:
-        text = "true"
-    elif value is False:
-        text = "false"
-    elif value is None:
-        text = "null"
-    else:
-        text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-@attrs.frozen
-class ConfigProblem:
-    """One invalid key or value.
-
-    :ivar key: dotted key path (``"compression.threshold"``); empty for file-level problems.
-    :ivar value: the offending value as given.
-    :ivar allowed: what is allowed instead (``"must be a number from 0.05 to 0.95"``), or for
-        unknown keys and file problems the whole explanation.
-    :ivar source: where the value came from: a file path, ``"env VAR"`` or ``"override"``.
-    :ivar show_value: false when the value says nothing useful (unknown keys, file problems).
-    """
-
-    key: str
-    value: object
-    allowed: str
-    source: str | None
-    show_value: bool = attrs.field(default=True, kw_only=True)
-
-    def __str__(self) -> str:
-        where = f"config error in {self.source}" if self.source else "config error"
-        if not self.key:
-            return f"{where}: {self.allowed}"
-        if self.show_value:
-            return f"{where}: {self.key} = {format_value(self.value)}: {self.allowed}"
-        return f"{where}: {self.key}: {self.allowed}"
-
-
-class ConfigError(ValueError):
-    """The configuration is invalid; ``str()`` lists every problem, one per line."""
-
-    def __init__(self, problems: Sequence[ConfigProblem]) -> None:
-        if not problems:
-            raise ValueError("ConfigError needs at least one problem")
-        self.problems: list[ConfigProblem] = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
-
-    def __reduce__(self) -> tuple[type[ConfigError], tuple[list[ConfigProblem]]]:
-        return (type(self), (self.problems,))
-
-
-# ---------------------------------------------------------------------------------------------
-# Field descriptions (shared by the core sections and by engines)
-# ---------------------------------------------------------------------------------------------
-
-FieldKind = Literal["bool", "int", "number", "str", "name", "url", "choice", "str_list"]
-"""What a :class:`Field` accepts:
-
-- ``bool``: a real boolean (a quoted ``"yes"`` is an error);
-- ``int``: an integer, never a boolean; ``number``: an int or float (returned as float), finite;
-- ``str``: a non-empty string; ``name``: letters, digits, ``_``, ``.`` and ``-``;
-- ``url``: an ``http://`` or ``https://`` URL; ``choice``: one of ``choices`` (type-exact);
-- ``str_list``: a list of non-empty strings (returned as a tuple).
-"""
-
-_NAME = re.compile(r"[A-Za-z0-9_.-]+")
-_BOOL_WORDS = {
-    "1": True,
-    "true": True,
-    "yes": True,
-    "on": True,
-    "0": False,
-    "false": False,
-    "no": False,
-    "off": False,
-}
-_TEXT_KINDS = ("str", "name", "url")
-
-
-def _is_http_url(text: str) -> bool:
-    from urllib.parse import urlsplit
-
-    if not text or any(c.isspace() for c in text):
-        return False
-    try:
-        parts = urlsplit(text)
-        parts.port  # noqa: B018  # raises ValueError on a malformed port
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
-
-
-@attrs.frozen
-class Field:
-    """One key of a config section: its type, default and allowed range.
-
-    Bounds: ``ge`` (>=), ``gt`` (>) and ``le`` (<=) apply to ``int`` and ``number`` kinds.
-    ``nullable`` also admits ``null``. ``doc`` is a one-line description for generated docs.
-    """
-
-    name: str
-    kind: FieldKind
-    default: Any = None
-    nullable: bool = attrs.field(default=False, kw_only=True)
-    ge: float | None = attrs.field(default=None, kw_only=True)
-    gt: float | None = attrs.field(default=None, kw_only=True)
-    le: float | None = attrs.field(default=None, kw_only=True)
-    choices: tuple[object, ...] = attrs.field(default=(), kw_only=True)
-    doc: str = attrs.field(default="", kw_only=True)
-
-    def allowed(self, *, from_text: bool = False) -> str:
-        """The "must be ..." sentence used in error messages.
-
-        :param from_text: describe the spellings accepted from environment variables too.
-        """
-        kind = self.kind
-        if kind == "bool":
-            text = "must be true or false"
-        elif kind in ("int", "number"):
-            text = ("must be an integer" if kind == "int" else "must be a number") + self._range()
-        elif kind == "str":
-            text = "must be a non-empty string"
-        elif kind == "name":
-            text = "must be a non-empty name made of letters, digits, '_', '.' and '-'"
-        elif kind == "url":
-            text = "must be an http:// or https:// URL"
-        elif kind == "choice":
-            text = "must be one of " + ", ".join(format_value(c) for c in self.choices)
-        else:
-            text = "must be a list of non-empty strings"
-        if self.nullable:
-            text += " or null"
-        if from_text and (kind == "bool" or (kind == "choice" and True in self._bool_choices())):
-            text += " (true/false may be written 1/0, yes/no, on/off)"
-        if from_text and kind == "str_list":
-            text += f" (in an environment variable: separated by {os.pathsep!r})"
-        return text
-
-    def _range(self) -> str:
-        low = self.ge if self.ge is not None else self.gt
-        low_op = ">=" if self.ge is not None else ">"
-        if low is not None and self.le is not None:
-            if low_op == ">=":
-                return f" from {low!r} to {self.le!r}"
-            return f" > {low!r} and <= {self.le!r}"
-        if low is not None:
-            return f" {low_op} {low!r}"
-        if self.le is not None:
-            return f" <= {self.le!r}"
-        return ""
-
-    def _bool_choices(self) -> list[bool]:
-        return [c for c in self.choices if isinstance(c, bool)]
-
-    def _in_range(self, value: float) -> bool:
-        if self.ge is not None and value < self.ge:
-            return False
-        if self.gt is not None and value <= self.gt:
-            return False
-        return not (self.le is not None and value > self.le)
-
-    def convert(self, value: object) -> tuple[bool, Any]:
-        """Validate a value as written in YAML; return ``(ok, normalised value)``."""
-        if value is None:
-            return self.nullable, None
-        kind = self.kind
-        if kind == "bool":
-            return isinstance(value, bool), value
-        if kind == "int":
-            if isinstance(value, bool) or not isinstance(value, int):
-                return False, value
-            return self._in_range(value), value
-        if kind == "number":
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                return False, value
-            number = float(value)
-            return math.isfinite(number) and self._in_range(number), number
-        if kind == "str":
-            return isinstance(value, str) and bool(value.strip()), value
-        if kind == "name":
-            return isinstance(value, str) and _NAME.fullmatch(value) is not None, value
-        if kind == "url":
-            return isinstance(value, str) and _is_http_url(value), value
-        if kind == "choice":
-            # Type-exact, so the string "true" is not the boolean true, and 1 is not true.
-            ok = any(type(value) is type(c) and value == c for c in self.choices)
-            return ok, value
-        if isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value):
-            return True, tuple(value)
-        return False, value
-
-    def convert_text(self, text: str) -> tuple[bool, Any]:
-        """Validate a value given as text (environment variable, CLI flag).
-
-        Returns ``(True, value)`` or ``(False, shown)`` where ``shown`` is the parsed value when
-        the text parsed but is out of range, else the text itself.
-        """
-        stripped = text.strip()
-        if self.nullable and stripped.lower() in ("null", "none"):
-            return True, None
-        kind = self.kind
-        value: object = text
-        if kind == "bool":
-            if stripped.lower() not in _BOOL_WORDS:
-                return False, text
-            value = _BOOL_WORDS[stripped.lower()]
-        elif kind == "int":
-            try:
-                value = int(stripped)
-            except ValueError:
-                return False, text
-        elif kind == "number":
-            try:
-                value = float(stripped)
-            except ValueError:
-                return False, text
-        elif kind == "choice":
-            if self._bool_choices() and stripped.lower() in _BOOL_WORDS:
-                value = _BOOL_WORDS[stripped.lower()]
-            else:
-                value = stripped
-        elif kind == "str_list":
-            value = [part for part in text.split(os.pathsep) if part.strip()]
-        return self.convert(value)
 
 
 def _default(cls: type[Any], name: str) -> Any:
@@ -379,42 +157,6 @@ class ModelOverride:
     min_cacheable_tokens: int | None = None
     input_price: float | None = None
     output_price: float | None = None
-
-
-class RawSection(Mapping[str, Any]):
-    """Engine options as written (``engines.<name>``), not yet validated.
-
-    Read-only. Remembers where each key came from, so :func:`parse_section` can name the file
-    (or ``override``) in its messages. Compares equal to any mapping with the same items.
-    """
-
-    __slots__ = ("_data", "_sources", "origin")
-
-    def __init__(
-        self,
-        data: Mapping[str, Any],
-        origin: str | None = None,
-        sources: Mapping[str, str] | None = None,
-    ) -> None:
-        self._data = dict(data)
-        self._sources = dict(sources or {})
-        self.origin = origin
-
-    def source_of(self, key: str) -> str | None:
-        """Where ``key`` was set, or the section's origin, or ``None`` when unknown."""
-        return self._sources.get(key, self.origin)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __repr__(self) -> str:
-        return f"RawSection({self._data!r})"
 
 
 def _freeze_models(value: Mapping[str, ModelOverride]) -> Mapping[str, ModelOverride]:
@@ -555,101 +297,8 @@ _ENGINE_NAME_RULE = "engine names must be made of letters, digits, '_', '.' and 
 
 
 # ---------------------------------------------------------------------------------------------
-# Section parsing
-# ---------------------------------------------------------------------------------------------
-
-
-def _join(key_path: str, key: object) -> str:
-    return f"{key_path}.{key}" if key_path else str(key)
-
-
-def _unknown_key(
-    key_path: str, key: object, allowed: Sequence[str], source: str | None, what: str = "key"
-) -> ConfigProblem:
-    text = f"unknown {what}"
-    close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
-    if close:
-        text += f"; did you mean {close[0]!r}?"
-    text += f" (allowed: {', '.join(allowed)})"
-    return ConfigProblem(_join(key_path, key), key, text, source, show_value=False)
-
-
-def _as_mapping(
-    data: object,
-    key_path: str,
-    allowed: Sequence[str] | None,
-    source: str | None,
-    problems: list[ConfigProblem],
-) -> Mapping[Any, Any] | None:
-    """``None`` (an empty YAML section) reads as an empty mapping; anything else is a problem."""
-    if data is None:
-        return {}
-    if isinstance(data, Mapping):
-        return data
-    text = "must be a mapping of key: value"
-    if allowed:
-        text += f" (allowed keys: {', '.join(allowed)})"
-    problems.append(ConfigProblem(key_path, data, text, source))
-    return None
-
-
-def _parse_fields(
-    data: object, key_path: str, fields: Sequence[Field], source: str | None
-) -> tuple[dict[str, Any], list[ConfigProblem]]:
-    """Validate the keys present in ``data``; return (given values, problems)."""
-    problems: list[ConfigProblem] = []
-    names = [f.name for f in fields]
-    mapping = _as_mapping(data, key_path, names, source, problems)
-    if mapping is None:
-        return {}, problems
-    by_name = {f.name: f for f in fields}
-    given: dict[str, Any] = {}
-    for key, value in mapping.items():
-        key_source = source
-        if isinstance(mapping, RawSection) and isinstance(key, str):
-            key_source = mapping.source_of(key) or source
-        field = by_name.get(key) if isinstance(key, str) else None
-        if field is None:
-            problems.append(_unknown_key(key_path, key, names, key_source))
-            continue
-        ok, converted = field.convert(value)
-        if ok:
-            given[field.name] = converted
-        else:
-            problems.append(ConfigProblem(_join(key_path, key), value, field.allowed(), key_source))
-    return given, problems
-
-
-def parse_section(
-    data: Mapping[str, Any] | None, key_path: str, fields: Sequence[Field], *, source: str
-) -> dict[str, Any]:
-    """Validate one section against ``fields``; return every field's value (defaults filled in).
-
-    Messages match the core's (``config error in <source>: engines.lcm.x = 3: must be ...``).
-    When ``data`` is a :class:`RawSection` (as found in ``Config.engines``), each key's recorded
-    source takes precedence over ``source``.
-
-    :raises ConfigError: listing every unknown key and invalid value.
-    """
-    given, problems = _parse_fields(data, key_path, fields, source)
-    if problems:
-        raise ConfigError(problems)
-    return {f.name: given.get(f.name, f.default) for f in fields}
-
-
-# ---------------------------------------------------------------------------------------------
 # Layering
 # ---------------------------------------------------------------------------------------------
-
-
-def _convert_input(field: Field, value: object) -> tuple[bool, Any, bool]:
-    """Validate a value that may arrive as text (env vars, CLI flags) or already typed.
-
-    Returns ``(ok, value or shown value, parsed_from_text)``.
-    """
-    if isinstance(value, str) and field.kind not in _TEXT_KINDS:
-        return (*field.convert_text(value), True)
-    return (*field.convert(value), False)
 
 
 class _Layers:
