@@ -8,10 +8,11 @@ described, indexed and committed in batches of 100 per transaction. Grep is
 
 Prints (tab-separated)::
 
-    lcm_ingest_rate     N msg/s     target>=10000
-    lcm_grep_fts_median N ms        target<=20
+    lcm_ingest_rate         N msg/s     target>=10000       (median of --runs ingests)
+    lcm_ingest_rate_detail  best run and CPU-time rate (the machine may be shared)
+    lcm_grep_fts_median     N ms        target<=20
 
-Run: ``python packages/lcm/benchmarks/bench_lcm.py [--messages 100000]``.
+Run: ``python packages/lcm/benchmarks/bench_lcm.py [--messages 100000] [--runs 3]``.
 """
 
 from __future__ import annotations
@@ -59,36 +60,47 @@ def corpus(total: int) -> list[dict[str, Any]]:
     return out
 
 
+def ingest(store: Store, conv: int, messages: list[dict[str, Any]], counter: TokenCounter) -> None:
+    """Prepare and append ``messages`` the way ``compress`` does, ``BATCH`` per transaction."""
+    for start in range(0, len(messages), BATCH):
+        rows = []
+        outputs = []
+        for k in range(start, min(start + BATCH, len(messages))):
+            row, outs, _ = prepare(
+                messages,
+                k,
+                "openai",
+                count=counter.count_message,
+                session_key="bench",
+                large_output_tokens=25_000,
+            )
+            outputs += [(len(rows), o) for o in outs]
+            rows.append(row)
+        store.append(conv, rows, outputs=outputs)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=3, help="ingest runs, each into a new store")
     args = parser.parse_args()
 
     messages = corpus(args.messages)
     counter = TokenCounter()
     counter.count(messages)  # done by the kernel before compress; not part of ingest
+    rates: list[float] = []
+    cpu_rates: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        store = Store(Path(tmp) / "lcm.db")
-        conv = store.conversation_id("bench")
-        started = time.perf_counter()
-        for start in range(0, len(messages), BATCH):
-            rows = []
-            outputs = []
-            for k in range(start, min(start + BATCH, len(messages))):
-                row, outs, _ = prepare(
-                    messages,
-                    k,
-                    "openai",
-                    count=counter.count_message,
-                    session_key="bench",
-                    large_output_tokens=25_000,
-                )
-                outputs += [(len(rows), o) for o in outs]
-                rows.append(row)
-            store.append(conv, rows, outputs=outputs)
-        elapsed = time.perf_counter() - started
-        rate = len(messages) / elapsed
+        for run in range(args.runs):
+            store = Store(Path(tmp) / f"lcm{run}.db")
+            conv = store.conversation_id("bench")
+            started, cpu_started = time.perf_counter(), time.process_time()
+            ingest(store, conv, messages, counter)
+            rates.append(len(messages) / (time.perf_counter() - started))
+            cpu_rates.append(len(messages) / (time.process_time() - cpu_started))
+            if run < args.runs - 1:
+                store.close()
 
         rng = random.Random(7)
         stored = store.messages(conv)
@@ -105,7 +117,13 @@ def main() -> int:
             searcher.search(word, mode="full_text", scope="messages", limit=50)
             timings.append((time.perf_counter() - t0) * 1000)
         store.close()
-    print(f"lcm_ingest_rate\t{rate:.0f} msg/s\ttarget>=10000")
+    # Wall-clock median is the figure; the best run and the CPU-time rate show how much of a
+    # slow run was a busy machine rather than the code.
+    print(f"lcm_ingest_rate\t{statistics.median(rates):.0f} msg/s\ttarget>=10000")
+    print(
+        f"lcm_ingest_rate_detail\tbest {max(rates):.0f} msg/s, CPU-time median "
+        f"{statistics.median(cpu_rates):.0f} msg/s over {args.runs} runs"
+    )
     print(f"lcm_grep_fts_median\t{statistics.median(timings):.2f} ms\ttarget<=20")
     return 0
 
