@@ -123,8 +123,9 @@ def compress(
     tokens_after = ctx.tokens.count(new_messages, new_system)
     saved = tokens_before - tokens_after
     if saved <= 0 or saved < (1.0 - PAYS_RATIO) * middle_tokens:
-        # A summary call was spent for nothing: count it towards anti-thrash.
-        state.record_saving(0.0, baseline=None)
+        # Not a compaction, so not anti-thrash; but wait for the middle to grow before spending
+        # another summary call on it.
+        state.retry_above_tokens = tokens_before + max(1, limits.tail_token_budget)
         return unchanged(
             "noop",
             f"compaction would not pay: the summary is not clearly smaller than the "
@@ -134,6 +135,7 @@ def compress(
         )
 
     state.compactions += 1
+    state.retry_above_tokens = None
     state.previous_summary = outcome.text
     state.system_note_added = state.system_note_added or add_note
     state.last_tokens_before = tokens_before

@@ -33,6 +33,10 @@ class CompressorState:
     :ivar usage_fresh: ``last_prompt_tokens`` was measured after the last compaction.
     :ivar awaiting_measurement: the last compaction's saving is still an estimate.
     :ivar savings_baseline: prompt tokens before the last compaction, to measure its real saving.
+    :ivar retry_above_tokens: after a compaction that would not pay (a noop), automatic
+        compaction waits until the prompt grows past this many tokens, so a summary call is not
+        spent on the same small middle every turn; a noop is not a compaction, so it never
+        counts towards anti-thrash.
     """
 
     compactions: int = 0
@@ -46,6 +50,7 @@ class CompressorState:
     usage_fresh: bool = False
     awaiting_measurement: bool = False
     savings_baseline: int | None = None
+    retry_above_tokens: int | None = None
 
     def record_saving(self, ratio: float, *, baseline: int | None) -> None:
         """Remember one compaction's saving (an estimate until the next real usage arrives)."""

@@ -18,6 +18,7 @@ import attrs
 from ctxengine.conversation import Format, Message
 from ctxengine.messages import tool_calls, tool_results, visible_text
 from ctxengine.redact import redact
+from ctxengine.summarize import strip_reasoning
 
 if TYPE_CHECKING:
     from ctxengine.context import EngineContext
@@ -316,18 +317,21 @@ def summarize(
         reply = provider.complete(SYSTEM_PROMPT, prompt, budget)
     except Exception as exc:
         return _failed(job, provider.name, exc)
-    text = redact(reply.strip()) if isinstance(reply, str) else ""
+    # Host-supplied providers may not strip reasoning themselves; the built-in ones already do.
+    text = redact(strip_reasoning(reply).strip()) if isinstance(reply, str) else ""
     if not text:
         return _failed(job, provider.name, SummaryError.of("empty", provider.name))
     return SummaryOutcome(job.finish(text), provider.name)
 
 
 def _failed(job: _Job, provider: str, exc: BaseException) -> SummaryOutcome:
-    from ctxengine.summarize import SummaryError
+    from ctxengine.summarize import SummaryError, classify_error
 
-    aborts = exc.aborts if isinstance(exc, SummaryError) else False
-    kind = exc.kind if isinstance(exc, SummaryError) else "other"
-    detail = str(exc) if isinstance(exc, SummaryError) else f"{type(exc).__name__}: {exc}"
+    if not isinstance(exc, SummaryError):
+        # A host's own provider may raise TimeoutError, ConnectionError, SDK errors...: the same
+        # classification as the built-in providers decides abort versus local digest.
+        exc = classify_error(exc, provider)
+    aborts, kind, detail = exc.aborts, exc.kind, str(exc)
     failure = f"summary failed ({kind}): {detail}"
     if aborts or job.ctx.config.compression.abort_on_summary_failure:
         return SummaryOutcome(None, provider, failure=failure, aborted=True)

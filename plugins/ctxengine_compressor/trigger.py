@@ -51,6 +51,13 @@ def should_compress(ctx: EngineContext, prompt_tokens: int, force: bool) -> bool
             state.cooldown_reason,
         )
         return False
+    if state.retry_above_tokens is not None and prompt_tokens < state.retry_above_tokens:
+        ctx.log.debug(
+            "compressor: the last compaction would not pay; waiting until the prompt passes "
+            "%d tokens",
+            state.retry_above_tokens,
+        )
+        return False
     if is_thrashing(state):
         ctx.log.debug(
             "compressor: over threshold but the last %d compactions saved < %d %%; "

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+import ctxengine_compressor as plugin
 from ctxengine.messages import validate
 from ctxengine.summarize.errors import SummaryError
 from ctxengine.testing import samples
@@ -220,7 +221,14 @@ def test_a_summary_that_does_not_pay_is_a_noop() -> None:
     assert result.status == "noop"
     assert result.reason.startswith("compaction would not pay")
     assert result.messages is messages
-    assert get_state(ctx).recent_savings == [0.0]
+    state = get_state(ctx)
+    assert state.recent_savings == []  # a noop is not a compaction: no anti-thrash
+    assert state.retry_above_tokens is not None
+    # Automatic compaction waits until the prompt has grown past the retry mark...
+    assert plugin.should_compress(ctx, state.retry_above_tokens - 1, True, "agent", False) is False
+    assert plugin.should_compress(ctx, state.retry_above_tokens, True, "agent", False) is True
+    # ...and a forced one does not wait.
+    assert plugin.should_compress(ctx, 9_000, True, "agent", True) is True
 
 
 def test_short_conversation_is_an_honest_noop() -> None:
@@ -245,3 +253,42 @@ def test_focus_is_passed_to_the_summariser() -> None:
     _, messages = _sample("openai")
     run(ctx, messages, "openai", focus="the database migration")
     assert "Keep the most detail about: the database migration" in provider.calls[0][1]
+
+
+class RaisingProvider:
+    """A host's own provider that raises plain Python errors, not SummaryError."""
+
+    name = "host"
+    model = "host-model"
+    context_length = 128_000
+
+    def __init__(self, error: BaseException | None = None, reply: str = "") -> None:
+        self.error = error
+        self.reply = reply
+
+    def complete(self, system: str, prompt: str, max_tokens: int) -> str:
+        if self.error is not None:
+            raise self.error
+        return self.reply
+
+    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str:
+        return self.complete(system, prompt, max_tokens)
+
+
+@pytest.mark.parametrize("error", [TimeoutError("slow"), ConnectionError("down")])
+def test_a_host_providers_network_errors_abort(error: BaseException) -> None:
+    ctx = make_ctx(RaisingProvider(error))  # type: ignore[arg-type]
+    _, messages = _sample("openai")
+    result = run(ctx, messages, "openai")
+    assert result.status == "aborted", result.reason
+    assert result.messages is messages
+
+
+def test_a_host_providers_reasoning_never_becomes_the_summary() -> None:
+    reply = "<think>secret plan: rm -rf everything</think>\n" + GOOD_SUMMARY
+    ctx = make_ctx(RaisingProvider(reply=reply))  # type: ignore[arg-type]
+    _, messages = _sample("openai")
+    result = run(ctx, messages, "openai")
+    assert result.status == "compacted", result.reason
+    assert result.summary is not None
+    assert "secret plan" not in result.summary
