@@ -69,6 +69,21 @@ def is_summary_message(msg: Message) -> bool:
     return False
 
 
+def is_pure_summary_message(msg: Message) -> bool:
+    """Whether ``msg`` is only a summary, not a real turn a summary was merged into.
+
+    A merged turn still carries the user's (or assistant's) own words, so it can be the latest
+    ask or reply that must stay verbatim.
+    """
+    if not is_summary_message(msg):
+        return False
+    text = visible_text(msg)
+    start = text.find(SUMMARY_PREFIX)
+    end = text.find(SUMMARY_SUFFIX, start)
+    outside = text[:start] + (text[end + len(SUMMARY_SUFFIX) :] if end >= 0 else "")
+    return not outside.strip()
+
+
 def find_summary(messages: Sequence[Message], start: int, end: int) -> tuple[int, str] | None:
     """The last message in ``messages[start:end]`` holding a summary, and the summary text."""
     for index in range(end - 1, start - 1, -1):

@@ -11,7 +11,7 @@ from ctxengine_compressor.assemble import (
     assemble,
     find_summary,
     has_system_note,
-    is_summary_message,
+    is_pure_summary_message,
 )
 from ctxengine_compressor.boundaries import find_boundaries
 from ctxengine_compressor.prune import prune
@@ -75,7 +75,7 @@ def compress(
         protect_last_n=settings.protect_last_n,
         tail_token_budget=limits.tail_token_budget,
         count=ctx.tokens.count_message,
-        is_summary=is_summary_message,
+        is_summary=is_pure_summary_message,
     )
     if bounds.reason is not None:
         return unchanged("noop", bounds.reason)

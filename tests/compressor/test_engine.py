@@ -292,3 +292,15 @@ def test_a_host_providers_reasoning_never_becomes_the_summary() -> None:
     assert result.status == "compacted", result.reason
     assert result.summary is not None
     assert "secret plan" not in result.summary
+
+
+def test_a_turn_the_summary_was_merged_into_is_not_a_pure_summary() -> None:
+    from ctxengine_compressor.assemble import is_pure_summary_message, wrap_summary
+
+    summary_only = {"role": "user", "content": wrap_summary("## Goal\nfix it")}
+    merged = {"role": "user", "content": "ok, now the parser\n\n" + wrap_summary("## Goal\nfix")}
+    plain = {"role": "user", "content": "hello"}
+    assert is_pure_summary_message(summary_only) is True
+    # The user's own words make it the latest ask, kept verbatim on the next compaction.
+    assert is_pure_summary_message(merged) is False
+    assert is_pure_summary_message(plain) is False
