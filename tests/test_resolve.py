@@ -218,3 +218,41 @@ def test_non_engine_plugin_cannot_be_selected_as_engine(isolated_home: Path) -> 
         EngineNotFoundError, match="'hygiene' is a plugin of kind 'extension', not a context engine"
     ):
         ctxengine.load({"context": {"engine": "hygiene", "strict": True}})
+
+
+def test_a_plugin_with_a_bad_hook_is_isolated_and_listed(isolated_home: Path) -> None:
+    root = isolated_home / "plugins" / "context_engine"
+    write_directory_plugin(
+        root,
+        "badext",
+        """
+        from ctxengine import hookimpl
+        CTXENGINE_KIND = "extension"
+
+        @hookimpl
+        def update_usage(ctx, usage, bogus_arg):
+            pass
+        """,
+    )
+    write_directory_plugin(
+        root,
+        "typo",
+        """
+        from ctxengine import hookimpl
+
+        @hookimpl
+        def should_compres(ctx):
+            return True
+        """,
+    )
+    catalog = discover(isolated_home)
+    badext, typo = catalog.winner("badext"), catalog.winner("typo")
+    assert badext is not None and badext.error is not None
+    assert badext.error.startswith("PluginValidationError: ")
+    assert "bogus_arg" in badext.error
+    assert typo is not None and typo.error is not None
+    assert "should_compres" in typo.error
+    # The host still loads, with the built-in engine; selecting the broken one warns.
+    assert ctxengine.load().engine == "compressor"
+    with pytest.warns(EngineNotFoundWarning, match="failed to load from directory"):
+        assert ctxengine.load({"context": {"engine": "typo"}}).engine == "compressor"

@@ -119,6 +119,24 @@ def _describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def hook_problem(plugin: object) -> str | None:
+    """Why ``plugin`` cannot be registered (an unknown hook name, arguments that are not in the
+    hookspec, ...), checked against the hookspecs on a throwaway plugin manager; ``None`` if fine.
+    """
+    import pluggy
+
+    from ctxengine import hookspecs
+
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(hookspecs)
+    try:
+        pm.register(plugin)
+        pm.check_pending()
+    except Exception as exc:
+        return _describe_error(exc)
+    return None
+
+
 def _entry(
     name: str,
     source: Source,
@@ -134,6 +152,7 @@ def _entry(
         known = _KINDS_BY_NAME.get(declared)
         if known is not None:
             kind = known
+            error = hook_problem(plugin)
         else:
             error = f"CTXENGINE_KIND must be one of {', '.join(KINDS)}, not {declared!r}"
     return PluginEntry(
