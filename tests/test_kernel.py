@@ -302,3 +302,12 @@ def test_status_lines_name_the_engine_and_caching(kernel: ctxengine.Kernel) -> N
     assert lines[0] == "🧠 Context engine: recording (registry)"
     assert lines[1].startswith("💾 Prompt caching: ENABLED")
     assert lines[2].startswith("📝 Summaries: auto -> ")
+
+
+def test_a_compaction_frees_the_counts_of_what_it_replaced(kernel: ctxengine.Kernel) -> None:
+    _, messages = samples.conversation("openai", turns=3)
+    session = kernel.session("a")
+    session.should_compress(messages)
+    assert len(session.ctx.tokens) >= len(messages)
+    result = session.compress(messages)
+    assert len(session.ctx.tokens) <= len(result.messages)

@@ -443,3 +443,15 @@ def test_rough_message_and_conversation() -> None:
     assert total == 10 + IMAGE_TOKENS + 2 + 3 * MESSAGE_OVERHEAD_TOKENS
     with pytest.raises(ValueError, match=r"messages\[0\]: expected a dict, got NoneType"):
         rough_conversation_tokens([None])  # type: ignore[list-item]
+
+
+def test_retain_forgets_everything_else() -> None:
+    counter = TokenCounter()
+    old = [{"role": "user", "content": f"old message {i}"} for i in range(5)]
+    new = [{"role": "user", "content": "summary"}, old[-1]]
+    counter.count(old)
+    counter.count(new)
+    assert len(counter) == 6
+    counter.retain(new)
+    assert len(counter) == 2
+    assert counter.count(new) == TokenCounter().count(list(new))

@@ -157,6 +157,11 @@ class Session:
             )
             if result.compacted:
                 self._usage_stale = True
+                # What the compaction replaced need not stay alive in the count cache.
+                kept: list[object] = list(result.messages)
+                if result.system is not None:
+                    kept.append(result.system)
+                self.ctx.tokens.retain(kept)
             return result
 
     def maybe_compress(

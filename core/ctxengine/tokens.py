@@ -27,7 +27,7 @@ import json
 import os
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -476,6 +476,17 @@ class TokenCounter:
             entry = self._cache.get(id(obj))
             if entry is not None and entry[0] is obj:
                 del self._cache[id(obj)]
+
+    def retain(self, keep: Iterable[object]) -> None:
+        """Forget every cached count except those of the objects in ``keep``.
+
+        The cache holds a reference to each counted object; after a compaction the messages it
+        replaced would otherwise stay alive for the rest of the session.
+        """
+        wanted = {id(obj) for obj in keep}
+        with self._lock:
+            self._progress.reset()
+            self._cache = {key: entry for key, entry in self._cache.items() if key in wanted}
 
     def __len__(self) -> int:
         """How many objects have a cached count."""
