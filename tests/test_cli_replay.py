@@ -295,3 +295,23 @@ def test_replay_chart_without_matplotlib_says_how_to_install(
     assert capsys.readouterr().err == (
         "ctxengine: plotting needs matplotlib: pip install 'ctxengine[plot]'\n"
     )
+
+
+def test_compress_out_to_an_unwritable_path(
+    openai_list: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "missing-dir" / "out.json"
+    code, _ = run("compress", str(openai_list), *SMALL, "--out", str(target))
+    assert code == 1
+    assert capsys.readouterr().err.startswith(f"ctxengine: cannot write {target}: [Errno 2]")
+
+
+def test_compress_gives_each_record_its_own_session(tmp_path: Path) -> None:
+    line = json.dumps({"id": "same", "messages": samples.openai_conversation()})
+    source = tmp_path / "twice.jsonl"
+    source.write_text(f"{line}\n{line}\n")
+    out = tmp_path / "out.jsonl"
+    code, _ = run("compress", str(source), *SMALL, "--out", str(out))
+    assert code == 0
+    first, second = read_conversations(out)
+    assert first.messages == second.messages

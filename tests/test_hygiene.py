@@ -235,3 +235,14 @@ def test_replaying_the_longest_real_session_as_a_gateway_stays_valid_and_in_the_
         assert not validate(stored, "openai"), report.notice
         assert counter.count(stored) <= WINDOW, report.notice
     assert compactions >= 3
+
+
+def test_estimated_before_and_after_use_the_same_counting() -> None:
+    from ctxengine.tokens import rough_conversation_tokens
+
+    kernel = gateway_kernel()
+    _, big = samples.conversation("openai", turns=60)
+    report = kernel.hygiene("s", big)
+    assert report.compacted is True
+    assert report.tokens_before == rough_conversation_tokens(big)
+    assert report.tokens_after == rough_conversation_tokens(report.messages, report.system)

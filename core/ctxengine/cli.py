@@ -139,14 +139,18 @@ def cmd_compress(args: argparse.Namespace, out: TextIO) -> int:
     with load(loaded) as kernel:
         for line in kernel.status_lines():
             out.write(line + "\n")
-        for record in records:
-            result = kernel.session(record.id).compress(
+        for index, record in enumerate(records):
+            # One session per record: two records with the same id must not share engine state.
+            result = kernel.session(f"{record.id}#{index}").compress(
                 record.messages, record.system, force=True, focus=args.focus, format=record.format
             )
             write_compress_report(f"{record.id} ({record.format})", result, out)
             written.append((record, result.messages, result.system))
     if args.out:
-        write_conversations(args.out, written)
+        try:
+            write_conversations(args.out, written)
+        except OSError as exc:
+            raise CommandError(f"cannot write {args.out}: {exc}") from None
         out.write(f"wrote {len(written)} conversation(s) to {args.out}\n")
     return 0
 
@@ -192,6 +196,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
             plot_replay(reports, Path(args.plot))
         except ImportError as exc:
             raise CommandError(str(exc)) from None
+        except OSError as exc:
+            raise CommandError(f"cannot write {args.plot}: {exc}") from None
         if not args.json:
             out.write(f"\nchart written to {args.plot}\n")
     return 0

@@ -123,17 +123,23 @@ def _hygiene_locked(
             fired=True,
             result=result,
         )
+    # Before and after in the same currency: rough when "before" was rough, the provider's
+    # scale (calibrated local count) when it was measured.
+    if source == "estimate":
+        after = rough_conversation_tokens(result.messages, result.system)
+    else:
+        after = session.ctx.tokens.scale(result.tokens_after)
     return HygieneReport(
         messages=result.messages,
         system=result.system,
         fired=True,
         compacted=True,
         tokens_before=tokens,
-        tokens_after=result.tokens_after,
+        tokens_after=after,
         token_source=source,
         notice=(
             f"compacted {result.messages_before} -> {result.messages_after} messages, "
-            f"~{tokens:,} -> ~{result.tokens_after:,} tokens"
+            f"~{tokens:,} -> ~{after:,} tokens"
         ),
         result=result,
     )
