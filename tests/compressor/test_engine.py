@@ -277,7 +277,7 @@ class RaisingProvider:
 
 @pytest.mark.parametrize("error", [TimeoutError("slow"), ConnectionError("down")])
 def test_a_host_providers_network_errors_abort(error: BaseException) -> None:
-    ctx = make_ctx(RaisingProvider(error))  # type: ignore[arg-type]
+    ctx = make_ctx(RaisingProvider(error))
     _, messages = _sample("openai")
     result = run(ctx, messages, "openai")
     assert result.status == "aborted", result.reason
@@ -286,7 +286,7 @@ def test_a_host_providers_network_errors_abort(error: BaseException) -> None:
 
 def test_a_host_providers_reasoning_never_becomes_the_summary() -> None:
     reply = "<think>secret plan: rm -rf everything</think>\n" + GOOD_SUMMARY
-    ctx = make_ctx(RaisingProvider(reply=reply))  # type: ignore[arg-type]
+    ctx = make_ctx(RaisingProvider(reply=reply))
     _, messages = _sample("openai")
     result = run(ctx, messages, "openai")
     assert result.status == "compacted", result.reason
