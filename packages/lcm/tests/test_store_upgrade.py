@@ -11,7 +11,14 @@ from ctxengine_lcm import store as store_module
 from ctxengine_lcm.doctor import check_store
 from ctxengine_lcm.ingest import prepare
 from ctxengine_lcm.search import Searcher
-from ctxengine_lcm.store import FTS_AUTOMERGE, FTS_PAGE_BYTES, SCHEMA_VERSION, Store, StoreError
+from ctxengine_lcm.store import (
+    FTS_AUTOMERGE,
+    FTS_PAGE_BYTES,
+    SCHEMA_VERSION,
+    Store,
+    StoreError,
+    catch_up_index,
+)
 
 
 def _version_1_store(path: Path) -> None:
@@ -51,6 +58,9 @@ def test_version_1_store_is_upgraded_and_still_takes_messages(tmp_path: Path) ->
             config = dict(conn.execute("SELECT k, v FROM messages_fts_config").fetchall())
         assert config["pgsz"] == FTS_PAGE_BYTES
         assert config["automerge"] == FTS_AUTOMERGE
+        # Version 1 indexed its one message as it stored it.
+        assert store.index_watermark() == 1
+        assert store.unindexed_messages() == 0
         msgs = [
             {"role": "user", "content": "a fresh walrus"},
             {"role": "assistant", "content": "noted"},
@@ -75,8 +85,82 @@ def test_version_1_store_is_upgraded_and_still_takes_messages(tmp_path: Path) ->
         assert check_store(store) == []
     finally:
         store.close()
-    # Opening the upgraded store again is a plain version 2 open.
+    # Opening the upgraded store again is a plain version 3 open.
     Store(path).close()
+
+
+def _version_2_store(path: Path, texts: list[str]) -> None:
+    """A store as schema version 2 wrote it: no ``fts_progress``, every message indexed in the
+    transaction that stored it."""
+    tables = store_module._TABLES.replace(
+        "CREATE TABLE IF NOT EXISTS fts_progress"
+        " (name TEXT PRIMARY KEY, indexed_upto INTEGER NOT NULL);\n",
+        "",
+    )
+    assert "fts_progress" not in tables
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        tables
+        + store_module._FTS
+        + store_module._tune_fts_sql()
+        + "INSERT INTO meta VALUES ('schema_version', '2');"
+        "INSERT INTO conversations VALUES (1, 'old', 'openai', 0, 0);"
+    )
+    for k, text in enumerate(texts):
+        conn.execute(
+            "INSERT INTO messages (id, conversation_id, seq, role, content, text, tokens,"
+            " content_hash, created_at) VALUES (?, 1, ?, 'user', ?, ?, 5, ?, 0)",
+            (k + 1, k, f'{{"content":"{text}","role":"user"}}', text, f"h{k}"),
+        )
+        conn.execute("INSERT INTO messages_fts (rowid, text) VALUES (?, ?)", (k + 1, text))
+    conn.commit()
+    conn.close()
+
+
+def test_version_2_store_gets_a_watermark_at_its_last_message(tmp_path: Path) -> None:
+    path = tmp_path / "lcm.db"
+    _version_2_store(path, ["an old otter", "another old otter", "a heron"])
+    store = Store(path)
+    try:
+        with store.reading() as conn:
+            assert conn.execute(
+                "SELECT value FROM meta WHERE key = 'schema_version'"
+            ).fetchone() == ("3",)
+            assert conn.execute("SELECT name, indexed_upto FROM fts_progress").fetchall() == [
+                ("messages", 3)
+            ]
+        assert store.unindexed_messages() == 0
+        # Already indexed: catching up adds nothing, so no message is in the index twice.
+        assert catch_up_index(store) == 0
+        msgs = [{"role": "user", "content": "a new otter"}]
+        row = prepare(
+            msgs, 0, "openai", count=lambda m: 5, session_key="old", large_output_tokens=99
+        )[0]
+        assert store.append(1, [row]) == [4]
+        assert store.unindexed_messages() == 1
+        hits = Searcher(store, 1).search("otter")
+        assert [h.id for h in hits] == ["msg_4", "msg_2", "msg_1"]
+        with store.reading() as conn:
+            assert conn.execute("SELECT COUNT(*) FROM messages_fts_docsize").fetchone() == (4,)
+        assert check_store(store) == []
+    finally:
+        store.close()
+    reopened = Store(path)
+    try:
+        assert reopened.index_watermark() == 4
+    finally:
+        reopened.close()
+
+
+def test_empty_version_2_store_starts_its_watermark_at_zero(tmp_path: Path) -> None:
+    path = tmp_path / "lcm.db"
+    _version_2_store(path, [])
+    store = Store(path)
+    try:
+        assert store.index_watermark() == 0
+        assert check_store(store) == []
+    finally:
+        store.close()
 
 
 def test_new_store_has_no_dedupe_key_and_tuned_fts(tmp_path: Path) -> None:
@@ -98,5 +182,7 @@ def test_unknown_schema_version_is_refused(tmp_path: Path) -> None:
     conn.execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
-    with pytest.raises(StoreError, match=r"schema version 9, this ctxengine-lcm reads 2"):
+    with pytest.raises(
+        StoreError, match=r"schema version 9, this ctxengine-lcm reads 3 \(and upgrades 1, 2\)"
+    ):
         Store(path)

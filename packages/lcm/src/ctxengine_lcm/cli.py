@@ -88,7 +88,11 @@ def _status(store: Store, session: str | None) -> int:
             return 1
     stats = store.stats(conversation)
     print(f"store:          {store.path}")
-    print(f"full-text:      {'FTS5' if stats['fts'] else 'LIKE (SQLite without FTS5)'}")
+    if stats["fts"]:
+        # Not an error: ingest leaves messages for the next search, compaction or doctor.
+        print(f"full-text:      FTS5 ({stats['fts_pending']} messages not yet indexed)")
+    else:
+        print("full-text:      LIKE (SQLite without FTS5)")
     print(f"conversations:  {stats['conversations']}")
     print(f"messages:       {stats['messages']} ({stats['message_tokens']} tokens)")
     depths = ", ".join(f"depth {d}: {n}" for d, n in stats["summaries_by_depth"].items())
@@ -102,9 +106,12 @@ def _status(store: Store, session: str | None) -> int:
 
 
 def _doctor(store: Store) -> int:
-    from ctxengine_lcm.doctor import check_store
+    from ctxengine_lcm.doctor import examine
 
-    problems = check_store(store)
+    checkup = examine(store)
+    problems = checkup.problems
+    for note in checkup.notes:
+        print(f"note: {note}")
     if not problems:
         print(f"ok: {store.path} passes every check (full-text indexes, lineage, contexts)")
         return 0

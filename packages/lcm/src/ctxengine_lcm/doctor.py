@@ -1,8 +1,12 @@
 """Consistency checks of a store (``ctxengine lcm doctor``).
 
+Messages waiting for the full-text index are normal (ingest leaves them for
+:func:`~ctxengine_lcm.store.catch_up_index`), so the doctor first catches up, notes how many
+were pending, and then checks:
+
 - SQLite's own ``integrity_check`` and ``foreign_key_check``;
 - each full-text index matches its table (FTS5 ``integrity-check`` against the content table,
-  and one index entry per row);
+  and one index entry per row), and the message watermark is the highest message id;
 - every summary's lineage is complete: ordered links numbered from 0 without gaps, a leaf links
   only messages of its own conversation, a condensed summary links only shallower summaries,
   and the recorded descendant counts match the links;
@@ -13,11 +17,49 @@ from __future__ import annotations
 
 import sqlite3
 
-from ctxengine_lcm.store import FTS_TABLES, Store
+import attrs
+
+from ctxengine_lcm.store import FTS_TABLES, Store, StoreError, catch_up_index
 
 
-def check_store(store: Store) -> list[str]:
-    """Every problem found, one sentence each (empty when the store is healthy)."""
+@attrs.frozen
+class Checkup:
+    """What the doctor found.
+
+    :ivar problems: every inconsistency, one sentence each (empty when the store is healthy).
+    :ivar notes: facts worth reporting that are not problems (messages indexed on the way).
+    """
+
+    problems: list[str]
+    notes: list[str]
+
+
+def examine(store: Store) -> Checkup:
+    """Bring the full-text index up to date, then check the whole store."""
+    notes: list[str] = []
+    problems: list[str] = []
+    if store.fts:
+        try:
+            pending = store.unindexed_messages()
+            catch_up_index(store)
+        except (StoreError, sqlite3.DatabaseError) as exc:
+            problems.append(f"cannot bring the full-text index of messages up to date: {exc}")
+        else:
+            notes.append(
+                f"{pending} message(s) were waiting for the full-text index and are now indexed"
+            )
+    problems += check_store(store, catch_up=False)
+    return Checkup(problems=problems, notes=notes)
+
+
+def check_store(store: Store, *, catch_up: bool = True) -> list[str]:
+    """Every problem found, one sentence each (empty when the store is healthy).
+
+    :param catch_up: index pending messages first (they are not a problem); with ``False`` a
+        pending message shows up as an index that does not match its table.
+    """
+    if catch_up:
+        return examine(store).problems
     problems: list[str] = []
     with store.reading() as conn:
         result = conn.execute("PRAGMA integrity_check").fetchall()
@@ -43,6 +85,14 @@ def _check_fts(conn: sqlite3.Connection) -> list[str]:
         indexed = conn.execute(f"SELECT COUNT(*) FROM {fts}_docsize").fetchone()[0]
         if rows != indexed:
             problems.append(f"full-text index {fts} holds {indexed} rows, table {table} {rows}")
+    row = conn.execute("SELECT indexed_upto FROM fts_progress WHERE name = 'messages'").fetchone()
+    newest = conn.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0]
+    if row is None:
+        problems.append("the full-text watermark of messages (fts_progress) is missing")
+    elif row[0] != newest:
+        problems.append(
+            f"the full-text watermark of messages is {row[0]}, the highest message id {newest}"
+        )
     return problems
 
 

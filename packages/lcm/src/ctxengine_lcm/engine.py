@@ -31,7 +31,14 @@ from ctxengine_lcm.ingest import canonical, message_hash, prepare
 from ctxengine_lcm.locking import session_lock
 from ctxengine_lcm.render import Item, Rendered, render, summary_section
 from ctxengine_lcm.settings import ENGINE_NAME, LcmSettings
-from ctxengine_lcm.store import ContextItem, NewMessage, NewOutput, Store, StoredMessage
+from ctxengine_lcm.store import (
+    ContextItem,
+    NewMessage,
+    NewOutput,
+    Store,
+    StoredMessage,
+    catch_up_index,
+)
 from ctxengine_lcm.summarise import Summariser, SummaryAborted
 
 if TYPE_CHECKING:
@@ -241,6 +248,7 @@ class LcmSession:
                 state = get_state(ctx)
                 state.cooldown_until = ctx.clock() + COOLDOWN_SECONDS
                 state.cooldown_reason = str(exc)
+                catch_up_index(self.store)
                 return unchanged(
                     "aborted",
                     f"{exc}; abort_on_summary_failure is on, so nothing was compacted "
@@ -257,6 +265,9 @@ class LcmSession:
                     [canonical(m)[1] for m in rendered.block],
                     rendered.block_items,
                 )
+            # Ingest left the new messages out of the full-text index; index them now, in one
+            # batch, so the store is searchable by index when compress returns.
+            catch_up_index(self.store)
         after = ctx.tokens.count(rendered.messages, conversation.system)
         result = self._result(
             conversation=conversation,

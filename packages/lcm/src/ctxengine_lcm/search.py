@@ -1,5 +1,9 @@
 """Searching the store: full-text (FTS5, or LIKE without it), literal substring, and regex.
 
+Full-text search over messages first brings the index up to date
+(:func:`~ctxengine_lcm.store.catch_up_index`), so it finds a message stored a moment ago; regex,
+literal and ``LIKE`` search read the tables themselves and need no index.
+
 Every way in is bounded: ``limit`` is checked, full-text syntax errors become
 :class:`~ctxengine.tools.ToolError` with advice, and a regex is first checked for the shapes that
 backtrack catastrophically (a quantified group that itself contains a quantifier, such as
@@ -21,7 +25,7 @@ from typing import Any, Literal
 import attrs
 
 from ctxengine.tools import ToolError
-from ctxengine_lcm.store import Store, message_ref
+from ctxengine_lcm.store import Store, catch_up_index, message_ref
 
 Mode = Literal["full_text", "regex", "literal"]
 Scope = Literal["messages", "summaries", "outputs", "all"]
@@ -187,6 +191,9 @@ class Searcher:
         if mode_ == "regex":
             raw = self._regex(pattern, scopes, limit_)
         elif mode_ == "full_text" and self.store.fts:
+            if "messages" in scopes:
+                # Ingest leaves messages out of the index; a search must see all of them.
+                catch_up_index(self.store)
             raw = self._fts(pattern, scopes, limit_)
         else:
             raw = self._like(pattern, scopes, limit_, all_words=mode_ == "full_text")

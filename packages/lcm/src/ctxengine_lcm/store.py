@@ -12,10 +12,19 @@ What may change and what may not:
   ``rendered_blocks`` (how summaries were last shown to the model) are views that compaction
   replaces, each replacement in one transaction.
 
-Full-text search uses FTS5 external-content tables, written in the same transaction as the rows
-they index (not by triggers: an FTS5 insert inside a trigger flushes the index once per row,
-which makes ingest three times slower). Where the SQLite build has no FTS5 the store still works
-and search falls back to ``LIKE``.
+Full-text search uses FTS5 external-content tables, never written by triggers (an FTS5 insert
+inside a trigger flushes the index once per row, which makes ingest three times slower):
+
+- summaries and stored outputs are few and are indexed in the transaction that stores them;
+- messages are many, and indexing them was most of what ingest cost, so ingest commits only the
+  rows and :func:`catch_up_index` indexes them later in large batches. ``fts_progress`` records
+  the highest message id already in the index (the *watermark*); each batch writes its index
+  entries and the new watermark in one transaction, so an interrupted catch-up leaves a
+  consistent watermark and running it again indexes nothing twice. Full-text search, the end of
+  every compaction and ``doctor`` catch up first; regex and literal search read the table and
+  see every committed message at once.
+
+Where the SQLite build has no FTS5 the store still works and search falls back to ``LIKE``.
 """
 
 from __future__ import annotations
@@ -32,15 +41,25 @@ from typing import Any, Literal
 
 import attrs
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Layout version. 2 dropped ``messages.dedupe_key`` (a second unique index that only repeated
-``(conversation_id, seq)``) and tunes the FTS5 indexes; version 1 stores are upgraded in place
-on open (their ``dedupe_key`` column stays and keeps being written)."""
+``(conversation_id, seq)``) and tunes the FTS5 indexes; 3 indexes messages after ingest, behind
+the ``fts_progress`` watermark. Older stores are upgraded in place on open: a version 1 store
+keeps its ``dedupe_key`` column (still written); a version 1 or 2 store indexed every message
+synchronously, so its watermark starts at its highest message id."""
+
+UPGRADABLE = ("1", "2")
+"""Schema versions this code upgrades on open."""
+
+CATCH_UP_BATCH = 20_000
+"""Messages indexed per catch-up transaction: large enough that FTS5 writes few, big segments,
+small enough that one transaction holds the write lock for well under a second."""
 
 ItemKind = Literal["message", "summary"]
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS fts_progress (name TEXT PRIMARY KEY, indexed_upto INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS conversations (
     id INTEGER PRIMARY KEY,
     session_id TEXT NOT NULL UNIQUE,
@@ -358,10 +377,14 @@ class Store:
                 ).fetchone()
                 if version is not None and version[0] == "1":
                     self._upgrade_from_1()
+                    self._upgrade_from_2()
+                elif version is not None and version[0] == "2":
+                    self._upgrade_from_2()
                 elif version is None or version[0] != str(SCHEMA_VERSION):
                     raise sqlite3.DatabaseError(
                         f"schema version {version[0] if version else 'missing'}, "
-                        f"this ctxengine-lcm reads {SCHEMA_VERSION} (and upgrades 1)"
+                        f"this ctxengine-lcm reads {SCHEMA_VERSION} "
+                        f"(and upgrades {', '.join(UPGRADABLE)})"
                     )
                 self._finish_open()
                 return "messages_fts" in existing
@@ -380,6 +403,7 @@ class Store:
                 + _TABLES
                 + guards
                 + (_FTS + _tune_fts_sql() if use_fts else "")
+                + "INSERT OR IGNORE INTO fts_progress (name, indexed_upto) VALUES ('messages', 0);"
                 + "INSERT OR REPLACE INTO meta (key, value) VALUES "
                 + f"('schema_version', '{SCHEMA_VERSION}');"
                 + "COMMIT;"
@@ -398,9 +422,23 @@ class Store:
         self._conn.executescript(
             "BEGIN IMMEDIATE;"
             + (_tune_fts_sql() if fts else "")
-            + f"UPDATE meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'"
-            + " AND value = '1';"
+            + "UPDATE meta SET value = '2' WHERE key = 'schema_version' AND value = '1';"
             + "COMMIT;"
+        )
+
+    def _upgrade_from_2(self) -> None:
+        """Version 2 -> 3 in one transaction: add the ``fts_progress`` watermark. Version 2
+        indexed each message as it stored it, so everything up to the highest id is indexed.
+        (Two processes upgrading at once is harmless: the second finds version 3 and the row.)"""
+        self._conn.executescript(
+            "BEGIN IMMEDIATE;"
+            "CREATE TABLE IF NOT EXISTS fts_progress"
+            " (name TEXT PRIMARY KEY, indexed_upto INTEGER NOT NULL);"
+            "INSERT OR IGNORE INTO fts_progress (name, indexed_upto)"
+            " SELECT 'messages', COALESCE(MAX(id), 0) FROM messages;"
+            f"UPDATE meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'"
+            " AND value = '2';"
+            "COMMIT;"
         )
 
     def _finish_open(self) -> None:
@@ -476,6 +514,9 @@ class Store:
     ) -> list[int]:
         """Store ``messages`` after the conversation's last one, in one transaction.
 
+        The messages are durable when this returns but not yet in the full-text index; see
+        :func:`catch_up_index`. Outputs stored with them are indexed at once.
+
         :param outputs: ``(index into messages, output)`` pairs stored aside with them.
         :param context: when given, the new active context, where an ``int`` ``k`` stands for
             the ``k``-th message of ``messages`` (so one commit holds both).
@@ -511,12 +552,8 @@ class Store:
             ]
             if self._dedupe_key:
                 rows = [(*row, f"{row[2]}:{row[9]}") for row in rows]
+            # Not indexed here: catch_up_index does that later, in far larger batches.
             conn.executemany(self._insert_messages, rows)
-            if self.fts:
-                conn.executemany(
-                    "INSERT INTO messages_fts (rowid, text) VALUES (?, ?)",
-                    [(ids[k], m.text) for k, m in enumerate(messages)],
-                )
             for k, o in outputs:
                 cursor = conn.execute(
                     "INSERT OR IGNORE INTO outputs (id, conversation_id, message_id, call_id,"
@@ -866,7 +903,28 @@ class Store:
                 )
             }
         out["fts"] = self.fts
+        out["fts_pending"] = self.unindexed_messages() if self.fts else 0
         return out
+
+    # -- deferred message indexing -----------------------------------------------------------
+
+    def index_watermark(self) -> int:
+        """The highest message id already in the full-text index (``fts_progress``).
+
+        :raises StoreError: the store has full-text search but no watermark row.
+        """
+        with self.reading() as conn:
+            return _watermark(conn, self.path)
+
+    def unindexed_messages(self) -> int:
+        """How many stored messages are not in the full-text index yet (0 without FTS)."""
+        if not self.fts:
+            return 0
+        with self.reading() as conn:
+            upto = _watermark(conn, self.path)
+            return int(
+                conn.execute("SELECT COUNT(*) FROM messages WHERE id > ?", (upto,)).fetchone()[0]
+            )
 
     def conversations(self) -> list[tuple[int, str, int]]:
         """``(id, session id, message count)`` of every conversation."""
@@ -876,3 +934,52 @@ class Store:
                 " WHERE m.conversation_id = c.id) FROM conversations c ORDER BY c.id"
             ).fetchall()
         return [(int(a), str(b), int(c)) for a, b, c in rows]
+
+
+def _watermark(conn: sqlite3.Connection, path: Path) -> int:
+    row = conn.execute("SELECT indexed_upto FROM fts_progress WHERE name = 'messages'").fetchone()
+    if row is None:
+        raise StoreError(
+            f"the lcm store {str(path)!r} has no full-text watermark (fts_progress row "
+            "'messages'); it was damaged outside ctxengine-lcm"
+        )
+    return int(row[0])
+
+
+def catch_up_index(store: Store, *, batch_size: int = CATCH_UP_BATCH) -> int:
+    """Add every message above the watermark to the full-text index; returns how many.
+
+    One transaction per batch of ``batch_size`` messages holds both the index entries and the
+    new watermark, so a crash between batches loses only the unfinished batch and running this
+    again continues from the last committed one without indexing anything twice. Cheap when
+    nothing is pending (two indexed lookups, no write transaction). A no-op without FTS.
+
+    :raises ValueError: ``batch_size`` < 1.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if not store.fts:
+        return 0
+    with store.reading() as conn:
+        upto = _watermark(conn, store.path)
+        newest = conn.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0]
+    if newest <= upto:
+        return 0
+    indexed = 0
+    while True:
+        with store.transaction() as conn:
+            # Read again under the write lock: another process may have caught up meanwhile.
+            upto = _watermark(conn, store.path)
+            rows = conn.execute(
+                "SELECT id, text FROM messages WHERE id > ? ORDER BY id LIMIT ?",
+                (upto, batch_size),
+            ).fetchall()
+            if rows:
+                conn.executemany("INSERT INTO messages_fts (rowid, text) VALUES (?, ?)", rows)
+                conn.execute(
+                    "UPDATE fts_progress SET indexed_upto = ? WHERE name = 'messages'",
+                    (rows[-1][0],),
+                )
+        indexed += len(rows)
+        if len(rows) < batch_size:
+            return indexed
