@@ -41,8 +41,10 @@ from ctxengine.redact import redact
 
 __all__ = [
     "DIGEST_LABEL_PREFIX",
+    "MIN_TEMPLATE_HEADINGS",
     "SUMMARY_HEADINGS",
     "build_digest",
+    "conform_to_template",
     "min_digest_tokens",
     "split_summary",
 ]
@@ -134,6 +136,33 @@ def split_summary(summary: str) -> dict[str, list[str]]:
     if progress:
         sections["### Done"] = progress + sections.get("### Done", [])
     return sections
+
+
+MIN_TEMPLATE_HEADINGS = 4
+"""A model's summary with fewer of the template's headings did not follow the template."""
+
+
+def conform_to_template(summary: str) -> str | None:
+    """``summary`` rewritten with every template heading, in order; ``None`` when it did not
+    follow the template at all (fewer than :data:`MIN_TEMPLATE_HEADINGS` of its headings).
+
+    Sections the model left out get ``- (none)``; text before the first heading is kept under
+    ``## Critical Context`` rather than dropped. Nothing the model wrote is removed.
+    """
+    present = {line.strip() for line in summary.splitlines()} & set(SUMMARY_HEADINGS)
+    if len(present) < MIN_TEMPLATE_HEADINGS:
+        return None
+    sections = split_summary(summary)
+    preamble = sections.pop("", [])
+    if preamble:
+        sections["## Critical Context"] = sections.get("## Critical Context", []) + preamble
+    lines: list[str] = []
+    for heading in SUMMARY_HEADINGS:
+        lines.append(heading)
+        if heading == "## Progress":  # a parent heading: its items live under Done/In Progress
+            continue
+        lines.extend(sections.get(heading) or ["- (none)"])
+    return "\n".join(lines)
 
 
 def _truncate(text: str, limit: int) -> str:

@@ -294,6 +294,7 @@ def summarize(
     :param ledger_source: the messages whose paths, commands and errors must survive (the middle
         without an earlier summary message).
     """
+    from ctxengine.digest import conform_to_template
     from ctxengine.summarize import SummaryError
 
     job = _Job(ctx, middle, fmt, previous, focus, budget, ledger_source)
@@ -321,6 +322,11 @@ def summarize(
     text = redact(strip_reasoning(reply).strip()) if isinstance(reply, str) else ""
     if not text:
         return _failed(job, provider.name, SummaryError.of("empty", provider.name))
+    structured = conform_to_template(text)
+    if structured is None:
+        detail = "the reply does not follow the summary template (too few of its headings)"
+        return _failed(job, provider.name, SummaryError.of("unparsable", provider.name, detail))
+    text = structured
     return SummaryOutcome(job.finish(text), provider.name)
 
 

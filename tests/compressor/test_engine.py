@@ -8,6 +8,7 @@ import json
 import pytest
 
 import ctxengine_compressor as plugin
+from ctxengine.digest import SUMMARY_HEADINGS
 from ctxengine.messages import validate
 from ctxengine.summarize.errors import SummaryError
 from ctxengine.testing import samples
@@ -304,3 +305,27 @@ def test_a_turn_the_summary_was_merged_into_is_not_a_pure_summary() -> None:
     # The user's own words make it the latest ask, kept verbatim on the next compaction.
     assert is_pure_summary_message(merged) is False
     assert is_pure_summary_message(plain) is False
+
+
+def test_a_reply_that_ignores_the_template_falls_back_to_the_digest() -> None:
+    ctx = make_ctx(ScriptedProvider("Sure! The user worked on some files and ran tests."))
+    _, messages = _sample("openai")
+    result = run(ctx, messages, "openai")
+    assert result.status == "compacted", result.reason
+    assert result.fallback_used is True
+    assert result.summary is not None
+    for heading in SUMMARY_HEADINGS:
+        assert heading in result.summary
+
+
+def test_a_reply_missing_some_headings_gets_them_all_in_order() -> None:
+    partial = "## Goal\nfix tests\n## Progress\n### Done\n- fixed module_3\n## Next Steps\n- ship"
+    ctx = make_ctx(ScriptedProvider(partial))
+    _, messages = _sample("openai")
+    result = run(ctx, messages, "openai")
+    assert result.status == "compacted", result.reason
+    assert result.fallback_used is False
+    assert result.summary is not None
+    positions = [result.summary.index(heading) for heading in SUMMARY_HEADINGS]
+    assert positions == sorted(positions)
+    assert "- fixed module_3" in result.summary
