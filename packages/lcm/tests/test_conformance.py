@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import ctxengine_lcm
 from ctxengine.testing.conformance import EngineConformance
@@ -11,7 +11,7 @@ from ctxengine.testing.conformance import EngineConformance
 
 class TestLcmConformance(EngineConformance):
     engine = "lcm"
-    plugin = ctxengine_lcm
+    plugin: ClassVar[object | None] = ctxengine_lcm
 
     def engine_options(self, tmp_path: Path) -> dict[str, Any]:
         return {"db_path": str(tmp_path / "lcm.db")}

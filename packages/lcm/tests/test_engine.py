@@ -116,7 +116,7 @@ def test_large_tool_output_is_stored_aside_and_described(make_kernel: Any) -> No
     kernel = make_kernel(large_output_tokens=500)
     session = kernel.session("big")
     big = "line of build output with error E1234 in lib/app/core.c\n" * 400
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are an agent."},
         {"role": "user", "content": "Build it."},
         {
@@ -145,7 +145,8 @@ def test_large_tool_output_is_stored_aside_and_described(make_kernel: Any) -> No
     assert len(tool_msg["content"]) < 3000
     out_id = tool_msg["content"].split(" as ")[1].split(" ")[0]
     describe = next(e.tool.handler for e in session.tools() if e.tool.name == "lcm_describe")
-    text, offset = "", 0
+    text = ""
+    offset: int | None = 0
     while offset is not None:
         page = describe({"id": out_id, "offset": offset, "max_chars": 5000})
         text += page["content"]

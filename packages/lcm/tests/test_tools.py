@@ -56,6 +56,7 @@ def test_grep_finds_compacted_text_and_names_the_summary(
 def test_every_summary_ends_with_what_to_expand(compacted: tuple[Any, Handlers, Any]) -> None:
     session, handlers, _ = compacted
     lcm = get_state(session.ctx).session
+    assert lcm is not None
     summaries = lcm.store.summaries(lcm.conversation_id)
     assert summaries
     for summary in summaries:
@@ -70,6 +71,7 @@ def test_every_summary_ends_with_what_to_expand(compacted: tuple[Any, Handlers, 
 def test_expand_pages_and_caps_tokens(compacted: tuple[Any, Handlers, Any]) -> None:
     session, handlers, _ = compacted
     lcm = get_state(session.ctx).session
+    assert lcm is not None
     summary = lcm.store.summaries(lcm.conversation_id)[0]
     seen: list[str] = []
     offset: int | None = 0
@@ -139,6 +141,7 @@ def test_sql_looking_text_is_just_text(compacted: tuple[Any, Handlers, Any]) -> 
         assert handlers["lcm_grep"]({"pattern": pattern, "mode": "literal"})["count"] == 0
     assert handlers["lcm_grep"]({"pattern": '"DROP TABLE messages"'})["count"] == 0
     lcm = get_state(session.ctx).session
+    assert lcm is not None
     assert lcm.store.message_count(lcm.conversation_id) > 0
 
 
