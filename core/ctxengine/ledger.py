@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 
 from ctxengine.conversation import Format, Message
+from ctxengine.messages import is_real_user_content
 from ctxengine.redact import redact
 
 __all__ = [
@@ -562,7 +563,6 @@ _Read = tuple[
 ]
 _NO_CALLS: list[tuple[str, str, dict[str, Any]]] = []
 _NO_RESULTS: list[tuple[str, str, bool]] = []
-_MEDIA_KINDS = frozenset({"image", "image_url", "document", "file", "input_audio"})
 
 
 def _str_or_empty(value: object) -> str:
@@ -590,25 +590,6 @@ def _joined_text(content: object) -> str:
     return "\n".join(_block_texts(content))
 
 
-def _is_real_user(content: object) -> bool:
-    """``is_real_user_message`` for a ``user`` message with this content."""
-    if isinstance(content, str):
-        return bool(content.strip())
-    if not isinstance(content, list):
-        return False
-    for block in content:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text":
-            text = block.get("text")
-            if isinstance(text, str) and text.strip():
-                return True
-        elif kind in _MEDIA_KINDS:
-            return True
-    return False
-
-
 def _read_openai(msg: Message, role: object) -> _Read:
     content = msg.get("content")
     if role == "tool":
@@ -629,7 +610,7 @@ def _read_openai(msg: Message, role: object) -> _Read:
                     (_str_or_empty(tc.get("id")), _str_or_empty(fn.get("name")), _loads(text))
                 )
         return _block_texts(content), calls, _NO_RESULTS, False
-    real = role == "user" and _is_real_user(content)
+    real = role == "user" and is_real_user_content(content)
     return (_block_texts(content) if real else []), _NO_CALLS, _NO_RESULTS, real
 
 
@@ -672,7 +653,7 @@ def _read_anthropic(msg: Message, role: object) -> _Read:
                         block.get("is_error") is True,
                     )
                 )
-    real = _is_real_user(content)
+    real = is_real_user_content(content)
     return (_block_texts(content) if real else []), _NO_CALLS, results or _NO_RESULTS, real
 
 

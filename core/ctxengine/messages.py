@@ -308,9 +308,12 @@ def is_tool_result_message(msg: Message, fmt: Format) -> bool:
 def is_real_user_message(msg: Message, fmt: Format) -> bool:
     """True for a user turn a person wrote: non-blank text or an image/document, not only
     tool results. ``fmt`` is accepted for symmetry; both formats read the same way here."""
-    if msg.get("role") != "user":
-        return False
-    content = msg.get("content")
+    return msg.get("role") == "user" and is_real_user_content(msg.get("content"))
+
+
+def is_real_user_content(content: object) -> bool:
+    """Whether a user message's ``content`` holds something a person wrote or sent: non-blank
+    text, or an image/document/file/audio part (tool results alone do not count)."""
     if isinstance(content, str):
         return bool(content.strip())
     if not isinstance(content, list):
@@ -322,9 +325,12 @@ def is_real_user_message(msg: Message, fmt: Format) -> bool:
         if kind == "text":
             if _block_text(block).strip():
                 return True
-        elif kind in ("image", "image_url", "document", "file", "input_audio"):
+        elif kind in _USER_MEDIA_KINDS:
             return True
     return False
+
+
+_USER_MEDIA_KINDS = frozenset({"image", "image_url", "document", "file", "input_audio"})
 
 
 # --------------------------------------------------------------------------------------------
