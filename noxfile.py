@@ -69,7 +69,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over the core, the built-in plugins and every package."""
     install_project(session, "openai", "plot")
-    session.install(MYPY, "types-pyyaml")
+    session.install(MYPY, "types-pyyaml", "nox")  # the noxfile is type-checked too
     session.run("mypy")
 
 
