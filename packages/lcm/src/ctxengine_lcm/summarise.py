@@ -232,4 +232,5 @@ class Summariser:
         if tokens >= source_tokens:
             return None
         fallback = self.provider is not None
-        return SummaryOutcome(content, "deterministic", tokens, None, fallback)
+        # Named like the kernel's provider setting, so reports say which summariser ran.
+        return SummaryOutcome(content, "deterministic", tokens, "extractive", fallback)
