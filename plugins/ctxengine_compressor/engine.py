@@ -106,7 +106,9 @@ def compress(
         state.start_cooldown(ctx.clock(), COOLDOWN_SECONDS, reason)
         return unchanged("aborted", reason, outcome.provider)
 
-    pruned, _stats = prune(messages, fmt, bounds.system_end, bounds.head_end)
+    pruned, _stats = prune(
+        messages, fmt, bounds.system_end, bounds.head_end, kept_from=bounds.tail_start
+    )
     add_note = not state.system_note_added and previous is None
     add_note = add_note and not has_system_note(messages, fmt, system)
     new_messages, new_system = assemble(

@@ -163,12 +163,20 @@ def _shorten_value(value: Any) -> tuple[Any, bool]:
 
 
 def prune(
-    messages: Sequence[Message], fmt: Format, start: int, end: int
+    messages: Sequence[Message],
+    fmt: Format,
+    start: int,
+    end: int,
+    *,
+    kept_from: int | None = None,
 ) -> tuple[list[Message], PruneStats]:
     """Prune ``messages[start:end]``; later messages are only read (to find duplicates).
 
+    :param kept_from: the index from which messages stay in the prompt verbatim (the tail); an
+        older copy of a large output only points at a later one that is kept. Default: ``end``.
     :returns: the full list with pruned copies in place of changed messages, and the counts.
     """
+    kept = end if kept_from is None else kept_from
     out = list(messages)
     if start >= end:
         return out, PruneStats()
@@ -211,7 +219,10 @@ def prune(
                 replacements.append(None)
                 continue
             line = describe_output(answered, result.text, is_error=result.is_error)
-            if last_seen.get(result.text, index) > index:
+            newest = last_seen.get(result.text, index)
+            # Point at a later copy only when it stays in the prompt; a copy that is about to
+            # be summarised away would be a pointer to nothing.
+            if newest > index and (newest < end or newest >= kept):
                 line += " (identical to a later result of the same output; see there)"
                 deduplicated += 1
             else:

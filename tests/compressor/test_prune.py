@@ -99,3 +99,14 @@ def test_prune_anthropic_tool_result_blocks() -> None:
         1,
     )
     assert validate(out, "anthropic", system=system) == []
+
+
+def test_a_pointer_never_names_a_copy_that_is_summarised_away() -> None:
+    messages = _conversation()
+    # The later copy (index 6) is in the summarised middle: no "see there" pointer.
+    out, stats = prune(messages, "openai", 1, 5, kept_from=7)
+    assert "identical to a later result" not in out[3]["content"]
+    assert stats.outputs_deduplicated == 0
+    # When it is kept in the tail, the pointer is right.
+    out, stats = prune(messages, "openai", 1, 5, kept_from=6)
+    assert "identical to a later result" in out[3]["content"]
