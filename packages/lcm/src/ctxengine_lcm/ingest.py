@@ -16,16 +16,31 @@ from typing import Any
 from ctxengine.conversation import Format, Message
 from ctxengine.messages import message_text, tool_calls, tool_results
 from ctxengine.tokens import estimate_tokens
-from ctxengine_lcm.store import NewMessage, NewOutput
+from ctxengine_lcm.store import NewMessage, NewOutput, utf8_safe
 
 MAIN_ARGUMENT_KEYS = ("path", "file_path", "filename", "command", "cmd", "query", "url", "pattern")
 """Tool-call arguments that best describe a call in one line, in order of preference."""
 
 
 # One encoder for every message: json.dumps with options builds a new one per call.
-_CANONICAL = json.JSONEncoder(
+_READABLE = json.JSONEncoder(
     sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
 ).encode
+# For text SQLite cannot take: a lone UTF-16 surrogate (a cut emoji) has no UTF-8 form, but
+# as a \uXXXX escape it round-trips exactly through json.loads.
+_ESCAPED = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str
+).encode
+
+
+def _canonical_json(value: Any) -> str:
+    """Readable JSON when it is valid UTF-8, else the ASCII-escaped form (same value)."""
+    text = _READABLE(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ESCAPED(value)
+    return text
 
 
 def _strip_cache_control(value: Any) -> Any:
@@ -38,8 +53,8 @@ def _strip_cache_control(value: Any) -> Any:
 
 def canonical(msg: Message) -> tuple[str, str]:
     """``(json text, content hash)`` of a message; the text is what the store keeps verbatim."""
-    text = _CANONICAL(msg)
-    keyed = _CANONICAL(_strip_cache_control(msg)) if '"cache_control"' in text else text
+    text = _canonical_json(msg)
+    keyed = _canonical_json(_strip_cache_control(msg)) if '"cache_control"' in text else text
     # 128 bits of SHA-256: collisions are out of reach, keys stay short in the indexes.
     return text, hashlib.sha256(keyed.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
@@ -164,7 +179,7 @@ def prepare(
     row = NewMessage(
         role=str(msg.get("role", "")),
         content=content,
-        text=message_text(in_context),
+        text=utf8_safe(message_text(in_context)),
         tokens=count(msg),
         content_hash=digest,
         tool_calls=json.dumps([[c.id, c.name] for c in calls]) if calls else None,

@@ -316,6 +316,19 @@ ContextItem = tuple[ItemKind, int | str]
 """``("message", message_id)`` or ``("summary", summary_id)``."""
 
 
+def utf8_safe(text: str) -> str:
+    """``text`` itself, or with each lone UTF-16 surrogate replaced by U+FFFD.
+
+    SQLite stores UTF-8 and a lone surrogate (a cut emoji) has none; the searchable columns
+    take this lossy form, while the message JSON keeps the exact text as a ``\\uXXXX`` escape.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
+
+
 def message_ref(message_id: int) -> str:
     """The id the agent sees for a stored message."""
     return f"msg_{message_id}"
@@ -565,16 +578,16 @@ class Store:
                         ids[k],
                         o.call_id,
                         o.tool_name,
-                        o.content,
+                        utf8_safe(o.content),
                         o.tokens,
-                        o.description,
+                        utf8_safe(o.description),
                         now,
                     ),
                 )
                 if cursor.rowcount == 1 and self.fts:
                     conn.execute(
                         "INSERT INTO outputs_fts (rowid, content) VALUES (?, ?)",
-                        (cursor.lastrowid, o.content),
+                        (cursor.lastrowid, utf8_safe(o.content)),
                     )
             if context is not None:
                 resolved: list[ContextItem] = [
@@ -683,7 +696,7 @@ class Store:
                     summary.depth,
                     summary.kind,
                     summary.mode,
-                    summary.content,
+                    utf8_safe(summary.content),
                     summary.tokens,
                     summary.source_tokens,
                     earliest,
@@ -699,7 +712,7 @@ class Store:
             if self.fts:
                 conn.execute(
                     "INSERT INTO summaries_fts (rowid, content) VALUES (?, ?)",
-                    (cursor.lastrowid, summary.content),
+                    (cursor.lastrowid, utf8_safe(summary.content)),
                 )
             links: list[tuple[str, int, int | None, str | None]] = [
                 (summary.id, k, mid, None) for k, mid in enumerate(summary.message_ids)
