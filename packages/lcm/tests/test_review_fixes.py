@@ -33,3 +33,35 @@ def test_lone_surrogate_is_stored_exactly_and_later_ingests_still_work(
     assert "\ufffd" in stored[2].text  # the searchable column holds a safe stand-in
     session.compress([*messages, {"role": "user", "content": "more"}], force=True)
     assert lcm.store.message_count(lcm.conversation_id) == 5
+
+
+def _tool_turn(i: int, *, big: bool = False) -> list[dict[str, Any]]:
+    output = f"line {i}\n" * (800 if big else 5)
+    function = {"name": "cat", "arguments": '{"path":"f"}'}
+    call = {"id": f"c{i}", "type": "function", "function": function}
+    return [
+        {"role": "user", "content": f"user {i} " + "x " * 300},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"c{i}", "content": output},
+        {"role": "assistant", "content": f"done {i}"},
+    ]
+
+
+def test_summarised_run_with_a_described_output_is_not_stored_twice(make_kernel: Any) -> None:
+    kernel = make_kernel(fresh_tail_count=4, leaf_min_messages=1, large_output_tokens=200)
+    session = kernel.session("described-run")
+    sent = [{"role": "system", "content": "sys"}, *_tool_turn(0), *_tool_turn(1)]
+    sent += _tool_turn(2, big=True)
+    distinct = len(sent)
+    first = session.compress(sent, force=True)
+    held = list(first.messages)  # the host adopts the described form of turn 2's output
+    assert any("stored aside" in str(m.get("content")) for m in held)
+    held += _tool_turn(3) + _tool_turn(4)
+    distinct += 8
+    session.compress(held, force=True)  # the host drops this result (a retried request)
+    held += _tool_turn(5)
+    distinct += 4
+    third = session.compress(held, force=True)
+    assert third.status == "compacted", third.reason
+    lcm = _lcm(session)
+    assert lcm.store.message_count(lcm.conversation_id) == distinct

@@ -168,11 +168,20 @@ class LcmSession:
                         continue
                 covered = self.store.covered_message_ids(str(ref))
                 covered_rows = self.store.messages(self.conversation_id, covered)
-                run = [m.content_hash for m in covered_rows]
-                if run and list(hashes[i : i + len(run)]) == run:
+                # Like a single message, each message of the run may come back in its
+                # original or its described form (a large output stored aside).
+                window = hashes[i : i + len(covered_rows)]
+                if (
+                    covered_rows
+                    and len(window) == len(covered_rows)
+                    and all(
+                        h in (m.content_hash, m.rendered_hash)
+                        for h, m in zip(window, covered_rows, strict=True)
+                    )
+                ):
                     matched.append(self._summary_item(str(ref)))
                     p += 1
-                    i += len(run)
+                    i += len(covered_rows)
                     continue
                 break
             row = rows.get(int(ref))
