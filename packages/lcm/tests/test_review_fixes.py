@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
+import ctxengine
+from ctxengine.testing import samples
 from ctxengine_lcm.engine import get_state
+from ctxengine_lcm.locking import session_lock
+from ctxengine_lcm.store import Store
+from ctxengine_lcm.testing import lcm_config
 
 
 def _lcm(session: Any) -> Any:
@@ -65,3 +72,38 @@ def test_summarised_run_with_a_described_output_is_not_stored_twice(make_kernel:
     assert third.status == "compacted", third.reason
     lcm = _lcm(session)
     assert lcm.store.message_count(lcm.conversation_id) == distinct
+
+
+def test_regex_grep_works_when_the_store_path_has_uri_characters(
+    make_kernel: Any, tmp_path: Path
+) -> None:
+    make_kernel()  # registers the engine for this test
+    folder = tmp_path / "a#b?c%20d "
+    folder.mkdir()
+    env = {**os.environ, "CTXENGINE_HOME": str(tmp_path / "home")}
+    env.pop("CTXENGINE_CONFIG", None)
+    kernel = ctxengine.load(lcm_config(folder / "lcm.db", fresh_tail_count=4), env=env)
+    try:
+        session = kernel.session("uri")
+        system, messages = samples.conversation("openai")
+        session.compress(messages, system, force=True)
+        text = session.call_tool("lcm_grep", {"pattern": "turn", "mode": "regex"})
+        assert not text.startswith("Error"), text
+        assert json.loads(text)["count"] > 0
+    finally:
+        kernel.close()
+
+
+def test_two_spellings_of_one_store_share_the_session_lock(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    plain = tmp_path / "lcm.db"
+    roundabout = tmp_path / "sub" / ".." / "lcm.db"
+    with session_lock(plain, "s") as first:
+        assert first
+        with session_lock(roundabout, "s") as second:
+            assert not second
+    store = Store(roundabout)
+    try:
+        assert store.path == plain.resolve()
+    finally:
+        store.close()

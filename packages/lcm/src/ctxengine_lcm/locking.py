@@ -26,7 +26,7 @@ _lock_files: dict[str, int] = {}
 
 
 def _lock_file(db_path: Path) -> int:
-    key = str(db_path)
+    key = str(db_path.resolve())
     with _guard:
         fd = _lock_files.get(key)
         if fd is None:
@@ -44,7 +44,8 @@ def _offset(session_id: str) -> int:
 @contextmanager
 def session_lock(db_path: Path, session_id: str) -> Iterator[bool]:
     """Yields ``True`` while holding the session's lock, ``False`` if someone else holds it."""
-    key = (str(db_path), session_id)
+    # Resolved: two spellings of one store file must share one lock.
+    key = (str(Path(db_path).resolve()), session_id)
     with _guard:
         local = _thread_locks.setdefault(key, threading.Lock())
     if not local.acquire(blocking=False):

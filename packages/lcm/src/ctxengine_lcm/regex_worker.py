@@ -13,6 +13,7 @@ import json
 import re
 import sqlite3
 import sys
+from pathlib import Path
 from typing import Any
 
 QUERIES = {
@@ -34,7 +35,9 @@ def snippet(text: str, start: int, end: int, width: int = 80) -> str:
 def run(request: dict[str, Any]) -> list[list[Any]]:
     flags = re.IGNORECASE if request.get("ignore_case") else 0
     regex = re.compile(request["pattern"], flags)
-    conn = sqlite3.connect(f"file:{request['db']}?mode=ro", uri=True)
+    # as_uri percent-encodes the path, so "?", "#" and "%" in it are not read as URI syntax.
+    uri = Path(request["db"]).resolve().as_uri() + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True)
     limit = int(request["limit"])
     conversation = request.get("conversation_id")
     hits: list[list[Any]] = []

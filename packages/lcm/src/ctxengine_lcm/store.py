@@ -352,7 +352,8 @@ class Store:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, fts: bool | None = None) -> None:
-        self.path = Path(path)
+        # Resolved, so two spellings of one file share its session locks (see locking).
+        self.path = Path(path).resolve()
         try:
             _secure_file(self.path)
             self._conn = sqlite3.connect(
