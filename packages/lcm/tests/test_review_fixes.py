@@ -7,10 +7,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import ctxengine
 from ctxengine.testing import samples
+from ctxengine.tools import ToolError
 from ctxengine_lcm.engine import get_state
 from ctxengine_lcm.locking import session_lock
+from ctxengine_lcm.search import Searcher
 from ctxengine_lcm.store import Store
 from ctxengine_lcm.testing import lcm_config
 
@@ -105,5 +109,37 @@ def test_two_spellings_of_one_store_share_the_session_lock(tmp_path: Path) -> No
     store = Store(roundabout)
     try:
         assert store.path == plain.resolve()
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "message"),
+    [
+        ("lcm_grep", {"pattern": "\ud800", "mode": "literal"}, "lone UTF-16 surrogate"),
+        ("lcm_grep", {"pattern": "\ud800", "mode": "full_text"}, "lone UTF-16 surrogate"),
+        ("lcm_expand", {"summary_id": "\ud800"}, "lone UTF-16 surrogate"),
+        ("lcm_expand_query", {"question": "\ud800 what"}, "lone UTF-16 surrogate"),
+        ("lcm_describe", {"id": "msg_99999999999999999999999"}, "no summary, stored output"),
+        ("lcm_describe", {"id": "msg_\u00b2"}, "no summary, stored output"),
+    ],
+)
+def test_hostile_tool_input_is_a_tool_error(
+    make_kernel: Any, tool: str, arguments: dict[str, Any], message: str
+) -> None:
+    session = make_kernel(fresh_tail_count=4).session("hostile")
+    system, messages = samples.conversation("openai")
+    session.compress(messages, system, force=True)
+    handler = {entry.tool.name: entry.tool.handler for entry in session.tools()}[tool]
+    with pytest.raises(ToolError, match=message):
+        handler(arguments)
+
+
+def test_grep_without_full_text_index_rejects_a_surrogate_pattern(tmp_path: Path) -> None:
+    store = Store(tmp_path / "nofts.db", fts=False)
+    try:
+        searcher = Searcher(store, store.conversation_id("s"), timeout=1.0)
+        with pytest.raises(ToolError, match="lone UTF-16 surrogate"):
+            searcher.search("\ud800", mode="full_text")
     finally:
         store.close()

@@ -180,6 +180,13 @@ class Searcher:
         """
         if not isinstance(pattern, str) or not pattern.strip():
             raise ToolError("pattern must be a non-empty string")
+        try:
+            pattern.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ToolError(
+                f"pattern holds a lone UTF-16 surrogate ({pattern[exc.start]!r}) at position "
+                f"{exc.start}, which is not valid Unicode text; send the pattern as valid UTF-8"
+            ) from exc
         if len(pattern) > MAX_PATTERN_CHARS:
             raise ToolError(
                 f"pattern is {len(pattern)} characters long; at most {MAX_PATTERN_CHARS} allowed"

@@ -26,7 +26,10 @@ EXPAND_MAX_TOKENS = 50_000
 DESCRIBE_MAX_CHARS = 40_000
 ANSWER_MAX_TOKENS = 4_000
 EVIDENCE_MAX_TOKENS = 30_000
-_ID = re.compile(r"\b(?:msg_\d+|sum_[0-9a-f]{12}|out_[0-9a-f]{16})\b")
+_ID = re.compile(r"\b(?:msg_[0-9]{1,18}|sum_[0-9a-f]{12}|out_[0-9a-f]{16})\b")
+# A message id: ASCII digits only (str.isdigit accepts "²") and at most 18 of them, so the
+# number always fits SQLite's 64-bit INTEGER.
+_MESSAGE_ID = re.compile(r"msg_[0-9]{1,18}")
 
 QUERY_SYSTEM = (
     "You answer a question about an earlier part of a conversation, using only the evidence "
@@ -37,12 +40,24 @@ QUERY_SYSTEM = (
 
 
 def _args(arguments: Mapping[str, Any], allowed: Sequence[str], tool: str) -> None:
+    """Reject unknown arguments and text that is not valid Unicode (a lone UTF-16 surrogate)."""
     unknown = [k for k in arguments if k not in allowed]
     if unknown:
         raise ToolError(
             f"{tool} got unknown argument(s) {', '.join(map(repr, unknown))}; "
             f"allowed: {', '.join(allowed)}"
         )
+    for name, value in arguments.items():
+        for text in value if isinstance(value, list) else [value]:
+            if not isinstance(text, str):
+                continue
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ToolError(
+                    f"{tool} argument {name!r} holds a lone UTF-16 surrogate at position "
+                    f"{exc.start}, which is not valid Unicode text; send valid UTF-8 text"
+                ) from exc
 
 
 def _int_arg(arguments: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
@@ -156,7 +171,7 @@ class LcmTools:
                     "next_offset": end if end < len(output.content) else None,
                     "content": chunk,
                 }
-        elif ident.startswith("msg_") and ident[4:].isdigit():
+        elif _MESSAGE_ID.fullmatch(ident):
             found = store.message(int(ident[4:]))
             if found is not None and found[0] == conv:
                 row = found[1]
