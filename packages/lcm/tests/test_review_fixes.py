@@ -143,3 +143,37 @@ def test_grep_without_full_text_index_rejects_a_surrogate_pattern(tmp_path: Path
             searcher.search("\ud800", mode="full_text")
     finally:
         store.close()
+
+
+def test_expand_and_evidence_cut_cjk_text_by_tokens(make_kernel: Any) -> None:
+    session = make_kernel(fresh_tail_count=2, leaf_min_messages=1).session("cjk")
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
+    for i in range(12):
+        messages.append({"role": "user", "content": f"q{i} " + "漢字テスト" * 120})
+        messages.append({"role": "assistant", "content": f"a{i} " + "reply " * 50})
+    result = session.compress(messages, force=True)
+    assert result.status == "compacted", result.reason
+    lcm = _lcm(session)
+    count = session.ctx.tokens.count_text
+    summary_id = next(
+        ref for kind, ref in lcm.store.context(lcm.conversation_id) if kind == "summary"
+    )
+    page = json.loads(
+        session.call_tool("lcm_expand", {"summary_id": summary_id, "offset": 0, "max_tokens": 100})
+    )
+    cut = page["messages"][0]
+    assert cut["truncated"] is True
+    assert 50 <= count(cut["text"]) <= 100
+    answer = json.loads(
+        session.call_tool(
+            "lcm_expand_query",
+            {
+                "question": "漢字テスト q1",
+                "output": "evidence",
+                "evidence_tokens": 100,
+                "summary_ids": [summary_id],
+            },
+        )
+    )
+    assert answer["evidence"], answer
+    assert sum(count(e["text"]) for e in answer["evidence"]) <= 100

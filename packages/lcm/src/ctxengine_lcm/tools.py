@@ -98,6 +98,23 @@ class LcmTools:
     def _count(self, text: str) -> int:
         return self.ctx.tokens.count_text(text)
 
+    def _cut(self, text: str, cap: int) -> str:
+        """The longest-ish prefix of ``text`` within ``cap`` tokens.
+
+        Cut by tokens, not characters: a CJK character can cost a token or more, so a
+        characters-per-token guess overshoots. Shrinks in proportion to the overshoot (a
+        little extra each round) until the count fits; a few rounds at most.
+        """
+        if cap <= 0:
+            return ""
+        end = min(len(text), cap * 8)
+        while end > 0:
+            tokens = self._count(text[:end])
+            if tokens <= cap:
+                return text[:end]
+            end = min(end - 1, int(end * cap / tokens * 0.95))
+        return ""
+
     # -- lcm_grep ----------------------------------------------------------------------------
 
     def grep(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -221,7 +238,7 @@ class LcmTools:
             entry: dict[str, Any] = {"id": message_ref(row.id), "role": row.role}
             if cost > cap:  # alone bigger than the page: cut it, say so
                 entry["truncated"] = True
-                entry["text"] = row.text[: cap * 3]
+                entry["text"] = self._cut(row.text, cap)
                 entry["hint"] = f'lcm_describe(id="{message_ref(row.id)}") pages through it'
             else:
                 entry["message"] = row.message()
@@ -330,7 +347,7 @@ class LcmTools:
             if cost > cap - used:
                 if evidence:
                     break
-                text = text[: max(0, (cap - used) * 3)]
+                text = self._cut(text, max(0, cap - used))
                 cost = self._count(text)
             evidence.append({"id": message_ref(row.id), "role": row.role, "text": text})
             used += cost
