@@ -177,3 +177,18 @@ def test_expand_and_evidence_cut_cjk_text_by_tokens(make_kernel: Any) -> None:
     )
     assert answer["evidence"], answer
     assert sum(count(e["text"]) for e in answer["evidence"]) <= 100
+
+
+def test_a_message_too_big_for_any_window_is_reported_as_still_over_it(
+    make_kernel: Any,
+) -> None:
+    session = make_kernel(fresh_tail_count=4).session("huge")
+    messages: list[dict[str, Any]] = []
+    for i in range(20):
+        messages.append({"role": "user", "content": f"question {i} " + "word " * 100})
+        messages.append({"role": "assistant", "content": f"answer {i} " + "blah " * 100})
+    messages.append({"role": "user", "content": "HUGE " + " ".join(f"t{i}" for i in range(30000))})
+    result = session.compress(messages, force=True)
+    assert result.status == "compacted"
+    assert result.tokens_after > 16_000
+    assert "STILL OVER the 16000-token context window" in result.reason

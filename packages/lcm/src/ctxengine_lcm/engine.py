@@ -283,6 +283,7 @@ class LcmSession:
             rendered=rendered,
             outcome=outcome,
             threshold=budget.threshold_tokens,
+            window=budget.window,
             before=before,
             after=after,
             new_messages=ingest.new_messages,
@@ -298,6 +299,7 @@ class LcmSession:
         rendered: Rendered,
         outcome: Any,
         threshold: int,
+        window: int,
         before: int,
         after: int,
         new_messages: int,
@@ -305,6 +307,15 @@ class LcmSession:
     ) -> CompressResult:
         duration = time.perf_counter() - started
         stored = f"{new_messages} new messages stored"
+        # Only tool outputs are stored aside; a huge user or assistant message stays whole in
+        # the fresh tail, so the result can still be over the window. Say so plainly.
+        over = (
+            f"STILL OVER the {window}-token context window ({after} tokens; the fresh tail "
+            f"holds {outcome.tail_tokens}): a message too large for the window stays whole, so "
+            "the request will fail unless the host shortens or drops it"
+            if after > window
+            else None
+        )
         if after >= before:
             if outcome.leaf or outcome.condensed:
                 why = "the summaries did not make the prompt smaller"
@@ -317,7 +328,7 @@ class LcmSession:
                 )
             return CompressResult.unchanged(
                 "noop",
-                f"{why}; {stored}",
+                f"{why}; {stored}" + (f"; {over}" if over else ""),
                 conversation,
                 engine=ENGINE_NAME,
                 tokens=before,
@@ -328,7 +339,9 @@ class LcmSession:
             stored,
             f"prompt {before} -> {after} tokens",
         ]
-        if after > threshold:
+        if over:
+            parts.append(over)
+        elif after > threshold:
             parts.append(
                 f"still above the {threshold}-token threshold: the fresh tail holds "
                 f"{outcome.tail_tokens} tokens"
