@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import ctxengine_lcm.engine as lcm_engine
 from ctxengine.config import ConfigError
 from ctxengine.messages import validate
 from ctxengine.testing import samples
@@ -214,7 +215,8 @@ def test_should_compress_uses_its_own_threshold(make_kernel: Any) -> None:
     assert hook(ctx, 80_000, False, "agent", True, 10) is True
 
 
-def test_busy_session_is_an_honest_noop(make_kernel: Any) -> None:
+def test_busy_session_is_an_honest_noop(make_kernel: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lcm_engine, "LOCK_WAIT_SECONDS", 0.0)  # give up at once
     session = make_kernel().session("busy")
     _, messages = samples.conversation("openai")
     session.compress(messages[:5], force=True)
@@ -223,7 +225,7 @@ def test_busy_session_is_an_honest_noop(make_kernel: Any) -> None:
         assert held
         result = session.compress(messages, force=True)
     assert result.status == "noop"
-    assert "another compaction of this session is running" in result.reason
+    assert "another compaction of this session held its lock" in result.reason
     assert result.messages == messages
 
 

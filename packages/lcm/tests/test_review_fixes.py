@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import ctxengine
+import ctxengine_lcm.engine as lcm_engine
 from ctxengine.testing import samples
 from ctxengine.tools import ToolError
 from ctxengine_lcm.engine import get_state
@@ -192,3 +194,43 @@ def test_a_message_too_big_for_any_window_is_reported_as_still_over_it(
     assert result.status == "compacted"
     assert result.tokens_after > 16_000
     assert "STILL OVER the 16000-token context window" in result.reason
+
+
+def test_a_compress_that_cannot_get_the_lock_says_nothing_was_stored(
+    make_kernel: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lcm_engine, "LOCK_WAIT_SECONDS", 0.0)
+    session = make_kernel().session("busy")
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    session.compress(messages, force=True)
+    lcm = _lcm(session)
+    with session_lock(tmp_path / "lcm.db", "busy") as held:
+        assert held
+        result = session.compress([*messages, {"role": "user", "content": "new"}], force=True)
+    assert result.status == "noop"
+    assert "nothing was stored" in result.reason
+    assert lcm.store.message_count(lcm.conversation_id) == 2
+
+
+def test_a_compress_waits_for_a_running_compaction_then_stores(
+    make_kernel: Any, tmp_path: Path
+) -> None:
+    session = make_kernel().session("wait")
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    session.compress(messages, force=True)
+    lcm = _lcm(session)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with session_lock(tmp_path / "lcm.db", "wait"):
+            held.set()
+            release.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait()
+    threading.Timer(0.2, release.set).start()  # the other compaction ends while we wait
+    result = session.compress([*messages, {"role": "user", "content": "new"}], force=True)
+    holder.join()
+    assert "another compaction" not in result.reason
+    assert lcm.store.message_count(lcm.conversation_id) == 3

@@ -86,7 +86,9 @@ def compress(
     Summaries come back as one user message (plus an assistant acknowledgement when a user
     message follows) whose text names the ids the agent can expand; everything else is the
     caller's own messages. ``noop`` (nothing shrank) and ``aborted`` return the input unchanged;
-    the new messages are stored either way.
+    the new messages are stored either way, except when another compaction of the same session
+    holds its lock for longer than ``LOCK_WAIT_SECONDS`` (30 s): then the result is ``noop``,
+    nothing is stored, and the reason says so (the next call stores them).
     """
     del stage  # both stages compact the same way; the gateway decides *when* on its own
     return open_session(ctx).compress(ctx, conversation, force, focus)

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 COOLDOWN_SECONDS = 60.0
 """Automatic compaction pauses this long after an aborted compaction."""
 
+LOCK_WAIT_SECONDS = 30.0
+"""A compress call waits this long for a running compaction of the same session to finish."""
+
 THRASH_SAVING = 0.10
 THRASH_RUN = 2
 
@@ -223,10 +226,13 @@ class LcmSession:
                 duration_s=time.perf_counter() - started,
             )
 
-        with session_lock(self.store.path, self.session_id) as acquired:
+        with session_lock(self.store.path, self.session_id, wait=LOCK_WAIT_SECONDS) as acquired:
             if not acquired:
                 return unchanged(
-                    "noop", "another compaction of this session is running; try again shortly"
+                    "noop",
+                    f"another compaction of this session held its lock for over "
+                    f"{LOCK_WAIT_SECONDS:g} s; nothing was stored (the new messages are stored "
+                    "by the next compress call)",
                 )
             budget = budget_for(ctx, self.settings)
             ingest = self.ingest(conversation, ctx, budget.large_output_tokens)
