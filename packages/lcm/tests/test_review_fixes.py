@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import ctxengine
 import ctxengine_lcm.engine as lcm_engine
 from ctxengine.testing import samples
 from ctxengine.tools import ToolError
+from ctxengine_lcm.doctor import examine
 from ctxengine_lcm.engine import get_state
 from ctxengine_lcm.locking import session_lock
 from ctxengine_lcm.search import Searcher
@@ -234,3 +236,67 @@ def test_a_compress_waits_for_a_running_compaction_then_stores(
     holder.join()
     assert "another compaction" not in result.reason
     assert lcm.store.message_count(lcm.conversation_id) == 3
+
+
+def _corrupted_store_problems(make_kernel: Any, tmp_path: Path, sql: str) -> list[str]:
+    kernel = make_kernel(fresh_tail_count=4, context_length=8000)
+    system, messages = samples.conversation("openai")
+    result = kernel.session("doc").compress(messages, system, force=True)
+    assert result.status == "compacted", result.reason
+    kernel.close()
+    healthy = Store(tmp_path / "lcm.db")
+    try:
+        assert examine(healthy).problems == []  # no false alarm before the corruption
+    finally:
+        healthy.close()
+    conn = sqlite3.connect(tmp_path / "lcm.db")
+    leaf = conn.execute("SELECT id FROM summaries WHERE kind = 'leaf' ORDER BY rowid").fetchone()
+    conn.executescript(sql.format(leaf=leaf[0]))
+    conn.close()
+    store = Store(tmp_path / "lcm.db")
+    try:
+        return examine(store).problems
+    finally:
+        store.close()
+
+
+def test_doctor_finds_leaf_links_out_of_order(make_kernel: Any, tmp_path: Path) -> None:
+    swap = (
+        "DROP TRIGGER summary_links_no_update;"
+        " UPDATE summary_links SET message_id = -message_id"
+        " WHERE summary_id = '{leaf}' AND ordinal IN (0, 1);"
+        " UPDATE summary_links SET message_id = CASE ordinal"
+        "  WHEN 0 THEN (SELECT -message_id FROM summary_links"
+        "   WHERE summary_id = '{leaf}' AND ordinal = 1)"
+        "  ELSE (SELECT -message_id FROM summary_links"
+        "   WHERE summary_id = '{leaf}' AND ordinal = 0) END"
+        " WHERE summary_id = '{leaf}' AND ordinal IN (0, 1);"
+    )
+    problems = _corrupted_store_problems(make_kernel, tmp_path, swap)
+    assert any("links its messages out of order" in p for p in problems), problems
+
+
+def test_doctor_finds_a_leaf_whose_bounds_disagree_with_its_links(
+    make_kernel: Any, tmp_path: Path
+) -> None:
+    drop_last = (
+        "DROP TRIGGER summary_links_no_delete; DROP TRIGGER summaries_no_update;"
+        " DELETE FROM summary_links WHERE summary_id = '{leaf}' AND ordinal ="
+        "  (SELECT MAX(ordinal) FROM summary_links WHERE summary_id = '{leaf}');"
+        " UPDATE summaries SET descendant_messages = descendant_messages - 1"
+        " WHERE id = '{leaf}';"
+    )
+    problems = _corrupted_store_problems(make_kernel, tmp_path, drop_last)
+    assert len(problems) == 1 and "records messages" in problems[0], problems
+
+
+def test_doctor_finds_a_message_twice_in_the_active_context(
+    make_kernel: Any, tmp_path: Path
+) -> None:
+    duplicate = (
+        "INSERT INTO context_items SELECT conversation_id, MAX(ordinal) + 1,"
+        " (SELECT MIN(message_id) FROM summary_links WHERE summary_id = '{leaf}'), NULL"
+        " FROM context_items;"
+    )
+    problems = _corrupted_store_problems(make_kernel, tmp_path, duplicate)
+    assert any("the active context expands to msg_" in p for p in problems), problems

@@ -10,11 +10,16 @@ were pending, and then checks:
 - every summary's lineage is complete: ordered links numbered from 0 without gaps, a leaf links
   only messages of its own conversation, a condensed summary links only shallower summaries,
   and the recorded descendant counts match the links;
-- the active context of every conversation refers only to its own messages and summaries.
+- a leaf summary links its messages in increasing id order, and its recorded first and last
+  message ids are those of its first and last link;
+- the active context of every conversation refers only to its own messages and summaries, and
+  expanded (summaries replaced by the messages they cover) gives strictly increasing message
+  ids: nothing twice, nothing out of order.
 """
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 
 import attrs
@@ -105,6 +110,12 @@ def _check_lineage(conn: sqlite3.Connection) -> list[str]:
             " FROM summaries"
         )
     }
+    bounds: dict[str, tuple[int | None, int | None]] = {
+        sid: (first, last)
+        for sid, first, last in conn.execute(
+            "SELECT id, first_message_id, last_message_id FROM summaries"
+        )
+    }
     links: dict[str, list[tuple[int, int | None, str | None]]] = {}
     for sid, ordinal, mid, cid in conn.execute(
         "SELECT summary_id, ordinal, message_id, child_id FROM summary_links"
@@ -152,6 +163,16 @@ def _check_lineage(conn: sqlite3.Connection) -> list[str]:
                     problems.append(f"summary {sid} links unknown summary {cid}")
                 elif child[0] != conv or child[1] >= depth:
                     problems.append(f"summary {sid} (depth {depth}) links {cid} (depth {child[1]})")
+        if kind == "leaf":
+            mids = [mid for _, mid, _ in own if mid is not None]
+            if any(a >= b for a, b in itertools.pairwise(mids)):
+                problems.append(f"leaf summary {sid} links its messages out of order")
+            if mids and bounds[sid] != (mids[0], mids[-1]):
+                first, last = bounds[sid]
+                problems.append(
+                    f"leaf summary {sid} records messages {first}..{last}, its links run "
+                    f"{mids[0]}..{mids[-1]}"
+                )
         if descendants(sid, frozenset()) != (dm, ds):
             problems.append(
                 f"summary {sid} records {dm} messages / {ds} summaries below it, its links "
@@ -168,7 +189,23 @@ def _check_context(conn: sqlite3.Connection) -> list[str]:
         " LEFT JOIN messages m ON m.id = c.message_id"
         " LEFT JOIN summaries s ON s.id = c.summary_id ORDER BY c.conversation_id, c.ordinal"
     ).fetchall()
+    links: dict[str, list[tuple[int | None, str | None]]] = {}
+    for sid, mid, cid in conn.execute(
+        "SELECT summary_id, message_id, child_id FROM summary_links ORDER BY summary_id, ordinal"
+    ):
+        links.setdefault(sid, []).append((mid, cid))
+
+    def covered(sid: str, trail: frozenset[str]) -> list[int]:
+        found: list[int] = []
+        for mid, cid in links.get(sid, []):
+            if mid is not None:
+                found.append(mid)
+            elif cid is not None and cid not in trail:  # a cycle is reported by the lineage
+                found += covered(cid, trail | {sid})
+        return found
+
     expected: dict[int, int] = {}
+    expanded: dict[int, list[tuple[int, str]]] = {}
     for conv, ordinal, mid, sid, m_conv, s_conv in rows:
         if ordinal != expected.get(conv, 0):
             problems.append(f"conversation {conv}: active context order has a gap at {ordinal}")
@@ -177,4 +214,16 @@ def _check_context(conn: sqlite3.Connection) -> list[str]:
         if owner != conv:
             ref = f"msg_{mid}" if mid is not None else sid
             problems.append(f"conversation {conv}: active context holds {ref} of another one")
+        ref = f"msg_{mid}" if mid is not None else str(sid)
+        ids = [mid] if mid is not None else covered(str(sid), frozenset())
+        expanded.setdefault(conv, []).extend((m, ref) for m in ids)
+    for conv, seq in expanded.items():
+        for (a, ref_a), (b, ref_b) in itertools.pairwise(seq):
+            if a >= b:
+                what = "twice" if a == b else "out of order"
+                problems.append(
+                    f"conversation {conv}: the active context expands to msg_{b} {what} "
+                    f"(msg_{a} via {ref_a}, then msg_{b} via {ref_b})"
+                )
+                break
     return problems
