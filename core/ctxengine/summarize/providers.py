@@ -129,15 +129,17 @@ def openai_reply_text(reply: Any, provider: str = "openai") -> str:
 
 
 @attrs.define(eq=False)
-class AnthropicProvider:
-    """Summaries through the official ``anthropic`` SDK (Messages API)."""
+class _SdkProvider:
+    """What the two SDK-backed providers share: one pooled sync client, a fresh async client per
+    call, error classification, reply parsing and usage capture. Subclasses say how to build
+    clients, call the API and read the reply."""
 
     model: str
     api_key: str = attrs.field(repr=False)
-    base_url: str
+    base_url: str | None
     timeout: float
     context_length: int
-    name: str = "anthropic"
+    name: str
     last_usage: Any = attrs.field(default=None, init=False)
     """The SDK usage object of the last successful call (for cost accounting)."""
     _client: Any = attrs.field(default=None, init=False, repr=False)
@@ -148,8 +150,63 @@ class AnthropicProvider:
             "api_key": self.api_key,
             "base_url": self.base_url,
             "timeout": self.timeout,
-            "max_retries": 0,
+            "max_retries": 0,  # we classify failures and decide ourselves
         }
+
+    def _request(self, system: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _new_client(self, *, asynchronous: bool) -> Any:
+        raise NotImplementedError
+
+    def _create(self, client: Any, request: dict[str, Any]) -> Any:
+        """Start the API call (returns the reply, or an awaitable for an async client)."""
+        raise NotImplementedError
+
+    def _reply_text(self, reply: Any) -> str:
+        raise NotImplementedError
+
+    def complete(self, system: str, prompt: str, max_tokens: int) -> str:
+        """One API call; see :class:`SummaryProvider`."""
+        _check_call(system, prompt, max_tokens)
+        with self._lock:
+            if self._client is None:
+                self._client = self._new_client(asynchronous=False)
+            client = self._client
+        try:
+            reply = self._create(client, self._request(system, prompt, max_tokens))
+        except Exception as exc:
+            raise classify_error(exc, self.name, timeout=self.timeout) from exc
+        text = self._reply_text(reply)
+        self.last_usage = getattr(reply, "usage", None)
+        return text
+
+    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str:
+        """As :meth:`complete`, with the SDK's async client (one per call: clients are bound to
+        the event loop they were created on)."""
+        _check_call(system, prompt, max_tokens)
+        try:
+            async with self._new_client(asynchronous=True) as client:
+                reply = await self._create(client, self._request(system, prompt, max_tokens))
+        except Exception as exc:
+            raise classify_error(exc, self.name, timeout=self.timeout) from exc
+        text = self._reply_text(reply)
+        self.last_usage = getattr(reply, "usage", None)
+        return text
+
+    def close(self) -> None:
+        """Close the pooled HTTP connections of the sync client, if one was made."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+
+@attrs.define(eq=False)
+class AnthropicProvider(_SdkProvider):
+    """Summaries through the official ``anthropic`` SDK (Messages API)."""
+
+    name: str = "anthropic"
 
     def _request(self, system: str, prompt: str, max_tokens: int) -> dict[str, Any]:
         request: dict[str, Any] = {
@@ -161,44 +218,17 @@ class AnthropicProvider:
             request["system"] = system
         return request
 
-    def complete(self, system: str, prompt: str, max_tokens: int) -> str:
-        """One Messages API call; see :class:`SummaryProvider`."""
-        _check_call(system, prompt, max_tokens)
+    def _new_client(self, *, asynchronous: bool) -> Any:
         import anthropic
 
-        with self._lock:
-            if self._client is None:
-                self._client = anthropic.Anthropic(**self._client_kwargs())
-            client = self._client
-        try:
-            reply = client.messages.create(**self._request(system, prompt, max_tokens))
-        except Exception as exc:
-            raise classify_error(exc, self.name, timeout=self.timeout) from exc
-        text = anthropic_reply_text(reply, self.name)
-        self.last_usage = getattr(reply, "usage", None)
-        return text
+        factory = anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic
+        return factory(**self._client_kwargs())
 
-    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str:
-        """As :meth:`complete`, with the SDK's async client (one per call: clients are bound to
-        the event loop they were created on)."""
-        _check_call(system, prompt, max_tokens)
-        import anthropic
+    def _create(self, client: Any, request: dict[str, Any]) -> Any:
+        return client.messages.create(**request)
 
-        try:
-            async with anthropic.AsyncAnthropic(**self._client_kwargs()) as client:
-                reply = await client.messages.create(**self._request(system, prompt, max_tokens))
-        except Exception as exc:
-            raise classify_error(exc, self.name, timeout=self.timeout) from exc
-        text = anthropic_reply_text(reply, self.name)
-        self.last_usage = getattr(reply, "usage", None)
-        return text
-
-    def close(self) -> None:
-        """Close the pooled HTTP connections of the sync client, if one was made."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            client.close()
+    def _reply_text(self, reply: Any) -> str:
+        return anthropic_reply_text(reply, self.name)
 
 
 def _import_openai() -> Any:
@@ -213,18 +243,10 @@ def _import_openai() -> Any:
 
 
 @attrs.define(eq=False)
-class OpenAIProvider:
+class OpenAIProvider(_SdkProvider):
     """Summaries through the ``openai`` SDK against OpenAI or any compatible endpoint."""
 
-    model: str
-    api_key: str = attrs.field(repr=False)
-    base_url: str | None
-    timeout: float
-    context_length: int
     name: str = "openai"
-    last_usage: Any = attrs.field(default=None, init=False)
-    _client: Any = attrs.field(default=None, init=False, repr=False)
-    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
 
     @property
     def official(self) -> bool:
@@ -234,12 +256,7 @@ class OpenAIProvider:
     def _client_kwargs(self) -> dict[str, Any]:
         # Always explicit: left out, the SDK would read $OPENAI_BASE_URL from os.environ even
         # when selection was made from another environment mapping.
-        return {
-            "api_key": self.api_key,
-            "base_url": self.base_url or OPENAI_BASE_URL,
-            "timeout": self.timeout,
-            "max_retries": 0,
-        }
+        return {**super()._client_kwargs(), "base_url": self.base_url or OPENAI_BASE_URL}
 
     def _request(self, system: str, prompt: str, max_tokens: int) -> dict[str, Any]:
         messages = [{"role": "user", "content": prompt}]
@@ -250,43 +267,16 @@ class OpenAIProvider:
         limit_key = "max_completion_tokens" if self.official else "max_tokens"
         return {"model": self.model, "messages": messages, limit_key: max_tokens}
 
-    def complete(self, system: str, prompt: str, max_tokens: int) -> str:
-        """One chat completions call; see :class:`SummaryProvider`."""
-        _check_call(system, prompt, max_tokens)
+    def _new_client(self, *, asynchronous: bool) -> Any:
         openai = _import_openai()
-        with self._lock:
-            if self._client is None:
-                self._client = openai.OpenAI(**self._client_kwargs())
-            client = self._client
-        try:
-            reply = client.chat.completions.create(**self._request(system, prompt, max_tokens))
-        except Exception as exc:
-            raise classify_error(exc, self.name, timeout=self.timeout) from exc
-        text = openai_reply_text(reply, self.name)
-        self.last_usage = getattr(reply, "usage", None)
-        return text
+        factory = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+        return factory(**self._client_kwargs())
 
-    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str:
-        """As :meth:`complete`, with the SDK's async client (one per call)."""
-        _check_call(system, prompt, max_tokens)
-        openai = _import_openai()
-        try:
-            async with openai.AsyncOpenAI(**self._client_kwargs()) as client:
-                reply = await client.chat.completions.create(
-                    **self._request(system, prompt, max_tokens)
-                )
-        except Exception as exc:
-            raise classify_error(exc, self.name, timeout=self.timeout) from exc
-        text = openai_reply_text(reply, self.name)
-        self.last_usage = getattr(reply, "usage", None)
-        return text
+    def _create(self, client: Any, request: dict[str, Any]) -> Any:
+        return client.chat.completions.create(**request)
 
-    def close(self) -> None:
-        """Close the pooled HTTP connections of the sync client, if one was made."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            client.close()
+    def _reply_text(self, reply: Any) -> str:
+        return openai_reply_text(reply, self.name)
 
 
 @attrs.define(eq=False)
