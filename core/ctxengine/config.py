@@ -28,18 +28,18 @@ from typing import Any, Literal
 import attrs
 
 from ctxengine.fields import (
-    _NAME,
+    NAME_PATTERN,
     ConfigError,
     ConfigProblem,
     Field,
     FieldKind,
     RawSection,
-    _as_mapping,
-    _convert_input,
-    _parse_fields,
-    _unknown_key,
+    as_mapping,
+    convert_input,
     format_value,
+    parse_fields,
     parse_section,
+    unknown_key_problem,
 )
 
 __all__ = [
@@ -324,7 +324,7 @@ class _Layers:
         self.sources[key] = source
 
     def _set_input(self, key: str, field: Field, value: object, source: str) -> None:
-        ok, converted, from_text = _convert_input(field, value)
+        ok, converted, from_text = convert_input(field, value)
         if ok:
             self._set(key, converted, source)
         else:
@@ -343,34 +343,36 @@ class _Layers:
             if section in _PLAIN_SECTIONS:
                 self._apply_fields(value, section, source)
             elif section == "auxiliary":
-                aux = _as_mapping(value, "auxiliary", ("compression",), source, self.problems)
+                aux = as_mapping(value, "auxiliary", ("compression",), source, self.problems)
                 for key, sub in (aux or {}).items():
                     if key == "compression":
                         self._apply_fields(sub, "auxiliary.compression", source)
                     else:
                         self.problems.append(
-                            _unknown_key("auxiliary", key, ("compression",), source)
+                            unknown_key_problem("auxiliary", key, ("compression",), source)
                         )
             elif section == "models":
                 self._apply_models(value, source)
             elif section == "engines":
                 self._apply_engines(value, source)
             else:
-                self.problems.append(_unknown_key("", section, _TOP_SECTIONS, source, "section"))
+                self.problems.append(
+                    unknown_key_problem("", section, _TOP_SECTIONS, source, "section")
+                )
 
     def _apply_fields(self, data: object, key_path: str, source: str) -> None:
-        given, problems = _parse_fields(data, key_path, SECTION_FIELDS[key_path], source)
+        given, problems = parse_fields(data, key_path, SECTION_FIELDS[key_path], source)
         self.problems.extend(problems)
         for name, value in given.items():
             self._set(f"{key_path}.{name}", value, source)
 
     def _apply_models(self, data: object, source: str) -> None:
-        models = _as_mapping(data, "models", None, source, self.problems)
+        models = as_mapping(data, "models", None, source, self.problems)
         for name, entry in (models or {}).items():
             if not isinstance(name, str) or not name.strip():
                 self._problem("models", name, "model names must be non-empty strings", source)
                 continue
-            given, problems = _parse_fields(entry, f"models.{name}", MODEL_OVERRIDE_FIELDS, source)
+            given, problems = parse_fields(entry, f"models.{name}", MODEL_OVERRIDE_FIELDS, source)
             self.problems.extend(problems)
             values, sources = self._model(name)
             for field_name, value in given.items():
@@ -378,13 +380,13 @@ class _Layers:
                 sources[field_name] = source
 
     def _apply_engines(self, data: object, source: str) -> None:
-        engines = _as_mapping(data, "engines", None, source, self.problems)
+        engines = as_mapping(data, "engines", None, source, self.problems)
         for name, options in (engines or {}).items():
             key_path = f"engines.{name}"
-            if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+            if not isinstance(name, str) or NAME_PATTERN.fullmatch(name) is None:
                 self._problem(key_path, name, _ENGINE_NAME_RULE, source, show_value=False)
                 continue
-            mapping = _as_mapping(options, key_path, None, source, self.problems)
+            mapping = as_mapping(options, key_path, None, source, self.problems)
             if mapping is None:
                 continue
             self.engine_origin.setdefault(name, source)
@@ -441,10 +443,10 @@ class _Layers:
             self._problem(key, value, rule, "override", show_value=False)
         elif field_name not in fields:
             self.problems.append(
-                _unknown_key(f"models.{name}", field_name, list(fields), "override")
+                unknown_key_problem(f"models.{name}", field_name, list(fields), "override")
             )
         else:
-            ok, converted, from_text = _convert_input(fields[field_name], value)
+            ok, converted, from_text = convert_input(fields[field_name], value)
             if not ok:
                 allowed = fields[field_name].allowed(from_text=from_text)
                 self._problem(key, converted, allowed, "override")
@@ -455,7 +457,7 @@ class _Layers:
 
     def _override_engine(self, key: str, value: object) -> None:
         rest = key[len("engines.") :]
-        if isinstance(value, Mapping) and _NAME.fullmatch(rest):
+        if isinstance(value, Mapping) and NAME_PATTERN.fullmatch(rest):
             self._apply_engines({rest: value}, "override")
             return
         name, _, option = rest.rpartition(".")

@@ -21,13 +21,18 @@ from typing import Any, Literal
 import attrs
 
 __all__ = [
+    "NAME_PATTERN",
     "ConfigError",
     "ConfigProblem",
     "Field",
     "FieldKind",
     "RawSection",
+    "as_mapping",
+    "convert_input",
     "format_value",
+    "parse_fields",
     "parse_section",
+    "unknown_key_problem",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -106,7 +111,7 @@ FieldKind = Literal["bool", "int", "number", "str", "name", "url", "choice", "st
 - ``str_list``: a list of non-empty strings (returned as a tuple).
 """
 
-_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]+")
 _BOOL_WORDS = {
     "1": True,
     "true": True,
@@ -221,7 +226,7 @@ class Field:
         if kind == "str":
             return isinstance(value, str) and bool(value.strip()), value
         if kind == "name":
-            return isinstance(value, str) and _NAME.fullmatch(value) is not None, value
+            return isinstance(value, str) and NAME_PATTERN.fullmatch(value) is not None, value
         if kind == "url":
             return isinstance(value, str) and _is_http_url(value), value
         if kind == "choice":
@@ -267,7 +272,7 @@ class Field:
         return self.convert(value)
 
 
-def _convert_input(field: Field, value: object) -> tuple[bool, Any, bool]:
+def convert_input(field: Field, value: object) -> tuple[bool, Any, bool]:
     """Validate a value that may arrive as text (env vars, CLI flags) or already typed.
 
     Returns ``(ok, value or shown value, parsed_from_text)``.
@@ -322,9 +327,10 @@ def _join(key_path: str, key: object) -> str:
     return f"{key_path}.{key}" if key_path else str(key)
 
 
-def _unknown_key(
+def unknown_key_problem(
     key_path: str, key: object, allowed: Sequence[str], source: str | None, what: str = "key"
 ) -> ConfigProblem:
+    """The problem for an unknown ``key`` under ``key_path``, suggesting the closest allowed."""
     text = f"unknown {what}"
     close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
     if close:
@@ -333,7 +339,7 @@ def _unknown_key(
     return ConfigProblem(_join(key_path, key), key, text, source, show_value=False)
 
 
-def _as_mapping(
+def as_mapping(
     data: object,
     key_path: str,
     allowed: Sequence[str] | None,
@@ -352,13 +358,13 @@ def _as_mapping(
     return None
 
 
-def _parse_fields(
+def parse_fields(
     data: object, key_path: str, fields: Sequence[Field], source: str | None
 ) -> tuple[dict[str, Any], list[ConfigProblem]]:
     """Validate the keys present in ``data``; return (given values, problems)."""
     problems: list[ConfigProblem] = []
     names = [f.name for f in fields]
-    mapping = _as_mapping(data, key_path, names, source, problems)
+    mapping = as_mapping(data, key_path, names, source, problems)
     if mapping is None:
         return {}, problems
     by_name = {f.name: f for f in fields}
@@ -369,7 +375,7 @@ def _parse_fields(
             key_source = mapping.source_of(key) or source
         field = by_name.get(key) if isinstance(key, str) else None
         if field is None:
-            problems.append(_unknown_key(key_path, key, names, key_source))
+            problems.append(unknown_key_problem(key_path, key, names, key_source))
             continue
         ok, converted = field.convert(value)
         if ok:
@@ -390,7 +396,7 @@ def parse_section(
 
     :raises ConfigError: listing every unknown key and invalid value.
     """
-    given, problems = _parse_fields(data, key_path, fields, source)
+    given, problems = parse_fields(data, key_path, fields, source)
     if problems:
         raise ConfigError(problems)
     return {f.name: given.get(f.name, f.default) for f in fields}
