@@ -1,19 +1,22 @@
 """One session's lossless engine: ingest, compaction and rendering over the shared store.
 
-How a re-sent conversation is matched (so nothing is stored twice). The incoming messages are
-walked against the stored active context, item by item:
+How a re-sent conversation is matched (so nothing is stored twice). A prefix of the incoming
+messages is recognised by the stored message ids it stands for, walking with "the last matched
+id" and requiring strictly increasing ids:
 
-- the summary block this engine rendered earlier (found by its hash in ``rendered_blocks``)
-  stands for the summaries it showed;
-- a raw message matches the context's message at that position by content hash (or by the hash
-  of its described form, when a large output was stored aside);
-- a run of raw messages matches a summary item when it is exactly the run that summary covers
-  (the host re-sent the full history instead of the compacted one).
+- a summary block this engine rendered (found by its hash in ``rendered_blocks``, current or
+  older, e.g. one whose summaries were condensed since) stands for the messages its summaries
+  cover;
+- a raw message matches a stored message of this conversation at the expected next position:
+  the one that follows the last match in the active context if it has the same content hash (or
+  the hash of its described form, when a large output was stored aside), else the first later
+  stored message with either hash (a shrunken history sent in full again, an abandoned branch).
 
 The first message that matches nothing ends the walk: it and everything after it are new and
-are appended to the store after the conversation's last message; the active context becomes the
-matched items plus the new messages. Leading system messages are stored once (pinned) and are
-always passed through as given.
+are appended to the store after the conversation's last message. The active context becomes the
+current context's items while they stand for the same ids as the matched prefix, then the matched
+pieces (block summaries, stored messages), then the new messages. Leading system messages are
+stored once (pinned) and are always passed through as given.
 """
 
 from __future__ import annotations
@@ -113,7 +116,7 @@ class LcmSession:
 
         hashes = [message_hash(m) for m in body]
         stored_ctx = self.store.context(self.conversation_id)
-        matched, consumed, p = self._walk(body, hashes, stored_ctx, count)
+        matched, consumed = self._walk(body, hashes, stored_ctx, count)
 
         new_items: list[Item] = []
         context_refs: list[ContextItem | int] = [it.key for it in matched]
@@ -133,7 +136,8 @@ class LcmSession:
             new_items.append(
                 Item(kind="message", ref=-1, tokens=count(in_context), message=in_context)
             )
-        changed = bool(rows) or p != len(stored_ctx)
+        # Without new rows the context refs are exactly the matched items' keys.
+        changed = bool(rows) or [it.key for it in matched] != [tuple(x) for x in stored_ctx]
         if changed:
             ids = self.store.append(
                 self.conversation_id, rows, outputs=outputs, context=context_refs
@@ -149,51 +153,106 @@ class LcmSession:
         hashes: Sequence[str],
         stored_ctx: Sequence[ContextItem],
         count: Any,
-    ) -> tuple[list[Item], int, int]:
-        """Match ``body`` against the stored context; ``(items, messages consumed, items used)``."""
-        message_ids = [int(ref) for kind, ref in stored_ctx if kind == "message"]
-        rows = {m.id: m for m in self.store.messages(self.conversation_id, message_ids)}
-        matched: list[Item] = []
-        i = p = 0
-        while i < len(body) and p < len(stored_ctx):
-            kind, ref = stored_ctx[p]
-            if kind == "summary":
-                block = self.store.block(self.conversation_id, hashes[i])
-                if block is not None:
-                    block_hashes, block_items = block
-                    n_items = len(block_items)
-                    if [tuple(x) for x in stored_ctx[p : p + n_items]] == [
-                        tuple(x) for x in block_items
-                    ] and list(hashes[i : i + len(block_hashes)]) == block_hashes:
-                        matched.extend(self._summary_item(str(r)) for _, r in block_items)
-                        p += n_items
+    ) -> tuple[list[Item], int]:
+        """Match a prefix of ``body`` to stored messages; ``(context items, messages consumed)``.
+
+        Each incoming piece stands for stored message ids: a rendered summary block (current or
+        older) for the messages its summaries cover, a raw message for the stored message it
+        repeats. The pieces must stand for strictly increasing ids, so the matched prefix is one
+        path through the stored conversation. The items returned keep the current context
+        where it stands for the same messages and use the incoming pieces after that.
+        """
+        conv = self.conversation_id
+        expansion = [
+            self.store.covered_message_ids(str(ref)) if kind == "summary" else [int(ref)]
+            for kind, ref in stored_ctx
+        ]
+        flat = [mid for ids in expansion for mid in ids]
+        successor = dict(zip([0, *flat], flat, strict=False))
+        digests = self.store.digests(conv, flat)
+        # Each piece: the context item it becomes, the ids it stands for, its body index.
+        pieces: list[tuple[ContextItem, list[int], int | None]] = []
+        prev_id, prev_seq = 0, -1
+        i = 0
+        while i < len(body):
+            block = self.store.block(conv, hashes[i])
+            if block is not None:
+                block_hashes, block_items = block
+                covers = [self.store.covered_message_ids(str(ref)) for _, ref in block_items]
+                ids = [mid for part in covers for mid in part]
+                if (
+                    list(hashes[i : i + len(block_hashes)]) == block_hashes
+                    and ids
+                    and all(a < b for a, b in zip([prev_id, *ids], ids, strict=False))
+                ):
+                    last = self.store.digests(conv, [ids[-1]]).get(ids[-1])
+                    if last is not None:
+                        pieces.extend(
+                            (("summary", ref), part, None)
+                            for (_, ref), part in zip(block_items, covers, strict=True)
+                        )
+                        prev_id, prev_seq = ids[-1], last[0]
                         i += len(block_hashes)
                         continue
-                covered = self.store.covered_message_ids(str(ref))
-                covered_rows = self.store.messages(self.conversation_id, covered)
-                # Like a single message, each message of the run may come back in its
-                # original or its described form (a large output stored aside).
-                window = hashes[i : i + len(covered_rows)]
-                if (
-                    covered_rows
-                    and len(window) == len(covered_rows)
-                    and all(
-                        h in (m.content_hash, m.rendered_hash)
-                        for h, m in zip(window, covered_rows, strict=True)
-                    )
-                ):
-                    matched.append(self._summary_item(str(ref)))
-                    p += 1
-                    i += len(covered_rows)
-                    continue
+            found: int | None = None
+            expected = successor.get(prev_id)
+            if expected is not None and expected in digests:
+                _, content_hash, rendered_hash = digests[expected]
+                if hashes[i] in (content_hash, rendered_hash):
+                    found = expected
+            if found is None:
+                found = self.store.next_matching(conv, prev_seq, hashes[i])
+            if found is None:
                 break
-            row = rows.get(int(ref))
-            if row is None or hashes[i] not in (row.content_hash, row.rendered_hash):
-                break
-            matched.append(self._message_item(row, body[i], hashes[i], count))
-            p += 1
+            if found not in digests:
+                digests.update(self.store.digests(conv, [found]))
+            pieces.append((("message", found), [found], i))
+            prev_id, prev_seq = found, digests[found][0]
             i += 1
-        return matched, i, p
+        return self._items(pieces, stored_ctx, expansion, body, hashes, count), i
+
+    def _items(
+        self,
+        pieces: Sequence[tuple[ContextItem, list[int], int | None]],
+        stored_ctx: Sequence[ContextItem],
+        expansion: Sequence[list[int]],
+        body: Sequence[Message],
+        hashes: Sequence[str],
+        count: Any,
+    ) -> list[Item]:
+        """Context items for the matched ids: the current context's while it fits, then pieces."""
+        ids = [mid for _, part, _ in pieces for mid in part]
+        source = {part[0]: at for _, part, at in pieces if at is not None}
+        keys: list[ContextItem] = []
+        pos = 0
+        for key, part in zip(stored_ctx, expansion, strict=True):
+            if not part or ids[pos : pos + len(part)] != part:
+                break
+            keys.append(key)
+            pos += len(part)
+        start = 0
+        for key, part, _ in pieces:
+            if start >= pos:
+                keys.append(key)
+            elif start + len(part) > pos:
+                # The current context split this piece (a summary): its rest goes in raw.
+                keys.extend(("message", mid) for mid in part[pos - start :])
+            start += len(part)
+        wanted = [int(ref) for kind, ref in keys if kind == "message"]
+        rows = {m.id: m for m in self.store.messages(self.conversation_id, wanted)}
+        items: list[Item] = []
+        for kind, ref in keys:
+            if kind == "summary":
+                items.append(self._summary_item(str(ref)))
+                continue
+            row = rows[int(ref)]
+            at = source.get(row.id)
+            if at is not None:
+                items.append(self._message_item(row, body[at], hashes[at], count))
+            else:
+                msg = row_rendered(row)
+                items.append(Item(kind="message", ref=row.id, tokens=int(count(msg)), message=msg))
+        return items
 
     def _message_item(self, row: StoredMessage, incoming: Message, digest: str, count: Any) -> Item:
         msg = incoming

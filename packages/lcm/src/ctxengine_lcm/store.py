@@ -224,6 +224,10 @@ class NewMessage:
     rendered_tokens: int | None = None
 
 
+MessageDigest = tuple[int, str, "str | None"]
+"""A stored message's ``(seq, content hash, rendered hash)``."""
+
+
 @attrs.frozen
 class StoredMessage:
     """A stored message row (``content`` is the verbatim message as JSON)."""
@@ -630,6 +634,32 @@ class Store:
                 order = {mid: k for k, mid in enumerate(wanted)}
                 rows.sort(key=lambda r: order[r[0]])
         return [StoredMessage(*row) for row in rows]
+
+    def digests(self, conversation_id: int, ids: Sequence[int]) -> dict[int, MessageDigest]:
+        """``(seq, content hash, rendered hash)`` of the unpinned messages in ``ids``, by id."""
+        out: dict[int, MessageDigest] = {}
+        wanted = list(ids)
+        with self.reading() as conn:
+            for start in range(0, len(wanted), 500):
+                part = wanted[start : start + 500]
+                marks = ",".join("?" * len(part))
+                for mid, seq, digest, rendered in conn.execute(
+                    "SELECT id, seq, content_hash, rendered_hash FROM messages"
+                    f" WHERE conversation_id = ? AND pinned = 0 AND id IN ({marks})",
+                    (conversation_id, *part),
+                ):
+                    out[int(mid)] = (int(seq), str(digest), rendered)
+        return out
+
+    def next_matching(self, conversation_id: int, after_seq: int, digest: str) -> int | None:
+        """Id of the first unpinned message after ``after_seq`` hashed ``digest`` (either form)."""
+        with self.reading() as conn:
+            row = conn.execute(
+                "SELECT id FROM messages WHERE conversation_id = ? AND seq > ? AND pinned = 0"
+                " AND (content_hash = ? OR rendered_hash = ?) ORDER BY seq LIMIT 1",
+                (conversation_id, after_seq, digest, digest),
+            ).fetchone()
+        return None if row is None else int(row[0])
 
     def message(self, message_id: int) -> tuple[int, StoredMessage] | None:
         """``(conversation id, message)`` for ``message_id``."""
