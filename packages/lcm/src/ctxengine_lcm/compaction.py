@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
@@ -272,29 +272,19 @@ class Compactor:
             header = f"Extract of {len(ids)} messages (generated locally, no model):"
             return fit_lines(header, extract_lines(entries, self.fmt), limit, self.count)
 
-        result = self.summariser.write(
-            source_tokens=source,
+        return self._write(
+            chunk,
+            outcome,
+            sid=sid,
+            kind="leaf",
+            depth=0,
+            source=source,
             target=target,
             model_input=model_input,
             deterministic=deterministic,
             footer=footer,
-            condensed=False,
-            section=self.section_tokens,
-        )
-        if result is None:
-            return None
-        summary = NewSummary(
-            id=sid,
-            depth=0,
-            kind="leaf",
-            mode=result.mode,
-            content=result.content,
-            tokens=result.tokens,
-            source_tokens=source,
             message_ids=tuple(ids),
-            provider=result.provider,
         )
-        return self._store(summary, chunk, outcome, result.fallback, result.provider)
 
     def _condensed(self, group: Sequence[Item], outcome: Outcome) -> Item | None:
         sid = "sum_" + secrets.token_hex(6)
@@ -329,13 +319,45 @@ class Compactor:
             header = f"Condensed extract of {len(kids)} summaries (generated locally, no model):"
             return fit_lines(header, lines, limit, self.count)
 
+        return self._write(
+            group,
+            outcome,
+            sid=sid,
+            kind="condensed",
+            depth=depth,
+            source=source,
+            target=target,
+            model_input=model_input,
+            deterministic=deterministic,
+            footer=footer,
+            child_ids=tuple(k.id for k in kids),
+        )
+
+    def _write(
+        self,
+        replaced: Sequence[Item],
+        outcome: Outcome,
+        *,
+        sid: str,
+        kind: Literal["leaf", "condensed"],
+        depth: int,
+        source: int,
+        target: int,
+        model_input: Callable[[int], str],
+        deterministic: Callable[[int], str],
+        footer: str,
+        message_ids: tuple[int, ...] = (),
+        child_ids: tuple[str, ...] = (),
+    ) -> Item | None:
+        """Write one summary of ``replaced`` (escalating) and store it; ``None`` if nothing
+        shorter than the input could be written."""
         result = self.summariser.write(
             source_tokens=source,
             target=target,
             model_input=model_input,
             deterministic=deterministic,
             footer=footer,
-            condensed=True,
+            condensed=kind == "condensed",
             section=self.section_tokens,
         )
         if result is None:
@@ -343,15 +365,16 @@ class Compactor:
         summary = NewSummary(
             id=sid,
             depth=depth,
-            kind="condensed",
+            kind=kind,
             mode=result.mode,
             content=result.content,
             tokens=result.tokens,
             source_tokens=source,
-            child_ids=tuple(k.id for k in kids),
+            message_ids=message_ids,
+            child_ids=child_ids,
             provider=result.provider,
         )
-        return self._store(summary, group, outcome, result.fallback, result.provider)
+        return self._store(summary, replaced, outcome, result.fallback, result.provider)
 
     def _store(
         self,
