@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import ctxengine_caching
-from ctxengine.config import Config
-from ctxengine.context import CacheSettings, EngineContext
-from ctxengine.models import lookup_model
+from ctxengine._accounting.models import lookup_model
+from ctxengine._accounting.tokens import TokenCounter
+from ctxengine._config.core import Config
+from ctxengine._plugin.context import CacheSettings, EngineContext
 from ctxengine.testing.transcripts import TRANSCRIPTS
-from ctxengine.tokens import TokenCounter
 from ctxengine_caching.strategy import apply_system_and_3
 
 ROOT = Path(__file__).resolve().parents[1]

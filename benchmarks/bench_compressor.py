@@ -20,12 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ctxengine.config import config_from_mapping
-from ctxengine.context import EngineContext
-from ctxengine.conversation import Conversation, Format
-from ctxengine.models import model_for_settings
+from ctxengine._accounting.models import model_for_settings
+from ctxengine._accounting.tokens import TokenCounter
+from ctxengine._config.core import config_from_mapping
+from ctxengine._messages.conversation import Conversation, Format
+from ctxengine._plugin.context import EngineContext
 from ctxengine.testing.transcripts import TRANSCRIPTS
-from ctxengine.tokens import TokenCounter
 from ctxengine_compressor.engine import compress
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ctxengine._accounting.tokens import TokenCounter, get_encoding
 from ctxengine.testing.transcripts import TRANSCRIPTS
-from ctxengine.tokens import TokenCounter, get_encoding
 
 ROOT = Path(__file__).resolve().parents[1]
 REPEATS = 7

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ctxengine.accounting import CacheCost, SessionCacheStats, cache_line, cost_of
-from ctxengine.models import lookup_model
-from ctxengine.usage import Usage, normalize_usage
+from ctxengine._accounting.cache_stats import CacheCost, SessionCacheStats, cache_line, cost_of
+from ctxengine._accounting.models import lookup_model
+from ctxengine._accounting.usage import Usage, normalize_usage
 
 SONNET = lookup_model("claude-sonnet-4-5")  # $3 in / $15 out per million tokens
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from ctxengine.accounting import cost_of
-from ctxengine.cachesim import PromptCacheSimulator
-from ctxengine.models import lookup_model
-from ctxengine.tokens import TokenCounter
+from ctxengine._accounting.cache_stats import cost_of
+from ctxengine._accounting.cachesim import PromptCacheSimulator
+from ctxengine._accounting.models import lookup_model
+from ctxengine._accounting.tokens import TokenCounter
 
 SYSTEM = "You are a meticulous assistant. " * 200  # over the 1,024-token minimum
 

@@ -8,19 +8,13 @@ from typing import Any
 
 import pytest
 
-from ctxengine.caching import (
-    Breakpoint,
-    breakpoint_report,
-    cache_settings_for,
-    caching_status_line,
-    detect_route,
-    marker_positions,
-    marker_problems,
-)
-from ctxengine.config import config_from_mapping
-from ctxengine.context import CacheSettings, EngineContext
-from ctxengine.models import lookup_model
-from ctxengine.tokens import TokenCounter
+from ctxengine._accounting.models import lookup_model
+from ctxengine._accounting.tokens import TokenCounter
+from ctxengine._config.core import config_from_mapping
+from ctxengine._kernel.cache_settings import cache_settings_for, caching_status_line, detect_route
+from ctxengine._messages.markers import marker_positions, marker_problems
+from ctxengine._plugin.context import CacheSettings, EngineContext
+from ctxengine_caching.breakpoints import Breakpoint, breakpoint_report
 
 # --- route detection -----------------------------------------------------------------------
 
@@ -264,15 +258,17 @@ def test_marker_problems_wording() -> None:
         ],
     }
     assert marker_problems(request) == [
-        "5 cache_control breakpoints (at most 4 allowed): system[0], messages[0].content[0], "
-        "messages[1].content[0], messages[2].content[0], messages[3]",
-        "messages[0].content[0]: a 1h breakpoint after the 5m breakpoint at system[0] "
-        "(longer TTLs must come first)",
-        "messages[0].content[0]: cache_control on an empty text block",
+        "messages[0].content[0]: cache_control on an empty text block (the API rejects it); "
+        "mark a non-empty block or the message instead",
         "messages[1].content[0]: cache_control on a thinking block",
-        "messages[2].content[0]: cache_control type must be 'ephemeral', "
-        "got {'type': 'persistent'}",
-        "messages[3]: cache_control ttl must be '5m' or '1h', got '2h'",
+        "messages[2].content[0]: cache_control must be {'type': 'ephemeral'}, optionally with "
+        "'ttl': '5m' or '1h'; got {'type': 'persistent'}",
+        "messages[3]: cache_control must be {'type': 'ephemeral'}, optionally with 'ttl': '5m' "
+        "or '1h'; got {'type': 'ephemeral', 'ttl': '2h'}",
+        "request: 5 cache_control breakpoints (system[0], messages[0].content[0], "
+        "messages[1].content[0], messages[2].content[0], messages[3]); at most 4 are allowed",
+        "messages[0].content[0]: a 1h cache_control after the 5m one at system[0]; longer TTLs "
+        "must come first (in the order tools, system, messages)",
     ]
     assert [where for where, _ in marker_positions(request)][-1] == "messages[3]"
 
@@ -345,7 +341,7 @@ def test_plugin_marks_and_records_breakpoints(caplog: pytest.LogCaptureFixture) 
 
 
 def test_kernel_session_prepare_uses_the_plugin() -> None:
-    from ctxengine.kernel import load
+    from ctxengine._kernel.kernel import load
 
     kernel = load(
         {

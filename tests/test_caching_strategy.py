@@ -10,15 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxengine.caching import marker_positions, marker_problems
-from ctxengine_caching.strategy import (
-    apply_system_and_3,
+from ctxengine._messages.markers import (
     cache_marker,
     can_carry_marker,
     detect_request_format,
     is_tool_message,
+    marker_positions,
+    marker_problems,
     strip_cache_markers,
 )
+from ctxengine_caching.strategy import apply_system_and_3
 
 M5 = {"type": "ephemeral"}
 M1H = {"type": "ephemeral", "ttl": "1h"}

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from ctxengine.accounting import SessionCacheStats, cache_line
-from ctxengine.caching import marker_positions
-from ctxengine.convert import to_anthropic
-from ctxengine.messages import validate
-from ctxengine.models import lookup_model
+from ctxengine._accounting.cache_stats import SessionCacheStats, cache_line
+from ctxengine._accounting.models import lookup_model
+from ctxengine._accounting.usage import normalize_usage
+from ctxengine._messages.convert import to_anthropic
+from ctxengine._messages.markers import marker_positions
+from ctxengine._messages.validate import validate
 from ctxengine.testing.fake_api import FakeAPI, check_anthropic_request
 from ctxengine.testing.transcripts import TRANSCRIPTS
-from ctxengine.usage import normalize_usage
 from ctxengine_caching.strategy import apply_system_and_3
 
 DATA = TRANSCRIPTS

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxengine.cli import main
+from ctxengine._cli.main import main
 from tests.plugin_fixtures import install_fake_distribution, write_directory_plugin
 
 

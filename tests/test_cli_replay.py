@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from ctxengine.cli import main
-from ctxengine.files import ConversationFileError, read_conversations
-from ctxengine.kernel import EngineNotFoundWarning
-from ctxengine.messages import validate
+from ctxengine._cli.files import ConversationFileError, read_conversations
+from ctxengine._cli.main import main
+from ctxengine._kernel.kernel import EngineNotFoundWarning
+from ctxengine._messages.validate import validate
 from ctxengine.testing import samples
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ctxengine.config import (
+from ctxengine._config.core import (
     ENV_VARS,
     SECTION_FIELDS,
     AuxiliarySettings,

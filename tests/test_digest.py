@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from ctxengine.conversation import Format
-from ctxengine.digest import (
+from ctxengine._messages.conversation import Format
+from ctxengine.testing.transcripts import TRANSCRIPTS
+from ctxengine_compressor.digest import (
     DIGEST_LABEL_PREFIX,
     SUMMARY_HEADINGS,
     build_digest,
     min_digest_tokens,
     split_summary,
 )
-from ctxengine.ledger import build_ledger
-from ctxengine.testing.transcripts import TRANSCRIPTS
+from ctxengine_compressor.ledger import build_ledger
 from tests.test_ledger import anthropic_conversation, openai_conversation
 
 

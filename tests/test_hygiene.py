@@ -11,16 +11,16 @@ import pytest
 
 import ctxengine
 from ctxengine import hookimpl
-from ctxengine.context import EngineContext
-from ctxengine.conversation import Conversation, Message
-from ctxengine.kernel import Kernel
-from ctxengine.messages import validate
-from ctxengine.resolve import register_engine, unregister_engine
-from ctxengine.results import CompressResult
+from ctxengine._accounting.tokens import TokenCounter
+from ctxengine._kernel.kernel import Kernel
+from ctxengine._kernel.resolve import register_engine, unregister_engine
+from ctxengine._messages.conversation import Conversation, Message
+from ctxengine._messages.validate import validate
+from ctxengine._plugin.context import EngineContext
+from ctxengine._plugin.results import CompressResult
 from ctxengine.testing import samples
 from ctxengine.testing.fake_api import FakeAPI
 from ctxengine.testing.transcripts import TRANSCRIPTS
-from ctxengine.tokens import TokenCounter
 
 WINDOW = 32_000
 
@@ -238,7 +238,7 @@ def test_replaying_the_longest_real_session_as_a_gateway_stays_valid_and_in_the_
 
 
 def test_estimated_before_and_after_use_the_same_counting() -> None:
-    from ctxengine.tokens import rough_conversation_tokens
+    from ctxengine._accounting.tokens import rough_conversation_tokens
 
     kernel = gateway_kernel()
     _, big = samples.conversation("openai", turns=60)

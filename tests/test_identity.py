@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxengine.identity import ListProgress, fingerprint
-from ctxengine.tokens import TokenCounter
+from ctxengine._accounting.tokens import TokenCounter
+from ctxengine._messages.memo import ListProgress, fingerprint
 from ctxengine_caching.strategy import apply_system_and_3
 
 

@@ -13,12 +13,12 @@ import pytest
 
 import ctxengine
 from ctxengine import hookimpl
-from ctxengine.context import EngineContext
-from ctxengine.conversation import Conversation
-from ctxengine.resolve import register_engine, unregister_engine
-from ctxengine.results import CompressResult
+from ctxengine._kernel.resolve import register_engine, unregister_engine
+from ctxengine._messages.conversation import Conversation
+from ctxengine._plugin.context import EngineContext
+from ctxengine._plugin.results import CompressResult
+from ctxengine._plugin.tools import DuplicateToolError, Tool, ToolError
 from ctxengine.testing import samples
-from ctxengine.tools import DuplicateToolError, Tool, ToolError
 
 
 class RecordingEngine:

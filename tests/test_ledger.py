@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ctxengine.conversation import Format
-from ctxengine.ledger import (
+from ctxengine._messages.conversation import Format
+from ctxengine_compressor.ledger import (
     COMMAND_CHARS,
     Ledger,
     build_ledger,

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 import pytest
 
-from ctxengine.conversation import Format
-from ctxengine.messages import (
-    MessageFormatError,
+from ctxengine._messages.conversation import Format
+from ctxengine._messages.convert import to_anthropic, to_openai
+from ctxengine._messages.errors import MessageFormatError
+from ctxengine._messages.read import (
     ToolCall,
     ToolGroup,
     ToolResult,
@@ -25,16 +24,14 @@ from ctxengine.messages import (
     is_real_user_message,
     is_tool_result_message,
     message_text,
-    to_anthropic,
-    to_openai,
     tool_call_ids,
     tool_calls,
     tool_groups,
     tool_result_ids,
     tool_results,
-    validate,
     visible_text,
 )
+from ctxengine._messages.validate import validate
 from ctxengine.testing.transcripts import TRANSCRIPTS
 
 
@@ -247,24 +244,6 @@ def test_id_readers_match_full_readers() -> None:
             for msg in session["messages"]:
                 assert tool_call_ids(msg, fmt) == [c.id for c in tool_calls(msg, fmt)]
                 assert tool_result_ids(msg, fmt) == [r.call_id for r in tool_results(msg, fmt)]
-
-
-def test_validate_module_imports_on_its_own() -> None:
-    # validate.py builds on messages.py; importing it first must not hit a circular import.
-    code = "import ctxengine.validate as v; import ctxengine.messages as m; print(v.validate)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-
-
-def test_convert_module_imports_on_its_own() -> None:
-    # convert.py builds on messages.py, which re-exports its two converters on first access.
-    code = (
-        "import ctxengine.convert as c; from ctxengine.messages import to_anthropic, to_openai; "
-        "print(to_anthropic is c.to_anthropic and to_openai is c.to_openai)"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "True"
 
 
 def test_readers_are_lenient_on_malformed_calls() -> None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from ctxengine.config import Config, ModelOverride, ModelSettings
-from ctxengine.models import (
+from ctxengine._accounting.models import (
     UNKNOWN_CONTEXT_LENGTH,
     UNKNOWN_MAX_OUTPUT_TOKENS,
     is_claude,
@@ -14,6 +13,7 @@ from ctxengine.models import (
     lookup_model,
     model_for_settings,
 )
+from ctxengine._config.core import Config, ModelOverride, ModelSettings
 
 
 def test_exact_name() -> None:

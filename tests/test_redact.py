@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ctxengine.redact import REDACTION_PREFIX, redact
+from ctxengine._messages.redact import REDACTION_PREFIX, redact
 from ctxengine.testing.transcripts import TRANSCRIPTS
 
 # Test fixtures only: these look like real credentials but are made up.

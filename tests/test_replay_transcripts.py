@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ctxengine.config import Config
-from ctxengine.files import read_conversations
-from ctxengine.replay import SCENARIOS, replay
+from ctxengine._cli.files import read_conversations
+from ctxengine._cli.replay import SCENARIOS, replay
+from ctxengine._config.core import Config
 from ctxengine.testing.transcripts import TRANSCRIPTS
 
 FILES = sorted(TRANSCRIPTS.glob("*.jsonl"))

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 import ctxengine
-from ctxengine.kernel import EngineNotFoundError, EngineNotFoundWarning
-from ctxengine.resolve import discover, register_engine, unregister_engine
+from ctxengine._kernel.kernel import EngineNotFoundError, EngineNotFoundWarning
+from ctxengine._kernel.resolve import discover, register_engine, unregister_engine
 from ctxengine.testing import samples
 from tests.plugin_fixtures import install_fake_distribution, write_directory_plugin
 
 ENGINE_BODY = """
 from ctxengine import hookimpl
-from ctxengine.results import CompressResult
+from ctxengine import CompressResult
 
 CALLS = []
 
@@ -158,7 +158,7 @@ def test_unknown_engine_warns_and_falls_back(isolated_home: Path) -> None:
 def test_unknown_lcm_like_engine_gets_the_extra_install_hint(
     isolated_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ctxengine import resolve
+    from ctxengine._kernel import resolve
 
     installed = resolve._entry_point_entries
     # As if ctxengine-lcm were not installed.

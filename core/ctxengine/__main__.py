@@ -1,5 +1,5 @@
 """``python -m ctxengine``: the same as the ``ctxengine`` command."""
 
-from ctxengine.cli import main
+from ctxengine._cli.main import main
 
 raise SystemExit(main())

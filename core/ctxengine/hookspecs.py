@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from ctxengine.commands import CommandRegistry
-    from ctxengine.context import CacheSettings, EngineContext
-    from ctxengine.conversation import Conversation, Stage
-    from ctxengine.results import CompressResult
-    from ctxengine.tools import Tool
-    from ctxengine.usage import Usage
+    from ctxengine._accounting.usage import Usage
+    from ctxengine._messages.conversation import Conversation, Stage
+    from ctxengine._plugin.commands import CommandRegistry
+    from ctxengine._plugin.context import CacheSettings, EngineContext
+    from ctxengine._plugin.results import CompressResult
+    from ctxengine._plugin.tools import Tool
 
 PROJECT = "ctxengine"
 """One name for the markers, the plugin manager and the entry-point group."""

@@ -1,46 +1,118 @@
-"""Reading OpenAI chat and Anthropic Messages lists without converting or mutating them.
+"""The message SDK: reading, converting, validating, repairing and marking message lists.
 
-Every function here takes the caller's plain dicts as they are and only reads them. The readers
-are lenient (a malformed tool call reads as empty strings rather than raising); :func:`validate`
-is the place that judges shape.
+Everything an engine or a cache strategy needs to work on OpenAI chat and Anthropic Messages
+lists without converting or mutating them. This module is part of the declared SDK (see
+``docs/architecture.md``); the modules it re-exports from are private and may move.
 
-Tool-call pairing is positional: the results of an assistant tool-call message are the messages
-right after it (OpenAI: the run of ``tool`` messages; Anthropic: the ``tool_result`` blocks of the
-next ``user`` message) and ids are only matched inside that group. Agents that reuse a tool-call
-id in a later turn (the tau-bench transcripts do) therefore pair correctly.
-
-Validation lives in :mod:`ctxengine.validate`; :func:`validate` and :func:`ensure_valid` here
-delegate to it so callers need only this module. Conversion between the formats lives in
-:mod:`ctxengine.convert`; :func:`to_anthropic` and :func:`to_openai` stay importable from here.
+- reading (lenient, never raises on odd shapes): :func:`detect_format`, :func:`visible_text`,
+  :func:`message_text`, :func:`tool_calls`, :func:`tool_results`, :func:`tool_groups`,
+  :func:`cut_points`, ...;
+- judging shape: :func:`validate` (every finding as a :class:`Problem` with a stable rule id) and
+  :func:`ensure_valid` (raises :class:`MessageFormatError`);
+- converting: :func:`to_anthropic`, :func:`to_openai`;
+- repairing what a compaction broke: :func:`sanitize_tool_pairs`;
+- redacting secrets: :func:`redact`;
+- cache breakpoints, one rule set for every strategy: :data:`MAX_BREAKPOINTS`,
+  :func:`mark_message`, :func:`strip_cache_markers`, :func:`marker_problems`, ...
 """
 
 from __future__ import annotations
 
-import json
-from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-
-import attrs
-
-from ctxengine.conversation import Format, Message, SystemPrompt
-
-if TYPE_CHECKING:
-    from ctxengine.convert import to_anthropic, to_openai
+from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
+from ctxengine._messages.convert import to_anthropic, to_openai
+from ctxengine._messages.errors import MessageFormatError, Problem
+from ctxengine._messages.markers import (
+    MAX_BREAKPOINTS,
+    TTL,
+    TTLS,
+    MarkerFinding,
+    cache_marker,
+    can_carry_marker,
+    detect_request_format,
+    is_tool_message,
+    mark_message,
+    mark_system,
+    marked_items,
+    marker_findings,
+    marker_positions,
+    marker_problems,
+    strip_cache_markers,
+)
+from ctxengine._messages.memo import ListProgress
+from ctxengine._messages.read import (
+    ANTHROPIC_BLOCK_TYPES,
+    ANTHROPIC_ROLES,
+    OPENAI_PART_TYPES,
+    OPENAI_ROLES,
+    ToolCall,
+    ToolGroup,
+    ToolResult,
+    cut_points,
+    detect_format,
+    dumps_arguments,
+    has_visible_assistant_text,
+    is_real_user_content,
+    is_real_user_message,
+    is_tool_result_message,
+    match_results,
+    message_text,
+    openai_tool_calls,
+    tool_call_ids,
+    tool_calls,
+    tool_groups,
+    tool_result_ids,
+    tool_results,
+    visible_text,
+)
+from ctxengine._messages.redact import REDACTION_PREFIX, redact
+from ctxengine._messages.sanitize import sanitize_tool_pairs
+from ctxengine._messages.validate import ensure_valid, validate
 
 __all__ = [
+    "ANTHROPIC_BLOCK_TYPES",
+    "ANTHROPIC_ROLES",
+    "MAX_BREAKPOINTS",
+    "OPENAI_PART_TYPES",
+    "OPENAI_ROLES",
+    "REDACTION_PREFIX",
+    "TTL",
+    "TTLS",
+    "Conversation",
+    "Format",
+    "ListProgress",
+    "MarkerFinding",
+    "Message",
     "MessageFormatError",
     "Problem",
+    "Stage",
+    "SystemPrompt",
     "ToolCall",
     "ToolGroup",
     "ToolResult",
+    "cache_marker",
+    "can_carry_marker",
     "cut_points",
     "detect_format",
+    "detect_request_format",
+    "dumps_arguments",
     "ensure_valid",
     "has_visible_assistant_text",
+    "is_real_user_content",
     "is_real_user_message",
+    "is_tool_message",
     "is_tool_result_message",
+    "mark_message",
+    "mark_system",
+    "marked_items",
+    "marker_findings",
+    "marker_positions",
+    "marker_problems",
+    "match_results",
     "message_text",
+    "openai_tool_calls",
+    "redact",
+    "sanitize_tool_pairs",
+    "strip_cache_markers",
     "to_anthropic",
     "to_openai",
     "tool_call_ids",
@@ -51,534 +123,3 @@ __all__ = [
     "validate",
     "visible_text",
 ]
-
-OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
-ANTHROPIC_ROLES = ("user", "assistant")
-# Block types only the Anthropic Messages format has (an image counts only with a ``source``).
-ANTHROPIC_BLOCK_TYPES = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
-# Part types only the OpenAI chat format has.
-OPENAI_PART_TYPES = frozenset({"image_url", "input_audio", "refusal"})
-# Message keys only the OpenAI chat format has.
-_OPENAI_KEYS = ("tool_calls", "tool_call_id", "reasoning_content")
-
-
-class MessageFormatError(ValueError):
-    """A message list that cannot be read or sent as it is.
-
-    The message names the offending index (``"messages[3]: ..."``) and what is allowed.
-    ``problems`` holds the individual findings when raised by :func:`ensure_valid`.
-    """
-
-    def __init__(self, message: str, problems: Sequence[Problem] = ()) -> None:
-        super().__init__(message)
-        self.problems: list[Problem] = list(problems)
-
-
-@attrs.frozen
-class Problem:
-    """One finding of :func:`validate`.
-
-    :ivar index: the message index, or ``None`` for request-level findings (system, tools,
-        breakpoint count).
-    :ivar rule: a stable id such as ``"tool-call-unanswered"``; safe to match on.
-    :ivar message: readable text starting with the location (``"messages[3]: ..."``).
-    """
-
-    index: int | None
-    rule: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.message} [{self.rule}]"
-
-
-@attrs.frozen
-class ToolCall:
-    """A tool call in either format; ``arguments`` is JSON text.
-
-    For Anthropic ``tool_use`` blocks, ``arguments`` is ``json.dumps(input, ensure_ascii=False)``
-    (the form OpenAI-format transcripts of the same calls carry).
-    """
-
-    id: str
-    name: str
-    arguments: str
-
-
-@attrs.frozen
-class ToolResult:
-    """A tool result in either format; ``text`` is the result's text (images read as "")."""
-
-    call_id: str
-    text: str
-    is_error: bool
-
-
-@attrs.frozen
-class ToolGroup:
-    """An assistant tool-call message and the results that answer it.
-
-    :ivar call_index: index of the assistant message holding the calls.
-    :ivar result_indices: indices of the messages right after it that carry its results (OpenAI:
-        every ``tool`` message of the run that follows; Anthropic: the next user message when it
-        holds ``tool_result`` blocks). Empty when nothing answers the calls.
-    :ivar call_ids: ids of the calls in order (duplicates kept).
-    :ivar unanswered: ids of calls no result in the group answers, in call order.
-    """
-
-    call_index: int
-    result_indices: tuple[int, ...]
-    call_ids: tuple[str, ...]
-    unanswered: tuple[str, ...]
-
-
-# --------------------------------------------------------------------------------------------
-# Format detection
-
-
-def detect_format(messages: Sequence[Message], system: object = None) -> Format:
-    """Say whether ``messages`` is an OpenAI chat or an Anthropic Messages list.
-
-    Anthropic when a ``tool_use`` / ``tool_result`` / ``thinking`` / ``redacted_thinking`` block
-    or an ``image`` block with a ``source`` appears, or when ``system`` is given separately;
-    OpenAI when a ``system`` / ``developer`` / ``tool`` role, ``tool_calls``, ``tool_call_id``,
-    ``reasoning_content`` or an OpenAI-only part (``image_url``, ...) appears. A plain text-only
-    list fits both and reads as ``"openai"`` unless ``system`` is given.
-
-    :raises MessageFormatError: when ``messages`` is not a list of message dicts, a role is
-        missing or unknown, a content has the wrong type, or the list mixes both formats.
-    """
-    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
-        raise MessageFormatError(
-            f"messages must be a list of message dicts, got {type(messages).__name__}"
-        )
-    openai_sign: str | None = None
-    anthropic_sign: str | None = None
-    if system is not None:
-        anthropic_sign = "a separate system prompt"
-    for i, msg in enumerate(messages):
-        if not isinstance(msg, dict):
-            raise MessageFormatError(
-                f"messages[{i}]: a message must be a dict, got {type(msg).__name__}"
-            )
-        role = msg.get("role")
-        if role is None:
-            raise MessageFormatError(
-                f"messages[{i}]: missing 'role'; allowed roles: {', '.join(OPENAI_ROLES)}"
-            )
-        if role not in OPENAI_ROLES:
-            raise MessageFormatError(
-                f"messages[{i}]: unknown role {role!r}; allowed roles: {', '.join(OPENAI_ROLES)}"
-            )
-        content = msg.get("content")
-        if content is not None and not isinstance(content, (str, list)):
-            raise MessageFormatError(
-                f"messages[{i}]: content must be a string, a list of parts/blocks or null, "
-                f"got {type(content).__name__}"
-            )
-        if openai_sign is None:
-            if role in ("system", "developer", "tool"):
-                openai_sign = f"messages[{i}]: role {role!r}"
-            elif msg.get("tool_calls") or "tool_call_id" in msg or "reasoning_content" in msg:
-                key = next(
-                    k for k in ("tool_calls", "tool_call_id", "reasoning_content") if k in msg
-                )
-                openai_sign = f"messages[{i}]: {key!r}"
-        if isinstance(content, list):
-            for j, part in enumerate(content):
-                kind = part.get("type") if isinstance(part, dict) else None
-                if anthropic_sign is None and (
-                    kind in ANTHROPIC_BLOCK_TYPES or (kind == "image" and "source" in part)
-                ):
-                    anthropic_sign = f"messages[{i}].content[{j}]: a {kind!r} block"
-                elif openai_sign is None and kind in OPENAI_PART_TYPES:
-                    openai_sign = f"messages[{i}].content[{j}]: a {kind!r} part"
-    if openai_sign is not None and anthropic_sign is not None:
-        raise MessageFormatError(
-            f"messages mix OpenAI chat features ({openai_sign}) and Anthropic Messages features "
-            f"({anthropic_sign}); use one format (to_anthropic / to_openai convert)"
-        )
-    return "anthropic" if anthropic_sign is not None else "openai"
-
-
-# --------------------------------------------------------------------------------------------
-# Text
-
-
-def _block_text(block: Any) -> str:
-    """The text of a text part/block, "" for anything else."""
-    if isinstance(block, dict) and block.get("type") == "text":
-        text = block.get("text")
-        if isinstance(text, str):
-            return text
-    return ""
-
-
-def _content_text(content: Any) -> str:
-    """Text parts of a content value joined by newlines (images and other blocks read as "")."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(t for t in (_block_text(b) for b in content) if t)
-    return ""
-
-
-def visible_text(msg: Message) -> str:
-    """The text a reader of the conversation sees in ``msg``.
-
-    Text parts/blocks only: no reasoning (``reasoning_content``, ``thinking``), no tool-call
-    payloads, no tool results (a ``tool`` message reads as ""). Several text blocks are joined
-    with newlines.
-    """
-    if msg.get("role") == "tool":
-        return ""
-    return _content_text(msg.get("content"))
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _result_content_text(content: Any) -> str:
-    """Text of an Anthropic ``tool_result`` content (a string or a list of blocks)."""
-    return _content_text(content)
-
-
-def message_text(msg: Message) -> str:
-    """Everything in ``msg`` that costs input tokens, as one string (for counting and search).
-
-    Reasoning (``reasoning_content``, ``thinking``, redacted thinking data), text, tool-call names
-    with their JSON arguments, and tool results, joined by newlines; images read as "".
-    """
-    pieces: list[str] = []
-    reasoning = msg.get("reasoning_content")
-    if isinstance(reasoning, str) and reasoning:
-        pieces.append(reasoning)
-    content = msg.get("content")
-    if isinstance(content, str):
-        if content:
-            pieces.append(content)
-    elif isinstance(content, list):
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if kind == "text":
-                text = _block_text(block)
-            elif kind == "thinking":
-                text = block.get("thinking") or ""
-            elif kind == "redacted_thinking":
-                text = block.get("data") or ""
-            elif kind == "tool_use":
-                text = f"{block.get('name', '')} {_dumps(block.get('input', {}))}"
-            elif kind == "tool_result":
-                text = _result_content_text(block.get("content"))
-            elif kind == "refusal":
-                text = block.get("refusal") or ""
-            else:
-                text = ""
-            if isinstance(text, str) and text:
-                pieces.append(text)
-    for call in _openai_calls(msg):
-        pieces.append(f"{call.name} {call.arguments}")
-    return "\n".join(pieces)
-
-
-def has_visible_assistant_text(msg: Message) -> bool:
-    """True for an assistant message with non-blank visible text (not only tool calls/thinking)."""
-    return msg.get("role") == "assistant" and bool(visible_text(msg).strip())
-
-
-def is_tool_result_message(msg: Message, fmt: Format) -> bool:
-    """True when ``msg`` carries tool results.
-
-    OpenAI: a ``tool`` message. Anthropic: a ``user`` message with at least one ``tool_result``
-    block (even when it also holds text, since it must stay right after its calls).
-    """
-    if fmt == "openai":
-        return msg.get("role") == "tool"
-    if msg.get("role") != "user":
-        return False
-    content = msg.get("content")
-    return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-    )
-
-
-def is_real_user_message(msg: Message, fmt: Format) -> bool:
-    """True for a user turn a person wrote: non-blank text or an image/document, not only
-    tool results. ``fmt`` is accepted for symmetry; both formats read the same way here."""
-    return msg.get("role") == "user" and is_real_user_content(msg.get("content"))
-
-
-def is_real_user_content(content: object) -> bool:
-    """Whether a user message's ``content`` holds something a person wrote or sent: non-blank
-    text, or an image/document/file/audio part (tool results alone do not count)."""
-    if isinstance(content, str):
-        return bool(content.strip())
-    if not isinstance(content, list):
-        return False
-    for block in content:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text":
-            if _block_text(block).strip():
-                return True
-        elif kind in _USER_MEDIA_KINDS:
-            return True
-    return False
-
-
-_USER_MEDIA_KINDS = frozenset({"image", "image_url", "document", "file", "input_audio"})
-
-
-# --------------------------------------------------------------------------------------------
-# Tool calls and results
-
-
-def _openai_calls(msg: Message) -> list[ToolCall]:
-    raw = msg.get("tool_calls")
-    if not isinstance(raw, list):
-        return []
-    calls: list[ToolCall] = []
-    for tc in raw:
-        if not isinstance(tc, dict):
-            continue
-        fn = tc.get("function")
-        fn = fn if isinstance(fn, dict) else {}
-        args = fn.get("arguments", "")
-        call_id = tc.get("id")
-        name = fn.get("name")
-        calls.append(
-            ToolCall(
-                id=call_id if isinstance(call_id, str) else "",
-                name=name if isinstance(name, str) else "",
-                arguments=args if isinstance(args, str) else _dumps(args),
-            )
-        )
-    return calls
-
-
-def _anthropic_calls(msg: Message) -> list[ToolCall]:
-    content = msg.get("content")
-    if not isinstance(content, list):
-        return []
-    calls: list[ToolCall] = []
-    for block in content:
-        if isinstance(block, dict) and block.get("type") == "tool_use":
-            call_id = block.get("id")
-            name = block.get("name")
-            calls.append(
-                ToolCall(
-                    id=call_id if isinstance(call_id, str) else "",
-                    name=name if isinstance(name, str) else "",
-                    arguments=_dumps(block.get("input", {})),
-                )
-            )
-    return calls
-
-
-def tool_calls(msg: Message, fmt: Format) -> list[ToolCall]:
-    """The tool calls ``msg`` makes, in order (``[]`` for messages without calls).
-
-    Lenient: a missing id or name reads as ""; use :func:`validate` to find malformed calls.
-    """
-    if msg.get("role") != "assistant":
-        return []
-    return _openai_calls(msg) if fmt == "openai" else _anthropic_calls(msg)
-
-
-def tool_results(msg: Message, fmt: Format) -> list[ToolResult]:
-    """The tool results ``msg`` carries, in order (``[]`` for other messages).
-
-    OpenAI: a ``tool`` message gives one result (``is_error`` is always False: the format has no
-    flag). Anthropic: each ``tool_result`` block of a ``user`` message.
-    """
-    if fmt == "openai":
-        if msg.get("role") != "tool":
-            return []
-        call_id = msg.get("tool_call_id")
-        return [
-            ToolResult(
-                call_id=call_id if isinstance(call_id, str) else "",
-                text=_content_text(msg.get("content")),
-                is_error=False,
-            )
-        ]
-    content = msg.get("content")
-    if msg.get("role") != "user" or not isinstance(content, list):
-        return []
-    results: list[ToolResult] = []
-    for block in content:
-        if isinstance(block, dict) and block.get("type") == "tool_result":
-            call_id = block.get("tool_use_id")
-            results.append(
-                ToolResult(
-                    call_id=call_id if isinstance(call_id, str) else "",
-                    text=_result_content_text(block.get("content")),
-                    is_error=block.get("is_error") is True,
-                )
-            )
-    return results
-
-
-def _str_or_empty(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def tool_call_ids(msg: Message, fmt: Format) -> list[str]:
-    """The ids of the calls ``msg`` makes, in order; like :func:`tool_calls` without building
-    argument text (cheap enough for every request)."""
-    if msg.get("role") != "assistant":
-        return []
-    if fmt == "openai":
-        raw = msg.get("tool_calls")
-        if not isinstance(raw, list):
-            return []
-        return [_str_or_empty(tc.get("id")) for tc in raw if isinstance(tc, dict)]
-    content = msg.get("content")
-    if not isinstance(content, list):
-        return []
-    return [
-        _str_or_empty(b.get("id"))
-        for b in content
-        if isinstance(b, dict) and b.get("type") == "tool_use"
-    ]
-
-
-def tool_result_ids(msg: Message, fmt: Format) -> list[str]:
-    """The call ids the results in ``msg`` answer, in order; like :func:`tool_results` without
-    extracting result text."""
-    if fmt == "openai":
-        return [_str_or_empty(msg.get("tool_call_id"))] if msg.get("role") == "tool" else []
-    content = msg.get("content")
-    if msg.get("role") != "user" or not isinstance(content, list):
-        return []
-    return [
-        _str_or_empty(b.get("tool_use_id"))
-        for b in content
-        if isinstance(b, dict) and b.get("type") == "tool_result"
-    ]
-
-
-def match_results(
-    call_ids: Sequence[str], result_ids: Sequence[str]
-) -> tuple[list[str], list[int]]:
-    """Pair results with calls inside one group.
-
-    Each result answers the first not-yet-answered call with its id, so a group that repeats an
-    id pairs in order. Returns the ids of unanswered calls (call order) and the positions in
-    ``result_ids`` of results that answer nothing.
-    """
-    if len(call_ids) == len(result_ids) and list(call_ids) == list(result_ids):
-        return [], []  # the usual case: every call answered, in order
-    open_calls = Counter(call_ids)
-    unmatched: list[int] = []
-    for pos, rid in enumerate(result_ids):
-        if open_calls[rid] > 0:
-            open_calls[rid] -= 1
-        else:
-            unmatched.append(pos)
-    unanswered: list[str] = []
-    for cid in reversed(call_ids):
-        # The last occurrences of an id are the ones left open when results ran out.
-        if open_calls[cid] > 0:
-            open_calls[cid] -= 1
-            unanswered.append(cid)
-    unanswered.reverse()
-    return unanswered, unmatched
-
-
-def tool_groups(messages: Sequence[Message], fmt: Format) -> list[ToolGroup]:
-    """Every assistant tool-call message with the results right after it, in order.
-
-    Matching is positional (see the module docstring): results are looked for only in the
-    messages immediately after the calls, and ids are matched only within that group. A call
-    without a result (e.g. a trailing call still being run) is listed in ``unanswered``.
-    """
-    groups: list[ToolGroup] = []
-    n = len(messages)
-    for i, msg in enumerate(messages):
-        if msg.get("role") != "assistant":
-            continue
-        call_ids = tuple(tool_call_ids(msg, fmt))
-        if not call_ids:
-            continue
-        if fmt == "openai":
-            end = i + 1
-            while end < n and messages[end].get("role") == "tool":
-                end += 1
-            result_indices = tuple(range(i + 1, end))
-            result_ids = [_str_or_empty(messages[k].get("tool_call_id")) for k in result_indices]
-        else:
-            result_ids = tool_result_ids(messages[i + 1], fmt) if i + 1 < n else []
-            result_indices = (i + 1,) if result_ids else ()
-        unanswered, _ = match_results(call_ids, result_ids)
-        groups.append(ToolGroup(i, result_indices, call_ids, tuple(unanswered)))
-    return groups
-
-
-def cut_points(messages: Sequence[Message], fmt: Format) -> list[bool]:
-    """Where a list may be split without separating tool calls from their results.
-
-    Returns ``len(messages) + 1`` flags: ``cuts[i]`` is True when a boundary right before
-    ``messages[i]`` splits no :class:`ToolGroup` (``cuts[0]`` and ``cuts[-1]`` are always True).
-    Result messages with no call before them belong to no group and do not block a cut.
-    """
-    cuts = [True] * (len(messages) + 1)
-    for group in tool_groups(messages, fmt):
-        if group.result_indices:
-            for k in range(group.call_index + 1, group.result_indices[-1] + 1):
-                cuts[k] = False
-    return cuts
-
-
-# --------------------------------------------------------------------------------------------
-# Validation (implemented in ctxengine.validate, which builds on this module)
-
-
-def validate(
-    messages: Sequence[Message],
-    provider: Format,
-    *,
-    system: SystemPrompt | None = None,
-    tools: Sequence[Mapping[str, Any]] | None = None,
-    allow_pending_tool_call: bool = True,
-) -> list[Problem]:
-    """Every way ``messages`` (with ``system`` and ``tools``) breaks ``provider``'s rules.
-
-    See :func:`ctxengine.validate.validate` for the rules and their ids.
-    """
-    from ctxengine import validate as validation  # deferred: that module imports this one
-
-    return validation.validate(
-        messages,
-        provider,
-        system=system,
-        tools=tools,
-        allow_pending_tool_call=allow_pending_tool_call,
-    )
-
-
-def ensure_valid(messages: Sequence[Message], provider: Format, **kw: Any) -> None:
-    """Raise :class:`MessageFormatError` listing every problem :func:`validate` finds."""
-    from ctxengine import validate as validation
-
-    validation.ensure_valid(messages, provider, **kw)
-
-
-# --------------------------------------------------------------------------------------------
-# Conversion (implemented in ctxengine.convert, which builds on this module)
-
-
-def __getattr__(name: str) -> Any:
-    # Resolved on first access, not imported at the top: ctxengine.convert imports this module,
-    # so a top-level import here would fail whenever convert is the one imported first.
-    if name in ("to_anthropic", "to_openai"):
-        from ctxengine import convert
-
-        value = getattr(convert, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

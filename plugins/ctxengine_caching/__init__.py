@@ -13,11 +13,10 @@ from typing import Any
 
 import attrs
 
-from ctxengine import hookimpl
-from ctxengine.caching import Breakpoint, breakpoint_report
-from ctxengine.context import CacheSettings, EngineContext
-from ctxengine.identity import ListProgress
-from ctxengine_caching.strategy import apply_system_and_3, strip_cache_markers
+from ctxengine import CacheSettings, EngineContext, hookimpl
+from ctxengine.messages import ListProgress, strip_cache_markers
+from ctxengine_caching.breakpoints import Breakpoint, breakpoint_report
+from ctxengine_caching.strategy import apply_system_and_3
 
 __all__ = [
     "CTXENGINE_KIND",

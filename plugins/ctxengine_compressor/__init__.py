@@ -18,10 +18,7 @@ from typing import TYPE_CHECKING
 from ctxengine import hookimpl
 
 if TYPE_CHECKING:
-    from ctxengine.context import EngineContext
-    from ctxengine.conversation import Conversation, Stage
-    from ctxengine.results import CompressResult
-    from ctxengine.usage import Usage
+    from ctxengine import CompressResult, Conversation, EngineContext, Stage, Usage
 
 CTXENGINE_KIND = "engine"
 

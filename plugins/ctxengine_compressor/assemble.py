@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ctxengine.conversation import Format, Message, SystemPrompt
-from ctxengine.messages import visible_text
-from ctxengine.sanitize import sanitize_tool_pairs
+from ctxengine import Format, Message, SystemPrompt
+from ctxengine.messages import sanitize_tool_pairs, visible_text
 
 __all__ = [
     "SUMMARY_PREFIX",

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from ctxengine.conversation import Format, Message
+from ctxengine import Format, Message
 from ctxengine.messages import (
     cut_points,
     has_visible_assistant_text,

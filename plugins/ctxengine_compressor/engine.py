@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ctxengine.results import CompressResult
+from ctxengine import CompressResult
 from ctxengine_compressor.assemble import (
     assemble,
     find_summary,
@@ -20,8 +20,7 @@ from ctxengine_compressor.summary import summarize, summary_budget
 from ctxengine_compressor.trigger import COOLDOWN_SECONDS
 
 if TYPE_CHECKING:
-    from ctxengine.context import EngineContext
-    from ctxengine.conversation import Conversation, Stage
+    from ctxengine import Conversation, EngineContext, Stage
 
 ENGINE = "compressor"
 
@@ -63,7 +62,7 @@ def compress(
     if not messages:
         return unchanged("noop", "the conversation is empty")
 
-    from ctxengine.config import budgets
+    from ctxengine._config.core import budgets
 
     limits = budgets(settings, ctx.model.context_length, ctx.config.model.max_tokens or None)
     previous = find_summary(messages, 0, len(messages))

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from ctxengine.conversation import Format, Message
+from ctxengine import Format, Message
 from ctxengine.messages import ToolCall, tool_calls, tool_results
 
 __all__ = ["PRUNE_MIN_CHARS", "PruneStats", "describe_output", "prune", "shorten_arguments"]

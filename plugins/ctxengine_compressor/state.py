@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 if TYPE_CHECKING:
-    from ctxengine.context import EngineContext
+    from ctxengine import EngineContext
 
 STATE_KEY = "compressor"
 """The key of this engine's entry in ``EngineContext.state``."""

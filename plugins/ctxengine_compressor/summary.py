@@ -15,15 +15,12 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ctxengine.conversation import Format, Message
-from ctxengine.messages import tool_calls, tool_results, visible_text
-from ctxengine.redact import redact
-from ctxengine.summarize import strip_reasoning
+from ctxengine import Format, Message, strip_reasoning
+from ctxengine.messages import redact, tool_calls, tool_results, visible_text
 
 if TYPE_CHECKING:
-    from ctxengine.context import EngineContext
-    from ctxengine.ledger import Ledger
-    from ctxengine.summarize import SummaryProvider
+    from ctxengine import EngineContext, SummaryProvider
+    from ctxengine_compressor.ledger import Ledger
 
 __all__ = [
     "SummaryOutcome",
@@ -134,7 +131,7 @@ def _without_old_summary(text: str) -> str:
 
 
 def _template() -> str:
-    from ctxengine.digest import SUMMARY_HEADINGS
+    from ctxengine_compressor.digest import SUMMARY_HEADINGS
 
     return "\n".join(SUMMARY_HEADINGS)
 
@@ -233,14 +230,14 @@ class _Job:
     def ledger(self) -> Ledger:
         """The critical-context ledger of ``ledger_source`` (built once, shared with the digest)."""
         if self._ledger is None:
-            from ctxengine.ledger import build_ledger
+            from ctxengine_compressor.ledger import build_ledger
 
             self._ledger = build_ledger(self.ledger_source, self.fmt)
         return self._ledger
 
     def digest(self, reason: str | None = None) -> str:
         """The deterministic local digest of the middle, labelled with ``reason``."""
-        from ctxengine.digest import build_digest, min_digest_tokens
+        from ctxengine_compressor.digest import build_digest, min_digest_tokens
 
         # The template itself has a floor; tiny windows get that much rather than nothing.
         budget = max(self.budget, min_digest_tokens(reason))
@@ -258,7 +255,7 @@ class _Job:
         """``text`` plus the ledger items it left out, within what remains of the budget (at
         least a tenth of it, so the guarantee holds even for a summary that used its whole
         budget)."""
-        from ctxengine.ledger import missing_from, render_ledger
+        from ctxengine_compressor.ledger import missing_from, render_ledger
 
         missing = missing_from(self.ledger, text)
         # The guarantee covers paths, commands and errors; asks and tool names are the model's.
@@ -294,8 +291,8 @@ def summarize(
     :param ledger_source: the messages whose paths, commands and errors must survive (the middle
         without an earlier summary message).
     """
-    from ctxengine.digest import conform_to_template
-    from ctxengine.summarize import SummaryError
+    from ctxengine import SummaryError
+    from ctxengine_compressor.digest import conform_to_template
 
     job = _Job(ctx, middle, fmt, previous, focus, budget, ledger_source)
     try:
@@ -331,7 +328,7 @@ def summarize(
 
 
 def _failed(job: _Job, provider: str, exc: BaseException) -> SummaryOutcome:
-    from ctxengine.summarize import SummaryError, classify_error
+    from ctxengine import SummaryError, classify_error
 
     if not isinstance(exc, SummaryError):
         # A host's own provider may raise TimeoutError, ConnectionError, SDK errors...: the same

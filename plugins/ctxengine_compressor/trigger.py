@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 from ctxengine_compressor.state import CompressorState, get_state
 
 if TYPE_CHECKING:
-    from ctxengine.context import EngineContext
-    from ctxengine.usage import Usage
+    from ctxengine import EngineContext, Usage
 
 COOLDOWN_SECONDS = 60.0
 """How long compaction stays off after an aborted summary (auth, network, timeout, rate limit)."""
@@ -22,7 +21,7 @@ THRASH_RUN = 2
 
 def threshold_tokens(ctx: EngineContext) -> int:
     """``threshold × (window − max_tokens reservation)`` for this session's model and config."""
-    from ctxengine.config import budgets
+    from ctxengine._config.core import budgets
 
     return budgets(
         ctx.config.compression, ctx.model.context_length, ctx.config.model.max_tokens or None

@@ -10,10 +10,8 @@ than four messages or with compression disabled. The compaction itself is the se
 
 from __future__ import annotations
 
-from ctxengine import hookimpl
-from ctxengine.config import budgets
-from ctxengine.context import EngineContext
-from ctxengine.conversation import Stage
+from ctxengine import EngineContext, Stage, hookimpl
+from ctxengine._config.core import budgets
 
 CTXENGINE_KIND = "extension"
 MIN_HISTORY = 4

@@ -6,12 +6,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ctxengine.config import config_from_mapping
-from ctxengine.context import EngineContext
-from ctxengine.conversation import Conversation, Format, Message, SystemPrompt
-from ctxengine.models import model_for_settings
-from ctxengine.results import CompressResult
-from ctxengine.tokens import TokenCounter
+from ctxengine._accounting.models import model_for_settings
+from ctxengine._accounting.tokens import TokenCounter
+from ctxengine._config.core import config_from_mapping
+from ctxengine._messages.conversation import Conversation, Format, Message, SystemPrompt
+from ctxengine._plugin.context import EngineContext
+from ctxengine._plugin.results import CompressResult
 from ctxengine_compressor import engine
 
 COUNTER = TokenCounter()

@@ -8,11 +8,11 @@ import json
 import pytest
 
 import ctxengine_compressor as plugin
-from ctxengine.digest import SUMMARY_HEADINGS
-from ctxengine.messages import validate
-from ctxengine.summarize.errors import SummaryError
+from ctxengine._messages.validate import validate
+from ctxengine._summarize.errors import SummaryError
 from ctxengine.testing import samples
 from ctxengine_compressor.assemble import SUMMARY_PREFIX, SUMMARY_SUFFIX, SYSTEM_NOTE
+from ctxengine_compressor.digest import SUMMARY_HEADINGS
 from ctxengine_compressor.state import get_state
 from ctxengine_compressor.summary import SYSTEM_PROMPT, summary_budget
 

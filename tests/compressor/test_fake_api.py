@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 import ctxengine_compressor as plugin
-from ctxengine.config import SummaryProviderSettings
-from ctxengine.conversation import Format, Message
-from ctxengine.ledger import build_ledger, missing_from
-from ctxengine.messages import validate
-from ctxengine.results import CompressResult
-from ctxengine.summarize import resolve_provider
+from ctxengine._config.core import SummaryProviderSettings
+from ctxengine._messages.conversation import Format, Message
+from ctxengine._messages.validate import validate
+from ctxengine._plugin.results import CompressResult
+from ctxengine._summarize import resolve_provider
 from ctxengine.testing import samples
 from ctxengine.testing.fake_api import FakeAPI
 from ctxengine_compressor.assemble import SUMMARY_PREFIX
+from ctxengine_compressor.ledger import build_ledger, missing_from
 
 from .helpers import GOOD_SUMMARY, Clock, make_ctx, run
 

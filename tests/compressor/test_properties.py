@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ctxengine.conversation import Format, Message, SystemPrompt
-from ctxengine.convert import to_anthropic
-from ctxengine.messages import validate
+from ctxengine._messages.conversation import Format, Message, SystemPrompt
+from ctxengine._messages.convert import to_anthropic
+from ctxengine._messages.validate import validate
 from ctxengine_compressor.assemble import SUMMARY_PREFIX, SYSTEM_NOTE
 
 from .helpers import ScriptedProvider, make_ctx, run

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import ctxengine_compressor as plugin
-from ctxengine.conversation import Format
-from ctxengine.convert import to_anthropic
-from ctxengine.messages import validate
+from ctxengine._messages.conversation import Format
+from ctxengine._messages.convert import to_anthropic
+from ctxengine._messages.validate import validate
 from ctxengine.testing.transcripts import TRANSCRIPTS
 
 from .helpers import COUNTER, make_ctx, run

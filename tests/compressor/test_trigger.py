@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import ctxengine_compressor as plugin
-from ctxengine.config import config_from_mapping
-from ctxengine.usage import Usage
+from ctxengine._accounting.usage import Usage
+from ctxengine._config.core import config_from_mapping
 from ctxengine_compressor.state import get_state
 
 from .helpers import Clock, make_ctx

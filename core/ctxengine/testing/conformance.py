@@ -28,11 +28,12 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ctxengine.conversation import Format, Message, SystemPrompt
-from ctxengine.kernel import Kernel, load
-from ctxengine.messages import validate, visible_text
-from ctxengine.resolve import register_engine, unregister_engine
-from ctxengine.results import CompressResult
+from ctxengine._kernel.kernel import Kernel, load
+from ctxengine._kernel.resolve import register_engine, unregister_engine
+from ctxengine._messages.conversation import Format, Message, SystemPrompt
+from ctxengine._messages.read import visible_text
+from ctxengine._messages.validate import validate
+from ctxengine._plugin.results import CompressResult
 from ctxengine.testing import samples
 
 FORMATS: tuple[Format, ...] = ("openai", "anthropic")

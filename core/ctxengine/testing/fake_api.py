@@ -38,9 +38,9 @@ from typing import Any, Literal
 
 import attrs
 
-from ctxengine.cachesim import PromptCacheSimulator
-from ctxengine.digest import SUMMARY_HEADINGS
-from ctxengine.tokens import RoughCounter, estimate_tokens
+from ctxengine._accounting.cachesim import PromptCacheSimulator
+from ctxengine._accounting.tokens import RoughCounter, estimate_tokens
+from ctxengine_compressor.digest import SUMMARY_HEADINGS
 
 Api = Literal["anthropic", "openai", "unknown"]
 StepKind = Literal["text", "blocks", "empty", "error", "garbage", "context_length", "default"]
@@ -684,7 +684,7 @@ def _shared_validator_problems(body: Mapping[str, Any]) -> list[str]:
     rule it enforces that the fake lacks cannot go unnoticed (the 400 names the rule id).
     """
     try:
-        from ctxengine.messages import validate
+        from ctxengine._messages.validate import validate
     except ImportError:  # the fake stays usable on its own
         return []
     tools = body.get("tools")

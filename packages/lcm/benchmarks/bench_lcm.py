@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ctxengine._accounting.tokens import TokenCounter
 from ctxengine.testing.transcripts import TRANSCRIPTS
-from ctxengine.tokens import TokenCounter
 from ctxengine_lcm.ingest import prepare
 from ctxengine_lcm.search import Searcher
 from ctxengine_lcm.store import NewMessage, Store, catch_up_index

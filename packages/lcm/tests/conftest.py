@@ -11,8 +11,8 @@ import pytest
 
 import ctxengine
 import ctxengine_lcm
-from ctxengine.kernel import Kernel
-from ctxengine.resolve import register_engine, unregister_engine
+from ctxengine._kernel.kernel import Kernel
+from ctxengine._kernel.resolve import register_engine, unregister_engine
 from ctxengine_lcm.testing import lcm_config
 
 KernelFactory = Callable[..., Kernel]

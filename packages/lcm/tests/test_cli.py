@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import ctxengine_lcm
-from ctxengine.commands import CommandRegistry
+from ctxengine._plugin.commands import CommandRegistry
 from ctxengine.testing import samples
 
 

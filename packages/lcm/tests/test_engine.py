@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import ctxengine_lcm.engine as lcm_engine
-from ctxengine.config import ConfigError
-from ctxengine.messages import validate
+from ctxengine._config.core import ConfigError
+from ctxengine._messages.validate import validate
 from ctxengine.testing import samples
 from ctxengine_lcm.engine import get_state
 from ctxengine_lcm.locking import session_lock

@@ -13,8 +13,8 @@ import pytest
 
 import ctxengine
 import ctxengine_lcm.engine as lcm_engine
+from ctxengine._plugin.tools import ToolError
 from ctxengine.testing import samples
-from ctxengine.tools import ToolError
 from ctxengine_lcm.doctor import examine
 from ctxengine_lcm.engine import get_state
 from ctxengine_lcm.locking import session_lock

@@ -17,12 +17,15 @@ from ctxengine_lcm.engine import LcmSession, get_state, is_thrashing
 from ctxengine_lcm.settings import settings_for
 
 if TYPE_CHECKING:
-    from ctxengine.commands import CommandRegistry
-    from ctxengine.context import EngineContext
-    from ctxengine.conversation import Conversation, Stage
-    from ctxengine.results import CompressResult
-    from ctxengine.tools import Tool
-    from ctxengine.usage import Usage
+    from ctxengine import (
+        CommandRegistry,
+        CompressResult,
+        Conversation,
+        EngineContext,
+        Stage,
+        Tool,
+        Usage,
+    )
 
 __version__ = "0.1.0"
 

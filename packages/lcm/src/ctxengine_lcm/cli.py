@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ctxengine_lcm.settings import ENGINE_NAME
 
 if TYPE_CHECKING:
-    from ctxengine.commands import CommandRegistry
+    from ctxengine import CommandRegistry
     from ctxengine_lcm.store import Store
 
 
@@ -44,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def _db_path(args: argparse.Namespace) -> Path:
     if args.db:
         return Path(args.db).expanduser()
-    from ctxengine.config import load_config
+    from ctxengine import load_config
     from ctxengine_lcm.settings import settings_for
 
     return settings_for(load_config(getattr(args, "config", None)).config).db_path
@@ -122,7 +122,7 @@ def _doctor(store: Store) -> int:
 
 
 def _grep(store: Store, args: argparse.Namespace) -> int:
-    from ctxengine.tools import ToolError
+    from ctxengine import ToolError
     from ctxengine_lcm.search import Searcher
 
     conversation = None

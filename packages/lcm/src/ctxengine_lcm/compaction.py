@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from ctxengine.conversation import Format, Message
+from ctxengine import Format, Message
 from ctxengine.messages import cut_points, is_real_user_message, is_tool_result_message
 from ctxengine_lcm.render import Item, expand_line, strip_expand_line, summary_section
 from ctxengine_lcm.settings import LcmSettings
@@ -36,7 +36,7 @@ from ctxengine_lcm.store import NewSummary, Store, message_ref
 from ctxengine_lcm.summarise import Summariser, clip, extract_lines, fit_lines, one_line, transcript
 
 if TYPE_CHECKING:
-    from ctxengine.context import EngineContext
+    from ctxengine import EngineContext
 
 SECTION_OVERHEAD = 60
 """Tokens a summary's ``<summary ...>`` wrapper adds around its content (upper estimate)."""

@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ctxengine.conversation import Conversation, Message
-from ctxengine.results import CompressResult
+from ctxengine import CompressResult, Conversation, Message
 from ctxengine_lcm.compaction import Compactor, budget_for
 from ctxengine_lcm.ingest import canonical, message_hash, prepare
 from ctxengine_lcm.locking import session_lock
@@ -45,7 +44,7 @@ from ctxengine_lcm.store import (
 from ctxengine_lcm.summarise import Summariser, SummaryAborted
 
 if TYPE_CHECKING:
-    from ctxengine.context import EngineContext
+    from ctxengine import EngineContext
 
 COOLDOWN_SECONDS = 60.0
 """Automatic compaction pauses this long after an aborted compaction."""

@@ -13,9 +13,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ctxengine.conversation import Format, Message
+from ctxengine import Format, Message, estimate_tokens
 from ctxengine.messages import message_text, tool_calls, tool_results
-from ctxengine.tokens import estimate_tokens
 from ctxengine_lcm.store import NewMessage, NewOutput, utf8_safe
 
 MAIN_ARGUMENT_KEYS = ("path", "file_path", "filename", "command", "cmd", "query", "url", "pattern")

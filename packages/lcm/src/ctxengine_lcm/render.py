@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from ctxengine.conversation import Message
+from ctxengine import Message
 from ctxengine_lcm.store import ContextItem, Summary, message_ref
 
 BLOCK_HEADER = (

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ctxengine.tools import ToolError
+from ctxengine import ToolError
 from ctxengine_lcm.store import Store, catch_up_index, message_ref
 
 Mode = Literal["full_text", "regex", "literal"]

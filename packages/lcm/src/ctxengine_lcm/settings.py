@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 if TYPE_CHECKING:
-    from ctxengine.config import Config, Field
+    from ctxengine import Config, Field
 
 SECTION = "engines.lcm"
 ENGINE_NAME = "lcm"
@@ -41,7 +41,7 @@ class LcmSettings:
 
 def fields() -> list[Field]:
     """The section's keys, types, defaults and ranges."""
-    from ctxengine.config import Field
+    from ctxengine import Field
 
     return [
         Field(
@@ -124,7 +124,7 @@ def fields() -> list[Field]:
 
 def default_db_path(env: Mapping[str, str] | None = None) -> Path:
     """``<CTXENGINE_HOME>/lcm/lcm.db``."""
-    from ctxengine.config import ctxengine_home
+    from ctxengine import ctxengine_home
 
     return ctxengine_home(env) / "lcm" / "lcm.db"
 
@@ -139,7 +139,7 @@ def parse_settings(
 
     :raises ctxengine.config.ConfigError: naming every unknown key and invalid value.
     """
-    from ctxengine.config import parse_section
+    from ctxengine import parse_section
 
     values = parse_section(options or {}, SECTION, fields(), source=source)
     raw_path = values.pop("db_path")

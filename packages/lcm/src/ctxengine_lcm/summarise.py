@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from ctxengine.conversation import Format, Message
-from ctxengine.messages import tool_calls, tool_results, visible_text
-from ctxengine.redact import redact
+from ctxengine import Format, Message
+from ctxengine.messages import redact, tool_calls, tool_results, visible_text
 
 if TYPE_CHECKING:
-    from ctxengine.summarize import SummaryProvider
+    from ctxengine import SummaryProvider
 
 Mode = Literal["normal", "aggressive", "deterministic"]
 

@@ -11,14 +11,14 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxengine.redact import redact
-from ctxengine.tools import Tool, ToolError
+from ctxengine import Tool, ToolError
+from ctxengine.messages import redact
 from ctxengine_lcm.render import strip_expand_line
 from ctxengine_lcm.search import MAX_LIMIT, MODES, SCOPES, Searcher, check_choice, words
 from ctxengine_lcm.store import message_ref
 
 if TYPE_CHECKING:
-    from ctxengine.context import EngineContext
+    from ctxengine import EngineContext
     from ctxengine_lcm.engine import LcmSession
 
 EXPAND_DEFAULT_TOKENS = 6_000

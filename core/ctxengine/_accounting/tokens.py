@@ -31,13 +31,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ctxengine.identity import ListProgress, fingerprint
-from ctxengine.messages import message_text
+from ctxengine._messages.memo import ListProgress, fingerprint
+from ctxengine._messages.read import message_text
 
 if TYPE_CHECKING:
     from tiktoken import Encoding
 
-    from ctxengine.conversation import Message, SystemPrompt
+    from ctxengine._messages.conversation import Message, SystemPrompt
 
 EncodingName = Literal["o200k_base", "cl100k_base"]
 

@@ -17,17 +17,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ctxengine.commands import CommandRegistry, DuplicateCommandError
-from ctxengine.config import ConfigError, LoadedConfig, ctxengine_home, load_config
-from ctxengine.files import (
+from ctxengine._cli.files import (
     ConversationFileError,
     ConversationRecord,
     read_conversations,
     write_conversations,
 )
-from ctxengine.replay import replay
-from ctxengine.report import plot_replay, replay_json, write_compress_report, write_replay_report
-from ctxengine.resolve import Catalog, discover
+from ctxengine._cli.replay import replay
+from ctxengine._cli.report import (
+    plot_replay,
+    replay_json,
+    write_compress_report,
+    write_replay_report,
+)
+from ctxengine._config.core import ConfigError, LoadedConfig, ctxengine_home, load_config
+from ctxengine._kernel.resolve import Catalog, discover
+from ctxengine._plugin.commands import CommandRegistry, DuplicateCommandError
 
 BUILTIN_COMMANDS = frozenset({"engines", "config", "compress", "replay"})
 
@@ -131,7 +136,7 @@ def _pick(
 
 def cmd_compress(args: argparse.Namespace, out: TextIO) -> int:
     """Compact each conversation of a file with the configured engine and report."""
-    from ctxengine.kernel import load
+    from ctxengine._kernel.kernel import load
 
     loaded = load_config(args.config, overrides=_overrides(args))
     records = _pick(_read(args.file), args.session, args.file)
@@ -160,7 +165,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     loaded = load_config(args.config, overrides=_overrides(args))
     records = [record for path in args.files for record in _pick(_read(path), args.session, path)]
     if not args.json:
-        from ctxengine.kernel import load
+        from ctxengine._kernel.kernel import load
 
         with load(loaded) as kernel:
             for line in kernel.status_lines():

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from ctxengine.summarize.errors import ProviderConfigError
-from ctxengine.summarize.providers import (
+from ctxengine._summarize.errors import ProviderConfigError
+from ctxengine._summarize.providers import (
     OPENAI_INSTALL_HINT,
     AnthropicProvider,
     MainCallable,
@@ -26,7 +26,7 @@ from ctxengine.summarize.providers import (
 )
 
 if TYPE_CHECKING:
-    from ctxengine.config import SummaryProviderSettings
+    from ctxengine._config.core import SummaryProviderSettings
 
 ProviderName = Literal["anthropic", "openai", "main", "extractive"]
 
@@ -209,7 +209,7 @@ def summary_context_length(settings: SummaryProviderSettings, model: str | None)
         return int(settings.context_length)
     if model:
         try:
-            from ctxengine.models import lookup_model
+            from ctxengine._accounting.models import lookup_model
         except ImportError:  # models.py is optional for this module
             return FALLBACK_CONTEXT_LENGTH
         return int(lookup_model(model).context_length)

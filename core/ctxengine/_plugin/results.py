@@ -6,7 +6,7 @@ from typing import Literal
 
 import attrs
 
-from ctxengine.conversation import Conversation, Message, SystemPrompt
+from ctxengine._messages.conversation import Conversation, Message, SystemPrompt
 
 CompressStatus = Literal["compacted", "noop", "aborted"]
 

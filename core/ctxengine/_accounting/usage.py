@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 if TYPE_CHECKING:
-    from ctxengine.models import ModelInfo
+    from ctxengine._accounting.models import ModelInfo
 
 # Price multipliers of the input price (Anthropic's published rule, SPEC §3).
 CACHE_READ_MULTIPLIER = 0.1

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ctxengine.fields import (
+from ctxengine._config.fields import (
     NAME_PATTERN,
     ConfigError,
     ConfigProblem,

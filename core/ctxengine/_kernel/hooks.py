@@ -13,11 +13,11 @@ from typing import Any
 
 import pluggy
 
-from ctxengine.context import CacheSettings, EngineContext
-from ctxengine.conversation import Conversation, Stage
-from ctxengine.results import CompressResult
-from ctxengine.tools import Tool, ToolRegistry
-from ctxengine.usage import Usage
+from ctxengine._accounting.usage import Usage
+from ctxengine._messages.conversation import Conversation, Stage
+from ctxengine._plugin.context import CacheSettings, EngineContext
+from ctxengine._plugin.results import CompressResult
+from ctxengine._plugin.tools import Tool, ToolRegistry
 
 log = logging.getLogger("ctxengine")
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 if TYPE_CHECKING:
-    from ctxengine.config import Config, ModelOverride
+    from ctxengine._config.core import Config, ModelOverride
 
 Family = Literal["claude", "gpt", "gemini", "open", "unknown"]
 

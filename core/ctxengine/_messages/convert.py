@@ -12,8 +12,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ctxengine.conversation import Message, SystemPrompt
-from ctxengine.messages import OPENAI_ROLES, MessageFormatError, _dumps, _openai_calls
+from ctxengine._messages.conversation import Message, SystemPrompt
+from ctxengine._messages.errors import MessageFormatError
+from ctxengine._messages.read import OPENAI_ROLES, dumps_arguments, openai_tool_calls
 
 __all__ = ["to_anthropic", "to_openai"]
 
@@ -136,7 +137,7 @@ def _openai_message_blocks(msg: Message, role: str, where: str) -> list[dict[str
             blocks.append({"type": "thinking", "thinking": reasoning})
         blocks.extend(_parts_to_blocks(msg.get("content"), where))
         if role == "assistant":
-            for call in _openai_calls(msg):
+            for call in openai_tool_calls(msg):
                 blocks.append(
                     {
                         "type": "tool_use",
@@ -308,7 +309,7 @@ def _assistant_to_openai(content: list[Any], marker: Any, where: str) -> Message
             if isinstance(raw, dict) and set(raw) == {"_raw_arguments"}:
                 arguments = raw["_raw_arguments"]
             else:
-                arguments = _dumps(raw if raw is not None else {})
+                arguments = dumps_arguments(raw if raw is not None else {})
             calls.append(
                 {
                     "id": block.get("id", ""),

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from ctxengine.conversation import Message, SystemPrompt
-from ctxengine.results import CompressResult
-from ctxengine.tokens import rough_conversation_tokens
+from ctxengine._accounting.tokens import rough_conversation_tokens
+from ctxengine._messages.conversation import Message, SystemPrompt
+from ctxengine._plugin.results import CompressResult
 
 if TYPE_CHECKING:
-    from ctxengine.session import Session
+    from ctxengine._kernel.session import Session
 
 TokenSource = Literal["measured", "estimate"]
 

@@ -11,7 +11,7 @@ failure policy, identically for every engine. Importing this package imports no 
 
 from __future__ import annotations
 
-from ctxengine.summarize.errors import (
+from ctxengine._summarize.errors import (
     ABORT_KINDS,
     FALLBACK_KINDS,
     ProviderConfigError,
@@ -20,7 +20,7 @@ from ctxengine.summarize.errors import (
     is_context_length_message,
     kind_for_status,
 )
-from ctxengine.summarize.providers import (
+from ctxengine._summarize.providers import (
     OPENAI_INSTALL_HINT,
     SAFETY_MARGIN,
     AnthropicProvider,
@@ -33,8 +33,8 @@ from ctxengine.summarize.providers import (
     max_prompt_tokens,
     openai_reply_text,
 )
-from ctxengine.summarize.reasoning import strip_reasoning
-from ctxengine.summarize.selection import (
+from ctxengine._summarize.reasoning import strip_reasoning
+from ctxengine._summarize.selection import (
     DEFAULT_ANTHROPIC_MODEL,
     DEFAULT_OPENAI_MODEL,
     FALLBACK_CONTEXT_LENGTH,

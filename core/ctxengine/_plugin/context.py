@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 if TYPE_CHECKING:
-    from ctxengine.config import Config
-    from ctxengine.models import ModelInfo
-    from ctxengine.summarize import SummaryProvider
-    from ctxengine.tokens import TokenCounter
-    from ctxengine.usage import Usage
+    from ctxengine._accounting.models import ModelInfo
+    from ctxengine._accounting.tokens import TokenCounter
+    from ctxengine._accounting.usage import Usage
+    from ctxengine._config.core import Config
+    from ctxengine._summarize import SummaryProvider
 
 Route = Literal["anthropic", "openrouter", "anthropic-compatible", "openai-compatible"]
 """Where requests go: the native Anthropic API, OpenRouter (OpenAI envelope), an

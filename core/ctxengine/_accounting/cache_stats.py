@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import attrs
 
-from ctxengine.models import ModelInfo
-from ctxengine.usage import (
+from ctxengine._accounting.models import ModelInfo
+from ctxengine._accounting.usage import (
     CACHE_READ_MULTIPLIER,
     CACHE_WRITE_1H_MULTIPLIER,
     CACHE_WRITE_5M_MULTIPLIER,

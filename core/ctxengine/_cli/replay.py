@@ -19,14 +19,14 @@ from typing import Any, Literal
 
 import attrs
 
-from ctxengine.accounting import CacheCost, cost_of
-from ctxengine.cachesim import PromptCacheSimulator, prompt_usage
-from ctxengine.config import Config
-from ctxengine.conversation import Message
-from ctxengine.files import ConversationRecord
-from ctxengine.kernel import load
-from ctxengine.tokens import TokenCounter
-from ctxengine.usage import Usage
+from ctxengine._accounting.cache_stats import CacheCost, cost_of
+from ctxengine._accounting.cachesim import PromptCacheSimulator, prompt_usage
+from ctxengine._accounting.tokens import TokenCounter
+from ctxengine._accounting.usage import Usage
+from ctxengine._cli.files import ConversationRecord
+from ctxengine._config.core import Config
+from ctxengine._kernel.kernel import load
+from ctxengine._messages.conversation import Message
 
 Scenario = Literal["none", "caching", "compaction", "both"]
 SCENARIOS: tuple[Scenario, ...] = ("none", "caching", "compaction", "both")

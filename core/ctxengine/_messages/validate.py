@@ -19,7 +19,8 @@ Rule ids (provider in brackets where only one applies):
   message), ``text-empty`` (a text block whose text is ``""``; whitespace is allowed);
 - tool pairing: ``tool-call-unanswered``, ``tool-result-orphan``, ``tool-result-duplicate``,
   ``tool-call-duplicate-id``;
-- caching: ``cache-control-shape``, ``cache-control-empty-text``, ``cache-control-limit``,
+- caching (the rule set of :mod:`.markers`): ``cache-control-shape``,
+  ``cache-control-empty-text``, ``cache-control-thinking``, ``cache-control-limit``,
   ``cache-control-ttl-order``.
 """
 
@@ -30,22 +31,20 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxengine.conversation import Format, Message, SystemPrompt
-from ctxengine.messages import (
+from ctxengine._messages.conversation import Format, Message, SystemPrompt
+from ctxengine._messages.errors import MessageFormatError, Problem
+from ctxengine._messages.markers import MAX_BREAKPOINTS, marker_findings
+from ctxengine._messages.read import (
     OPENAI_PART_TYPES,
     OPENAI_ROLES,
-    MessageFormatError,
-    Problem,
     match_results,
     tool_calls,
     tool_groups,
     tool_result_ids,
 )
 
-__all__ = ["MAX_CACHE_BREAKPOINTS", "ensure_valid", "validate"]
+__all__ = ["MAX_BREAKPOINTS", "ensure_valid", "validate"]
 
-MAX_CACHE_BREAKPOINTS = 4
-_TTLS = ("5m", "1h")
 _ANTHROPIC_ONLY = ("tool_use", "tool_result", "thinking", "redacted_thinking")
 # Part types OpenAI chat accepts, per role.
 _OPENAI_PARTS = {
@@ -56,7 +55,7 @@ _OPENAI_PARTS = {
     "assistant": ("text", "refusal"),
 }
 
-_Marker = tuple[str, int | None, Any]  # where, message index, cache_control value
+_Marker = tuple[str, int | None, Mapping[str, Any]]  # where, message index, the marked dict
 
 
 class _Checker:
@@ -72,9 +71,8 @@ class _Checker:
         self.problems.append(Problem(index, rule, f"{where}: {text}"))
 
     def marker(self, obj: Mapping[str, Any], where: str, index: int | None) -> None:
-        value = obj.get("cache_control")
-        if value is not None:
-            self.markers.append((where, index, value))
+        if obj.get("cache_control") is not None:
+            self.markers.append((where, index, obj))
 
     def text_block(
         self, block: Mapping[str, Any], where: str, index: int | None, fmt: Format
@@ -83,17 +81,8 @@ class _Checker:
         if not isinstance(text, str):
             self.add(index, "part-shape", where, "a text block needs a string 'text'")
             return
-        if text == "":
-            if block.get("cache_control") is not None:
-                self.add(
-                    index,
-                    "cache-control-empty-text",
-                    where,
-                    "cache_control on an empty text block (the API rejects it); "
-                    "mark a non-empty block or the message instead",
-                )
-            if fmt == "anthropic":
-                self.add(index, "text-empty", where, 'text block with empty text ""; drop it')
+        if text == "" and fmt == "anthropic":
+            self.add(index, "text-empty", where, 'text block with empty text ""; drop it')
 
 
 def validate(
@@ -103,6 +92,7 @@ def validate(
     system: SystemPrompt | None = None,
     tools: Sequence[Mapping[str, Any]] | None = None,
     allow_pending_tool_call: bool = True,
+    cache_control: object = None,
 ) -> list[Problem]:
     """Every way the request breaks ``provider``'s rules, ordered by message index.
 
@@ -110,7 +100,8 @@ def validate(
     it for ``"openai"`` is a ``system-param`` problem). ``tools`` only matter for counting and
     checking ``cache_control`` breakpoints, counted over tools, then system, then messages. With
     ``allow_pending_tool_call`` a tool call at the very end of the list that has no result yet is
-    not a problem (the agent is about to run it).
+    not a problem (the agent is about to run it). ``cache_control`` is the request's top-level
+    automatic marker, when it has one: it counts towards the breakpoint limit.
 
     :raises ValueError: when ``provider`` is neither ``"openai"`` nor ``"anthropic"``.
     """
@@ -148,7 +139,7 @@ def validate(
         else:
             _check_anthropic_message(check, dicts, i, len(messages))
     _check_pairing(check, dicts, provider, allow_pending_tool_call)
-    _check_markers(check)
+    _check_markers(check, extra_markers=0 if cache_control is None else 1)
     # Request-level findings first, then by message; stable, so rule order per message is kept.
     return sorted(check.problems, key=lambda p: -1 if p.index is None else p.index)
 
@@ -204,45 +195,9 @@ def _check_system(check: _Checker, system: object) -> None:
         check.text_block(block, where, None, "anthropic")
 
 
-def _check_markers(check: _Checker) -> None:
-    markers = check.markers
-    for where, index, value in markers:
-        ok = (
-            isinstance(value, dict)
-            and value.get("type") == "ephemeral"
-            and set(value) <= {"type", "ttl"}
-            and value.get("ttl", "5m") in _TTLS
-        )
-        if not ok:
-            check.add(
-                index,
-                "cache-control-shape",
-                where,
-                "cache_control must be {'type': 'ephemeral'}, optionally with 'ttl': '5m' or "
-                f"'1h'; got {value!r}",
-            )
-    if len(markers) > MAX_CACHE_BREAKPOINTS:
-        places = ", ".join(where for where, _, _ in markers)
-        check.add(
-            None,
-            "cache-control-limit",
-            "request",
-            f"{len(markers)} cache_control breakpoints ({places}); at most "
-            f"{MAX_CACHE_BREAKPOINTS} are allowed",
-        )
-    first_short: str | None = None
-    for where, index, value in markers:
-        ttl = value.get("ttl", "5m") if isinstance(value, dict) else None
-        if ttl == "5m" and first_short is None:
-            first_short = where
-        elif ttl == "1h" and first_short is not None:
-            check.add(
-                index,
-                "cache-control-ttl-order",
-                where,
-                f"a 1h cache_control after the 5m one at {first_short}; longer TTLs must come "
-                "first (in the order tools, system, messages)",
-            )
+def _check_markers(check: _Checker, extra_markers: int) -> None:
+    for index, rule, where, text in marker_findings(check.markers, extra_markers=extra_markers):
+        check.add(index, rule, where, text)
 
 
 # --------------------------------------------------------------------------------------------

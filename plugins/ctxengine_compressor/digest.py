@@ -28,16 +28,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ctxengine.conversation import Format, Message
-from ctxengine.ledger import (
+from ctxengine import Format, Message
+from ctxengine.messages import has_visible_assistant_text, redact, visible_text
+from ctxengine_compressor.ledger import (
     Ledger,
     bounded_bullets,
     build_ledger,
     code_span,
     command_bullet,
 )
-from ctxengine.messages import has_visible_assistant_text, visible_text
-from ctxengine.redact import redact
 
 __all__ = [
     "DIGEST_LABEL_PREFIX",

@@ -19,8 +19,9 @@ from typing import Any, Literal
 
 import attrs
 
-from ctxengine.conversation import Format, Message, SystemPrompt
-from ctxengine.messages import MessageFormatError, detect_format
+from ctxengine._messages.conversation import Format, Message, SystemPrompt
+from ctxengine._messages.errors import MessageFormatError
+from ctxengine._messages.read import detect_format
 
 Shape = Literal["list", "object", "jsonl"]
 

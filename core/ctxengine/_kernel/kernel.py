@@ -26,16 +26,22 @@ from typing import Any
 import pluggy
 
 from ctxengine import hookspecs
-from ctxengine.caching import cache_settings_for, caching_status_line
-from ctxengine.config import Config, LoadedConfig, config_from_mapping, ctxengine_home, load_config
-from ctxengine.context import CacheSettings
-from ctxengine.conversation import Message, SystemPrompt
-from ctxengine.gateway import HygieneReport, run_hygiene
-from ctxengine.hooks import Hooks
-from ctxengine.models import ModelInfo, model_for_settings
-from ctxengine.resolve import Catalog, PluginEntry, discover, install_hint
-from ctxengine.session import Session
-from ctxengine.summarize import SummaryProvider, describe_provider, resolve_provider
+from ctxengine._accounting.models import ModelInfo, model_for_settings
+from ctxengine._config.core import (
+    Config,
+    LoadedConfig,
+    config_from_mapping,
+    ctxengine_home,
+    load_config,
+)
+from ctxengine._kernel.cache_settings import cache_settings_for, caching_status_line
+from ctxengine._kernel.hooks import Hooks
+from ctxengine._kernel.hygiene import HygieneReport, run_hygiene
+from ctxengine._kernel.resolve import Catalog, PluginEntry, discover, install_hint
+from ctxengine._kernel.session import Session
+from ctxengine._messages.conversation import Message, SystemPrompt
+from ctxengine._plugin.context import CacheSettings
+from ctxengine._summarize import SummaryProvider, describe_provider, resolve_provider
 
 log = logging.getLogger("ctxengine")
 

@@ -31,9 +31,8 @@ from typing import Any
 
 import attrs
 
-from ctxengine.conversation import Format, Message
-from ctxengine.messages import is_real_user_content
-from ctxengine.redact import redact
+from ctxengine import Format, Message
+from ctxengine.messages import is_real_user_content, redact
 
 __all__ = [
     "ASK_CHARS",

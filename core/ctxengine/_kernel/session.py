@@ -14,17 +14,17 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxengine.accounting import SessionCacheStats
-from ctxengine.context import EngineContext
-from ctxengine.conversation import Conversation, Format, Message, Stage, SystemPrompt
-from ctxengine.messages import detect_format
-from ctxengine.results import CompressResult
-from ctxengine.tokens import TokenCounter
-from ctxengine.tools import RegisteredTool, ToolError
-from ctxengine.usage import Usage, normalize_usage
+from ctxengine._accounting.cache_stats import SessionCacheStats
+from ctxengine._accounting.tokens import TokenCounter
+from ctxengine._accounting.usage import Usage, normalize_usage
+from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
+from ctxengine._messages.read import detect_format
+from ctxengine._plugin.context import EngineContext
+from ctxengine._plugin.results import CompressResult
+from ctxengine._plugin.tools import RegisteredTool, ToolError
 
 if TYPE_CHECKING:
-    from ctxengine.kernel import Kernel
+    from ctxengine._kernel.kernel import Kernel
 
 
 class Session:

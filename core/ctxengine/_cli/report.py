@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ctxengine.accounting import cache_line
-from ctxengine.replay import SCENARIOS, ReplayReport
-from ctxengine.results import CompressResult
+from ctxengine._accounting.cache_stats import cache_line
+from ctxengine._cli.replay import SCENARIOS, ReplayReport
+from ctxengine._plugin.results import CompressResult
 
 SCENARIO_LABELS = {
     "none": "no compaction, no caching",

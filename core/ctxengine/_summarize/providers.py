@@ -14,8 +14,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from ctxengine.summarize.errors import SummaryError, classify_error
-from ctxengine.summarize.reasoning import strip_reasoning
+from ctxengine._summarize.errors import SummaryError, classify_error
+from ctxengine._summarize.reasoning import strip_reasoning
 
 SAFETY_MARGIN = 0.05
 """Share of the summary model's window kept free for estimate error and message framing."""

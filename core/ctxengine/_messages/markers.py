@@ -1,0 +1,422 @@
+"""The rules of Anthropic's ``cache_control`` breakpoints, in one place.
+
+Every cache strategy, the validator, the test API and the reports use these: how many markers a
+request may hold (:data:`MAX_BREAKPOINTS`), which TTLs exist and in which order they may appear,
+which blocks may carry a marker, and how to place and remove markers without copying more than
+the path to each marker.
+
+Placement of the marker ``{"type": "ephemeral"}`` (plus ``"ttl": "1h"`` for the long TTL), as
+:func:`mark_message` and :func:`mark_system` do it:
+
+- a string content becomes ``[{"type": "text", "text": ..., "cache_control": marker}]``;
+- a list of blocks gets the marker on its last block that may carry one: not a text block whose
+  text is empty or only whitespace (the API rejects those), not a thinking block;
+- when nothing in the content can carry it (``None``, ``""``, ``[]``, only thinking), OpenAI-format
+  messages get ``msg["cache_control"]``; Anthropic's Messages API has no message-level field, so
+  such an Anthropic-format message cannot be marked (``None``);
+- an OpenAI ``role: "tool"`` message gets ``msg["cache_control"]``, an Anthropic tool-result
+  message the list rule (its last ``tool_result`` block). Whether a route accepts markers on tool
+  messages at all is the strategy's decision (:func:`is_tool_message` tells them apart).
+
+Copy-on-write everywhere: a message, block or list is copied only when it (or something inside
+it) gains or loses a marker; everything else stays the caller's object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from ctxengine._messages.conversation import Format
+from ctxengine._messages.memo import ListProgress
+
+__all__ = [
+    "MAX_BREAKPOINTS",
+    "TTL",
+    "TTLS",
+    "MarkerFinding",
+    "cache_marker",
+    "can_carry_marker",
+    "detect_request_format",
+    "is_tool_message",
+    "mark_message",
+    "mark_system",
+    "marked_items",
+    "marker_findings",
+    "marker_positions",
+    "marker_problems",
+    "strip_cache_markers",
+]
+
+TTL = Literal["5m", "1h"]
+
+TTLS: tuple[TTL, ...] = ("5m", "1h")
+"""The TTLs the API accepts, longest last; in prompt order a longer TTL must never follow a
+shorter one."""
+
+MAX_BREAKPOINTS = 4
+"""Anthropic's limit on ``cache_control`` markers per request (tools, system and messages
+together, including a top-level automatic marker)."""
+
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+_UNMARKABLE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+_ANTHROPIC_BLOCKS = frozenset(
+    {"tool_use", "tool_result", "thinking", "redacted_thinking", "document", "server_tool_use"}
+)
+_OPENAI_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
+
+MarkerFinding = tuple[int | None, str, str, str]
+"""``(message index or None, rule id, position, text)``: one thing the API would reject about
+the markers of a request."""
+
+
+def cache_marker(ttl: str) -> dict[str, str]:
+    """A fresh marker dict for ``ttl`` ("5m" -> no ``ttl`` key, the API default).
+
+    :raises ValueError: for any other TTL, naming the allowed values.
+    """
+    if ttl == "5m":
+        return {"type": "ephemeral"}
+    if ttl == "1h":
+        return {"type": "ephemeral", "ttl": "1h"}
+    raise ValueError(f"cache ttl must be one of '5m', '1h'; got {ttl!r}")
+
+
+def strip_cache_markers(
+    request: Mapping[str, Any], *, clean: ListProgress | None = None
+) -> dict[str, Any]:
+    """``request`` without any ``cache_control``: in ``tools``, ``system`` and ``messages``.
+
+    Markers are removed from messages, their content blocks and the blocks nested in
+    ``tool_result`` contents. Copy-on-write: a message, block or list is copied only when it (or
+    something inside it) carried a marker; everything else is the caller's object. The returned
+    dict is always new; its ``messages`` list is new only when some message changed.
+
+    :param clean: how many leading messages of the caller's list are known to carry no marker
+        (see :class:`ctxengine.messages.ListProgress`); they are skipped and the record is
+        advanced, so a conversation that grows by appending is scanned once per message rather
+        than once per request.
+    :raises TypeError: when ``request`` is not a mapping, ``messages`` is not a list or a message
+        is not a dict (the error names the index).
+    """
+    messages = _message_list(request)
+    out = dict(request)
+    skip = clean.resume(messages) if clean is not None else 0
+    new_messages = _strip_list(messages, what="messages", skip=skip)
+    if clean is not None and new_messages is messages:
+        clean.record(messages, len(messages))
+    if new_messages is not messages:
+        out["messages"] = new_messages
+    system = request.get("system")
+    if isinstance(system, list):
+        new_system = _strip_list(system)
+        if new_system is not system:
+            out["system"] = new_system
+    tools = request.get("tools")
+    if isinstance(tools, list):
+        new_tools = _strip_list(tools)
+        if new_tools is not tools:
+            out["tools"] = new_tools
+    return out
+
+
+def detect_request_format(request: Mapping[str, Any]) -> Format:
+    """Which wire format ``request`` uses, judged from the cheapest decisive evidence.
+
+    A ``system`` key means Anthropic (OpenAI puts the system prompt in the message list). Then the
+    first message that shows a format-specific role, field or block type decides. A request with
+    nothing decisive (plain user/assistant strings) counts as OpenAI; the two formats mark such
+    messages identically except for empty contents.
+    """
+    if "system" in request:
+        return "anthropic"
+    for msg in _message_list(request):
+        if not isinstance(msg, dict):
+            continue
+        if msg.get("role") in _SYSTEM_ROLES or msg.get("role") == "tool":
+            return "openai"
+        if "tool_calls" in msg or "tool_call_id" in msg or "reasoning_content" in msg:
+            return "openai"
+        content = msg.get("content")
+        if content is None:
+            return "openai"
+        if isinstance(content, list):
+            for block in content:
+                kind = block.get("type") if isinstance(block, dict) else None
+                if kind in _ANTHROPIC_BLOCKS or (kind == "image" and "source" in block):
+                    return "anthropic"
+                if kind in _OPENAI_PARTS:
+                    return "openai"
+    return "openai"
+
+
+def is_tool_message(msg: Mapping[str, Any]) -> bool:
+    """True for an OpenAI ``role: "tool"`` message or an Anthropic user message made only of
+    ``tool_result`` blocks (the two shapes OpenAI-envelope routes refuse markers on)."""
+    role = msg.get("role")
+    if role == "tool":
+        return True
+    if role != "user":
+        return False
+    content = msg.get("content")
+    if not isinstance(content, list) or not content:
+        return False
+    return all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+
+
+def can_carry_marker(block: object) -> bool:
+    """Whether a content block may hold ``cache_control``.
+
+    Not a thinking block, and not a text block without visible text (the API rejects
+    ``cache_control`` on empty text blocks; whitespace-only text is empty to it).
+    """
+    if not isinstance(block, dict):
+        return False
+    kind = block.get("type")
+    if kind is None or kind in _UNMARKABLE_BLOCKS:
+        return False
+    if kind == "text":
+        text = block.get("text")
+        return isinstance(text, str) and bool(text.strip())
+    return True
+
+
+def _message_list(request: Mapping[str, Any]) -> list[Any]:
+    """``request["messages"]`` after checking it is a list (its items are checked by the loops
+    that visit them anyway, see :func:`_strip_list`)."""
+    if not isinstance(request, Mapping):
+        raise TypeError(
+            f"request must be a mapping of API call arguments, got {type(request).__name__}"
+        )
+    messages = request.get("messages")
+    if not isinstance(messages, list):
+        raise TypeError(
+            f"request['messages'] must be a list of message dicts, got {type(messages).__name__}"
+        )
+    return messages
+
+
+def _text_block(text: str, ttl: str) -> dict[str, Any]:
+    return {"type": "text", "text": text, "cache_control": cache_marker(ttl)}
+
+
+def _mark_blocks(blocks: Sequence[Any], ttl: str) -> list[Any] | None:
+    """A copy of ``blocks`` with the last markable block marked, or None when none can be."""
+    for index in range(len(blocks) - 1, -1, -1):
+        block = blocks[index]
+        if can_carry_marker(block):
+            new_blocks = list(blocks)
+            new_blocks[index] = {**block, "cache_control": cache_marker(ttl)}
+            return new_blocks
+    return None
+
+
+def mark_system(system: object, ttl: str) -> list[Any] | None:
+    """The Anthropic ``system`` value marked, or None when there is nothing to mark."""
+    if isinstance(system, str):
+        return [_text_block(system, ttl)] if system.strip() else None
+    if isinstance(system, list):
+        return _mark_blocks(system, ttl)
+    return None
+
+
+def mark_message(
+    msg: dict[str, Any], ttl: str, fmt: Format, *, tool: bool
+) -> dict[str, Any] | None:
+    """A marked copy of ``msg``, or None when it cannot carry a breakpoint in ``fmt``."""
+    if tool and msg.get("role") == "tool":
+        return {**msg, "cache_control": cache_marker(ttl)}
+    content = msg.get("content")
+    if isinstance(content, str) and content.strip():
+        return {**msg, "content": [_text_block(content, ttl)]}
+    if isinstance(content, list):
+        new_blocks = _mark_blocks(content, ttl)
+        if new_blocks is not None:
+            return {**msg, "content": new_blocks}
+    if fmt == "anthropic":
+        return None
+    return {**msg, "cache_control": cache_marker(ttl)}
+
+
+def _strip_list(items: list[Any], *, what: str | None = None, skip: int = 0) -> list[Any]:
+    """``items`` with markers removed from each dict in it; the same list when none had one.
+
+    :param what: when given, every item must be a dict; a TypeError names ``what[index]``.
+    :param skip: how many leading items are known to carry no marker.
+    """
+    out: list[Any] | None = None
+    for index in range(skip, len(items)):
+        item = items[index]
+        # Fast path, inlined because it runs for every message and block of every request: a
+        # dict without a marker whose content is not a list of blocks needing work is kept.
+        if not isinstance(item, dict):
+            if what is not None:
+                raise TypeError(f"{what}[{index}] must be a dict, got {type(item).__name__}")
+            continue
+        if "cache_control" not in item:
+            content = item.get("content")
+            if not isinstance(content, list):
+                continue
+            for block in content:
+                if isinstance(block, dict) and (
+                    "cache_control" in block or isinstance(block.get("content"), list)
+                ):
+                    break
+            else:
+                continue
+        new_item = _strip_item(item)
+        if new_item is not item:
+            if out is None:
+                out = list(items)
+            out[index] = new_item
+    return items if out is None else out
+
+
+def _strip_item(item: Any) -> Any:
+    """A message, block or tool definition without ``cache_control`` (also in a nested
+    ``content`` list, which covers message contents and ``tool_result`` contents)."""
+    if not isinstance(item, dict):
+        return item
+    content = item.get("content")
+    new_content = _strip_list(content) if isinstance(content, list) else content
+    if "cache_control" not in item and new_content is content:
+        return item
+    new_item = dict(item)
+    new_item.pop("cache_control", None)
+    if new_content is not content:
+        new_item["content"] = new_content
+    return new_item
+
+
+# --- finding markers and judging them ------------------------------------------------------
+
+
+def marked_items(request: Mapping[str, Any]) -> list[tuple[str, int | None, Mapping[str, Any]]]:
+    """The dicts of ``request`` that carry ``cache_control``, in prompt order (tools, system,
+    messages), as ``(position, message index or None, dict)``.
+
+    Positions read ``"tools[2]"``, ``"system[0]"``, ``"messages[7]"`` (on the message itself),
+    ``"messages[7].content[1]"`` and, inside a ``tool_result``'s own content,
+    ``"messages[7].content[1].content[0]"``.
+    """
+    found: list[tuple[str, int | None, Mapping[str, Any]]] = []
+    for key in ("tools", "system", "messages"):
+        items = request.get(key)
+        if isinstance(items, list):
+            for index, item in enumerate(items):
+                where = f"{key}[{index}]"
+                _collect(item, where, index if key == "messages" else None, found)
+    return found
+
+
+def _collect(
+    item: object,
+    where: str,
+    index: int | None,
+    found: list[tuple[str, int | None, Mapping[str, Any]]],
+) -> None:
+    if not isinstance(item, dict):
+        return
+    if item.get("cache_control") is not None:
+        found.append((where, index, item))
+    content = item.get("content")
+    if isinstance(content, list):
+        for k, block in enumerate(content):
+            _collect(block, f"{where}.content[{k}]", index, found)
+
+
+def marker_positions(request: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Every ``cache_control`` marker of ``request`` in prompt order, as ``(position, marker)``
+    pairs (positions as in :func:`marked_items`)."""
+    return [(where, item["cache_control"]) for where, _, item in marked_items(request)]
+
+
+def marker_findings(
+    items: Sequence[tuple[str, int | None, Mapping[str, Any]]],
+    *,
+    extra_markers: int = 0,
+) -> list[MarkerFinding]:
+    """What the API rejects about these markers (the one rule set; :func:`marked_items` finds
+    them).
+
+    Rules: ``cache-control-shape`` (type ``ephemeral``, optional ``ttl`` of :data:`TTLS`, no
+    other keys), ``cache-control-limit`` (more than :data:`MAX_BREAKPOINTS`, counting
+    ``extra_markers`` such as a top-level automatic marker), ``cache-control-ttl-order`` (a 1h
+    marker after a 5m one), ``cache-control-empty-text`` (on a text block without visible text),
+    ``cache-control-thinking`` (on a thinking block).
+    """
+    findings: list[MarkerFinding] = []
+    for where, index, item in items:
+        value = item["cache_control"]
+        ok = (
+            isinstance(value, dict)
+            and value.get("type") == "ephemeral"
+            and set(value) <= {"type", "ttl"}
+            and value.get("ttl", "5m") in TTLS
+        )
+        if not ok:
+            findings.append(
+                (
+                    index,
+                    "cache-control-shape",
+                    where,
+                    "cache_control must be {'type': 'ephemeral'}, optionally with 'ttl': "
+                    f"'5m' or '1h'; got {value!r}",
+                )
+            )
+        kind = item.get("type")
+        if kind in _UNMARKABLE_BLOCKS:
+            findings.append(
+                (index, "cache-control-thinking", where, f"cache_control on a {kind} block")
+            )
+        elif kind == "text" and not str(item.get("text") or "").strip():
+            findings.append(
+                (
+                    index,
+                    "cache-control-empty-text",
+                    where,
+                    "cache_control on an empty text block (the API rejects it); mark a "
+                    "non-empty block or the message instead",
+                )
+            )
+    total = len(items) + extra_markers
+    if total > MAX_BREAKPOINTS:
+        places = ", ".join(where for where, _, _ in items)
+        if extra_markers:
+            places += f" and {extra_markers} top-level"
+        findings.append(
+            (
+                None,
+                "cache-control-limit",
+                "request",
+                f"{total} cache_control breakpoints ({places}); at most {MAX_BREAKPOINTS} are "
+                "allowed",
+            )
+        )
+    first_short: str | None = None
+    for where, index, item in items:
+        value = item["cache_control"]
+        ttl = value.get("ttl", "5m") if isinstance(value, dict) else None
+        if ttl == "5m" and first_short is None:
+            first_short = where
+        elif ttl == "1h" and first_short is not None:
+            findings.append(
+                (
+                    index,
+                    "cache-control-ttl-order",
+                    where,
+                    f"a 1h cache_control after the 5m one at {first_short}; longer TTLs must "
+                    "come first (in the order tools, system, messages)",
+                )
+            )
+    return findings
+
+
+def marker_problems(request: Mapping[str, Any]) -> list[str]:
+    """What Anthropic would reject about the markers of ``request``, one line each (empty when
+    nothing); the rules of :func:`marker_findings`, counting a top-level ``cache_control``."""
+    extra = 1 if isinstance(request.get("cache_control"), Mapping) else 0
+    return [
+        f"{where}: {text}"
+        for _, _, where, text in marker_findings(marked_items(request), extra_markers=extra)
+    ]
