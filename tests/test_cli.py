@@ -74,12 +74,11 @@ def test_engines_warns_when_the_selected_engine_does_not_resolve(isolated_home: 
     assert "warning: context.engine = 'nosuch' does not resolve to a loadable engine" in output
 
 
-def test_config_shows_values_and_sources(
+def test_config_shows_values_sources_and_owners(
     isolated_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = isolated_home / "config.yaml"
-    config.write_text("compression:\n  threshold: 0.6\n")
-    monkeypatch.setenv("CTXENGINE_ENGINE", "lcm")
+    config.write_text("compression:\n  threshold: 0.6\nengines:\n  lcm:\n    threshold: 0.7\n")
     code, output = run("config")
     assert code == 0
     assert output.splitlines()[0] == f"# config file: {config}"
@@ -88,10 +87,38 @@ def test_config_shows_values_and_sources(
         "compression.threshold",
         "0.6",
         "#",
-        str(config),
+        f"{config};",
+        "compressor",
     ]
-    assert lines["context.engine"].split()[-3:] == ["#", "env", "CTXENGINE_ENGINE"]
-    assert lines["compression.target_ratio"].split()[-2:] == ["#", "default"]
+    assert lines["compression.target_ratio"].split()[-2:] == ["default;", "compressor"]
+    assert lines["compression.hygiene_threshold"].split()[-2:] == ["default;", "hygiene"]
+    assert lines["context.engine"].split()[-2:] == ["default;", "kernel"]
+    # lcm is not selected: its section is listed as unused, never validated or an error.
+    assert "# unused (no selected plugin reads these keys):" in output
+    assert lines["engines.lcm.threshold"].endswith("no selected plugin reads engines.lcm")
+
+    monkeypatch.setenv("CTXENGINE_ENGINE", "lcm")
+    code, output = run("config")
+    assert code == 0
+    lines = {line.split()[0]: line for line in output.splitlines()[1:] if line.strip()}
+    assert lines["context.engine"].split()[-3:] == ["env", "CTXENGINE_ENGINE;", "kernel"]
+    assert lines["engines.lcm.threshold"].split()[-2:] == [f"{config};", "lcm"]
+    assert lines["engines.lcm.fresh_tail_count"].split()[-2:] == ["default;", "lcm"]
+    assert lines["compression.threshold"].endswith("no selected plugin reads compression.threshold")
+
+
+def test_config_typo_in_the_selected_engines_section_fails(
+    isolated_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (isolated_home / "config.yaml").write_text("engines:\n  lcm:\n    threshhold: 0.9\n")
+    code, _ = run("config")
+    assert code == 0  # lcm not selected: unused, not an error
+    capsys.readouterr()
+    monkeypatch.setenv("CTXENGINE_ENGINE", "lcm")
+    code, _ = run("config")
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "engines.lcm.threshhold: unknown key; did you mean 'threshold'?" in err
 
 
 def test_config_error_is_reported_with_exit_code_2(
@@ -147,7 +174,7 @@ def test_register_commands_adds_plugin_commands_and_isolates_a_broken_one(
     captured = capsys.readouterr()
     assert code == 0
     assert captured.out == "hello ctx\n"
-    assert "plugin 'badcmd' failed to register commands: RuntimeError('cannot register')" in (
+    assert "plugin 'badcmd' failed to register commands: RuntimeError: cannot register" in (
         captured.err
     )
 

@@ -1,4 +1,4 @@
-"""Tests for ctxengine.config: discovery, validation messages, layering, sources, budgets."""
+"""The kernel's configuration: discovery, validation messages, layering, sources, owners."""
 
 from __future__ import annotations
 
@@ -15,24 +15,31 @@ from ctxengine._config.core import (
     AuxiliarySettings,
     CompressionSettings,
     Config,
-    ConfigError,
-    ConfigProblem,
     ContextSettings,
-    Field,
     LoadedConfig,
     ModelOverride,
     ModelSettings,
     PromptCachingSettings,
-    RawSection,
     SummaryProviderSettings,
-    budgets,
-    config_from_mapping,
     ctxengine_home,
     load_config,
-    parse_section,
 )
+from ctxengine._config.fields import ConfigError, ConfigProblem, Field, RawSection, parse_section
+from ctxengine._config.spec import OwnedSpec
+from ctxengine_compressor.settings import SETTINGS as COMPRESSOR
+from ctxengine_hygiene import SETTINGS as HYGIENE
 
 SRC = "/etc/cfg/config.yaml"
+
+# The kernel validates its own keys together with the selected plugins' keys; these tests use
+# the built-in compressor (the default engine) and gateway hygiene, as a default kernel does.
+BUILTIN = (OwnedSpec(COMPRESSOR, "compressor"), OwnedSpec(HYGIENE, "hygiene"))
+
+
+def config_from_mapping(data: dict[str, Any], *, source: str = "<mapping>") -> Config:
+    from ctxengine._config.core import config_from_mapping as validate
+
+    return validate(data, source=source, specs=BUILTIN)
 
 
 def error_lines(data: dict[str, Any]) -> list[str]:
@@ -70,20 +77,18 @@ def env_for(home: Path, **extra: str) -> dict[str, str]:
 
 def test_defaults_match_spec() -> None:
     c = Config()
-    assert c.context == ContextSettings(engine="compressor", plugin_dirs=(), strict=False)
+    assert c.context == ContextSettings(
+        engine="compressor", plugin_dirs=(), strict=False, extensions=()
+    )
     assert c.model == ModelSettings(
         name="claude-sonnet-4-6", context_length=None, max_tokens=None, base_url=None
     )
-    assert c.compression == CompressionSettings(
-        enabled=True,
-        threshold=0.50,
-        target_ratio=0.20,
-        protect_last_n=20,
-        protect_first_n=3,
-        abort_on_summary_failure=False,
-        hygiene_threshold=0.85,
-        hygiene_hard_message_limit=5000,
+    assert c.compression == CompressionSettings(enabled=True, abort_on_summary_failure=False)
+    assert c.settings(COMPRESSOR) == COMPRESSOR.build(  # type: ignore[misc]
+        threshold=0.50, target_ratio=0.20, protect_last_n=20, protect_first_n=3
     )
+    assert c.settings(HYGIENE).hygiene_threshold == 0.85
+    assert c.settings(HYGIENE).hygiene_hard_message_limit == 5000
     assert c.auxiliary == AuxiliarySettings(
         SummaryProviderSettings(
             provider="auto",
@@ -119,15 +124,16 @@ def test_empty_sections_equal_defaults() -> None:
 
 
 def test_field_defaults_come_from_the_settings_classes() -> None:
+    # The kernel's own compression keys; each plugin declares the rest.
     assert {f.name: f.default for f in SECTION_FIELDS["compression"]} == {
         "enabled": True,
-        "threshold": 0.5,
-        "target_ratio": 0.2,
-        "protect_last_n": 20,
-        "protect_first_n": 3,
         "abort_on_summary_failure": False,
-        "hygiene_threshold": 0.85,
-        "hygiene_hard_message_limit": 5000,
+    }
+    assert {f.name: f.default for f in SECTION_FIELDS["context"]} == {
+        "engine": "compressor",
+        "plugin_dirs": (),
+        "strict": False,
+        "extensions": (),
     }
 
 
@@ -165,8 +171,8 @@ def test_full_valid_file_is_typed() -> None:
         }
     )
     assert c.context.plugin_dirs == ("/opt/p",)
-    assert c.compression.hygiene_threshold == 1.0
-    assert isinstance(c.compression.hygiene_threshold, float)
+    assert c.settings(HYGIENE).hygiene_threshold == 1.0
+    assert isinstance(c.settings(HYGIENE).hygiene_threshold, float)
     assert c.auxiliary.compression.timeout == 5.0
     assert isinstance(c.auxiliary.compression.timeout, float)
     assert c.prompt_caching.enabled is False
@@ -370,8 +376,8 @@ def test_prompt_caching_enabled_values(value: object) -> None:
 def test_section_must_be_a_mapping() -> None:
     assert only_error({"compression": [1, 2]}) == (
         f"config error in {SRC}: compression = [1, 2]: must be a mapping of key: value "
-        "(allowed keys: enabled, threshold, target_ratio, protect_last_n, protect_first_n, "
-        "abort_on_summary_failure, hygiene_threshold, hygiene_hard_message_limit)"
+        "(allowed keys: enabled, abort_on_summary_failure, threshold, target_ratio, protect_last_n, "
+        "protect_first_n, hygiene_threshold, hygiene_hard_message_limit)"
     )
     assert only_error({"auxiliary": "openai"}) == (
         f"config error in {SRC}: auxiliary = 'openai': must be a mapping of key: value "
@@ -387,14 +393,14 @@ def test_section_must_be_a_mapping() -> None:
 def test_unknown_key_suggests_closest() -> None:
     assert only_error({"compression": {"treshold": 0.5}}) == (
         f"config error in {SRC}: compression.treshold: unknown key; did you mean 'threshold'? "
-        "(allowed: enabled, threshold, target_ratio, protect_last_n, protect_first_n, "
-        "abort_on_summary_failure, hygiene_threshold, hygiene_hard_message_limit)"
+        "(allowed: enabled, abort_on_summary_failure, threshold, target_ratio, protect_last_n, "
+        "protect_first_n, hygiene_threshold, hygiene_hard_message_limit)"
     )
 
 
 def test_unknown_key_without_close_match() -> None:
     assert only_error({"context": {"zzz": 1}}) == (
-        f"config error in {SRC}: context.zzz: unknown key (allowed: engine, plugin_dirs, strict)"
+        f"config error in {SRC}: context.zzz: unknown key (allowed: engine, plugin_dirs, strict, extensions)"
     )
 
 
@@ -448,7 +454,7 @@ def test_threshold_above_default_hygiene_points_at_threshold() -> None:
 
 def test_hygiene_equal_to_threshold_is_fine() -> None:
     c = config_from_mapping({"compression": {"threshold": 0.9, "hygiene_threshold": 0.9}})
-    assert c.compression.hygiene_threshold == 0.9
+    assert c.settings(HYGIENE).hygiene_threshold == 0.9
 
 
 def test_max_tokens_must_be_below_context_length() -> None:
@@ -512,7 +518,7 @@ def test_config_error_is_a_value_error_and_pickles() -> None:
 
 
 def test_no_file_anywhere_means_defaults(home: Path) -> None:
-    loaded = load_config(env=env_for(home))
+    loaded = load_config(env=env_for(home), specs=BUILTIN)
     assert loaded.config == Config()
     assert loaded.path is None
     assert set(loaded.sources.values()) == {"default"}
@@ -520,7 +526,7 @@ def test_no_file_anywhere_means_defaults(home: Path) -> None:
 
 def test_home_file_is_found(home: Path) -> None:
     f = write(home / "config.yaml", "context:\n  engine: lcm\n")
-    loaded = load_config(env=env_for(home))
+    loaded = load_config(env=env_for(home), specs=BUILTIN)
     assert loaded.path == f
     assert loaded.config.context.engine == "lcm"
     assert loaded.sources["context.engine"] == str(f)
@@ -550,7 +556,7 @@ def test_discovery_uses_os_environ_by_default(
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("CTXENGINE_HOME", str(tmp_path))
     write(tmp_path / "config.yaml", "model:\n  name: from-home\n")
-    assert load_config().config.model.name == "from-home"
+    assert load_config(specs=BUILTIN).config.model.name == "from-home"
     assert ctxengine_home() == tmp_path
 
 
@@ -564,7 +570,7 @@ def test_home_defaults_to_dot_ctxengine(monkeypatch: pytest.MonkeyPatch, tmp_pat
 def test_missing_explicit_file(home: Path, tmp_path: Path) -> None:
     missing = tmp_path / "nope.yaml"
     with pytest.raises(ConfigError) as info:
-        load_config(missing, env=env_for(home))
+        load_config(missing, env=env_for(home), specs=BUILTIN)
     assert str(info.value) == (
         f"config error in {missing}: config file does not exist (path given explicitly)"
     )
@@ -581,7 +587,7 @@ def test_missing_env_file(home: Path, tmp_path: Path) -> None:
 
 def test_explicit_path_that_is_a_directory(home: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
-        load_config(tmp_path, env=env_for(home))
+        load_config(tmp_path, env=env_for(home), specs=BUILTIN)
     assert str(info.value) == (
         f"config error in {tmp_path}: config path is a directory, not a file "
         "(path given explicitly)"
@@ -590,9 +596,9 @@ def test_explicit_path_that_is_a_directory(home: Path, tmp_path: Path) -> None:
 
 def test_empty_file_means_defaults(home: Path, tmp_path: Path) -> None:
     f = write(tmp_path / "c.yaml", "")
-    assert load_config(f, env=env_for(home)).config == Config()
+    assert load_config(f, env=env_for(home), specs=BUILTIN).config == Config()
     g = write(tmp_path / "d.yaml", "# only a comment\n")
-    loaded = load_config(g, env=env_for(home))
+    loaded = load_config(g, env=env_for(home), specs=BUILTIN)
     assert loaded.config == Config()
     assert loaded.path == g
 
@@ -600,7 +606,7 @@ def test_empty_file_means_defaults(home: Path, tmp_path: Path) -> None:
 def test_yaml_syntax_error_names_file_line_and_column(home: Path, tmp_path: Path) -> None:
     f = write(tmp_path / "c.yaml", "context:\n  engine: lcm\n  strict: [true\n")
     with pytest.raises(ConfigError) as info:
-        load_config(f, env=env_for(home))
+        load_config(f, env=env_for(home), specs=BUILTIN)
     message = str(info.value)
     assert message.startswith(f"config error in {f}: invalid YAML at line 4, column 1: ")
     assert "expected ',' or ']'" in message
@@ -609,7 +615,7 @@ def test_yaml_syntax_error_names_file_line_and_column(home: Path, tmp_path: Path
 def test_yaml_syntax_error_bad_indentation(home: Path, tmp_path: Path) -> None:
     f = write(tmp_path / "c.yaml", "compression:\n  threshold: 0.5\n   target_ratio: 0.2\n")
     with pytest.raises(ConfigError) as info:
-        load_config(f, env=env_for(home))
+        load_config(f, env=env_for(home), specs=BUILTIN)
     assert str(info.value) == (
         f"config error in {f}: invalid YAML at line 3, column 16: "
         "mapping values are not allowed here"
@@ -619,7 +625,7 @@ def test_yaml_syntax_error_bad_indentation(home: Path, tmp_path: Path) -> None:
 def test_top_level_must_be_a_mapping(home: Path, tmp_path: Path) -> None:
     f = write(tmp_path / "c.yaml", "- context\n- model\n")
     with pytest.raises(ConfigError) as info:
-        load_config(f, env=env_for(home))
+        load_config(f, env=env_for(home), specs=BUILTIN)
     assert str(info.value) == (
         f"config error in {f}: the top level must be a mapping of sections (context, model, "
         "compression, auxiliary, prompt_caching, models, engines), not list ['context', 'model']"
@@ -630,7 +636,7 @@ def test_file_not_utf8(home: Path, tmp_path: Path) -> None:
     f = tmp_path / "c.yaml"
     f.write_bytes(b"model:\n  name: \xff\xfe\n")
     with pytest.raises(ConfigError) as info:
-        load_config(f, env=env_for(home))
+        load_config(f, env=env_for(home), specs=BUILTIN)
     assert str(info.value) == f"config error in {f}: file is not valid UTF-8 text"
 
 
@@ -638,10 +644,10 @@ def test_quoted_yes_in_file_is_an_error_but_bare_yes_is_a_boolean(
     home: Path, tmp_path: Path
 ) -> None:
     good = write(tmp_path / "good.yaml", "context:\n  strict: yes\n")
-    assert load_config(good, env=env_for(home)).config.context.strict is True
+    assert load_config(good, env=env_for(home), specs=BUILTIN).config.context.strict is True
     bad = write(tmp_path / "bad.yaml", 'context:\n  strict: "yes"\n')
     with pytest.raises(ConfigError) as info:
-        load_config(bad, env=env_for(home))
+        load_config(bad, env=env_for(home), specs=BUILTIN)
     assert (
         str(info.value) == f"config error in {bad}: context.strict = 'yes': must be true or false"
     )
@@ -650,7 +656,7 @@ def test_quoted_yes_in_file_is_an_error_but_bare_yes_is_a_boolean(
 def test_file_errors_name_the_file(home: Path, tmp_path: Path) -> None:
     f = write(tmp_path / "c.yaml", "compression:\n  threshold: 1.5\n")
     with pytest.raises(ConfigError) as info:
-        load_config(f, env=env_for(home))
+        load_config(f, env=env_for(home), specs=BUILTIN)
     assert str(info.value) == (
         f"config error in {f}: compression.threshold = 1.5: must be a number from 0.05 to 0.95"
     )
@@ -689,7 +695,7 @@ prompt_caching:
   cache_ttl: "5m"
 """
     f = write(tmp_path / "c.yaml", spec_yaml)
-    loaded = load_config(f, env=env_for(home))
+    loaded = load_config(f, env=env_for(home), specs=BUILTIN)
     assert loaded.config == Config()
     assert loaded.sources["compression.threshold"] == str(f)
     assert loaded.sources["model.base_url"] == "default"
@@ -703,9 +709,11 @@ prompt_caching:
 def test_env_overrides_file(home: Path, tmp_path: Path) -> None:
     f = write(tmp_path / "c.yaml", "compression:\n  threshold: 0.6\n  enabled: true\n")
     loaded = load_config(
-        f, env=env_for(home, CTXENGINE_THRESHOLD="0.7", CTXENGINE_COMPRESSION_ENABLED="off")
+        f,
+        env=env_for(home, CTXENGINE_THRESHOLD="0.7", CTXENGINE_COMPRESSION_ENABLED="off"),
+        specs=BUILTIN,
     )
-    assert loaded.config.compression.threshold == 0.7
+    assert loaded.config.settings(COMPRESSOR).threshold == 0.7
     assert loaded.config.compression.enabled is False
     assert loaded.sources["compression.threshold"] == "env CTXENGINE_THRESHOLD"
     assert loaded.sources["compression.enabled"] == "env CTXENGINE_COMPRESSION_ENABLED"
@@ -717,6 +725,7 @@ def test_every_env_var(home: Path) -> None:
         CTXENGINE_ENGINE="lcm",
         CTXENGINE_PLUGIN_DIRS=os.pathsep.join(["/a", "", "/b"]),
         CTXENGINE_STRICT="1",
+        CTXENGINE_EXTENSIONS="audit",
         CTXENGINE_MODEL="gpt-5",
         CTXENGINE_CONTEXT_LENGTH="400000",
         CTXENGINE_MAX_TOKENS="16000",
@@ -731,14 +740,17 @@ def test_every_env_var(home: Path) -> None:
         CTXENGINE_PROMPT_CACHING="auto",
         CTXENGINE_CACHE_TTL="1h",
     )
-    assert set(env) - {"CTXENGINE_HOME"} == set(ENV_VARS)
-    loaded = load_config(env=env)
+    plugin_vars = {"CTXENGINE_THRESHOLD", "CTXENGINE_HYGIENE_THRESHOLD"}
+    assert set(env) - {"CTXENGINE_HOME"} | {"CTXENGINE_EXTENSIONS"} == set(ENV_VARS) | plugin_vars
+    loaded = load_config(env=env, specs=BUILTIN)
     c = loaded.config
-    assert c.context == ContextSettings(engine="lcm", plugin_dirs=("/a", "/b"), strict=True)
+    assert c.context == ContextSettings(
+        engine="lcm", plugin_dirs=("/a", "/b"), strict=True, extensions=("audit",)
+    )
     assert c.model == ModelSettings("gpt-5", 400_000, 16_000, "https://openrouter.ai/api/v1")
     assert c.compression.enabled is False
-    assert c.compression.threshold == 0.6
-    assert c.compression.hygiene_threshold == 0.9
+    assert c.settings(COMPRESSOR).threshold == 0.6
+    assert c.settings(HYGIENE).hygiene_threshold == 0.9
     assert c.auxiliary.compression == SummaryProviderSettings(
         provider="openai",
         model="gpt-5-mini",
@@ -748,6 +760,9 @@ def test_every_env_var(home: Path) -> None:
     assert c.prompt_caching == PromptCachingSettings(enabled="auto", cache_ttl="1h")
     for var, key in ENV_VARS.items():
         assert loaded.sources[key] == f"env {var}"
+    assert loaded.sources["compression.threshold"] == "env CTXENGINE_THRESHOLD"
+    assert loaded.owners["compression.threshold"] == "compressor"
+    assert loaded.sources["compression.hygiene_threshold"] == "env CTXENGINE_HYGIENE_THRESHOLD"
 
 
 @pytest.mark.parametrize(
@@ -764,18 +779,23 @@ def test_every_env_var(home: Path) -> None:
     ],
 )
 def test_env_bool_spellings(home: Path, text: str, expected: bool) -> None:
-    assert load_config(env=env_for(home, CTXENGINE_STRICT=text)).config.context.strict is expected
+    assert (
+        load_config(env=env_for(home, CTXENGINE_STRICT=text), specs=BUILTIN).config.context.strict
+        is expected
+    )
 
 
 @pytest.mark.parametrize(("text", "expected"), [("yes", True), ("0", False), ("auto", "auto")])
 def test_env_prompt_caching_spellings(home: Path, text: str, expected: object) -> None:
     env = env_for(home, CTXENGINE_PROMPT_CACHING=text)
-    assert load_config(env=env).config.prompt_caching.enabled == expected
+    assert load_config(env=env, specs=BUILTIN).config.prompt_caching.enabled == expected
 
 
 def test_env_null_and_empty(home: Path, tmp_path: Path) -> None:
     f = write(tmp_path / "c.yaml", "model:\n  context_length: 100000\n  name: from-file\n")
-    loaded = load_config(f, env=env_for(home, CTXENGINE_CONTEXT_LENGTH="null", CTXENGINE_MODEL=""))
+    loaded = load_config(
+        f, env=env_for(home, CTXENGINE_CONTEXT_LENGTH="null", CTXENGINE_MODEL=""), specs=BUILTIN
+    )
     assert loaded.config.model.context_length is None
     assert loaded.sources["model.context_length"] == "env CTXENGINE_CONTEXT_LENGTH"
     # An empty variable counts as unset: the file's value stays.
@@ -851,7 +871,7 @@ def test_env_null_and_empty(home: Path, tmp_path: Path) -> None:
 )
 def test_env_errors_name_the_variable(home: Path, var: str, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as info:
-        load_config(env=env_for(home, **{var: text}))
+        load_config(env=env_for(home, **{var: text}), specs=BUILTIN)
     assert str(info.value) == f"config error in env {var}: {message}"
     assert info.value.problems[0].source == f"env {var}"
 
@@ -859,14 +879,14 @@ def test_env_errors_name_the_variable(home: Path, var: str, text: str, message: 
 def test_env_and_file_errors_are_reported_together(home: Path, tmp_path: Path) -> None:
     f = write(tmp_path / "c.yaml", "context:\n  strict: maybe\n")
     with pytest.raises(ConfigError) as info:
-        load_config(f, env=env_for(home, CTXENGINE_CACHE_TTL="7m"))
+        load_config(f, env=env_for(home, CTXENGINE_CACHE_TTL="7m"), specs=BUILTIN)
     assert [p.source for p in info.value.problems] == [str(f), "env CTXENGINE_CACHE_TTL"]
 
 
 def test_env_threshold_against_file_hygiene_names_both_sources(home: Path, tmp_path: Path) -> None:
     f = write(tmp_path / "c.yaml", "compression:\n  hygiene_threshold: 0.6\n")
     with pytest.raises(ConfigError) as info:
-        load_config(f, env=env_for(home, CTXENGINE_THRESHOLD="0.7"))
+        load_config(f, env=env_for(home, CTXENGINE_THRESHOLD="0.7"), specs=BUILTIN)
     assert str(info.value) == (
         f"config error in {f}: compression.hygiene_threshold = 0.6: must be >= "
         "compression.threshold (0.7, from env CTXENGINE_THRESHOLD) and <= 1.0"
@@ -893,11 +913,12 @@ def test_overrides_apply_last(home: Path, tmp_path: Path) -> None:
         f,
         env=env_for(home, CTXENGINE_ENGINE="from_env", CTXENGINE_THRESHOLD="0.6"),
         overrides={"context.engine": "from_flag", "compression.protect_last_n": 5},
+        specs=BUILTIN,
     )
     assert loaded.config.context.engine == "from_flag"
     assert loaded.sources["context.engine"] == "override"
-    assert loaded.config.compression.threshold == 0.6
-    assert loaded.config.compression.protect_last_n == 5
+    assert loaded.config.settings(COMPRESSOR).threshold == 0.6
+    assert loaded.config.settings(COMPRESSOR).protect_last_n == 5
     assert loaded.sources["compression.protect_last_n"] == "override"
 
 
@@ -910,10 +931,11 @@ def test_override_strings_are_parsed_like_env(home: Path) -> None:
             "model.context_length": "32768",
             "context.plugin_dirs": ["/x"],
         },
+        specs=BUILTIN,
     )
     c = loaded.config
     assert c.context.strict is True
-    assert c.compression.threshold == 0.4
+    assert c.settings(COMPRESSOR).threshold == 0.4
     assert c.model.context_length == 32768
     assert c.context.plugin_dirs == ("/x",)
 
@@ -928,12 +950,13 @@ def test_override_errors(home: Path) -> None:
                 "prompt_caching.cache_ttl": "2h",
                 "models.m.windw": 5,
             },
+            specs=BUILTIN,
         )
     assert str(info.value).splitlines() == [
         "config error in override: compression.threshold = 2.0: must be a number from 0.05 to 0.95",
         "config error in override: compression.thresold: unknown key; did you mean "
-        "'compression.threshold'? (allowed: the keys listed by `ctxengine config`, "
-        "models.<name>.<field> or engines.<name>.<option>)",
+        "'threshold'? (allowed: enabled, abort_on_summary_failure, threshold, target_ratio, "
+        "protect_last_n, protect_first_n, hygiene_threshold, hygiene_hard_message_limit)",
         "config error in override: prompt_caching.cache_ttl = '2h': must be one of '5m', '1h'",
         "config error in override: models.m.windw: unknown key (allowed: context_length, "
         "max_output_tokens, min_cacheable_tokens, input_price, output_price)",
@@ -954,6 +977,7 @@ def test_override_models_and_engines(home: Path, tmp_path: Path) -> None:
             "models.claude-3.5-x.output_price": "15",
             "engines.other": {"k": 1},
         },
+        specs=BUILTIN,
     )
     c = loaded.config
     assert c.engines["lcm"] == {"db": "a.sqlite", "depth": 3}
@@ -975,9 +999,13 @@ def test_override_models_and_engines(home: Path, tmp_path: Path) -> None:
 def test_sources_cover_every_leaf(home: Path, tmp_path: Path) -> None:
     f = write(tmp_path / "c.yaml", "compression:\n  threshold: 0.4\nengines:\n  lcm: {}\n")
     loaded = load_config(
-        f, env=env_for(home, CTXENGINE_CACHE_TTL="1h"), overrides={"context.strict": True}
+        f,
+        env=env_for(home, CTXENGINE_CACHE_TTL="1h"),
+        overrides={"context.strict": True},
+        specs=BUILTIN,
     )
     leaves = {f"{s}.{fld.name}" for s, fs in SECTION_FIELDS.items() for fld in fs}
+    leaves |= {spec.spec.key(fld.name) for spec in BUILTIN for fld in spec.spec.fields}
     assert leaves | {"engines.lcm"} == set(loaded.sources)
     assert loaded.sources["compression.threshold"] == str(f)
     assert loaded.sources["prompt_caching.cache_ttl"] == "env CTXENGINE_CACHE_TTL"
@@ -992,7 +1020,7 @@ def test_items_lists_key_value_source(home: Path, tmp_path: Path) -> None:
         "auxiliary:\n  compression:\n    api_key: sk-secret\n"
         "models:\n  m:\n    context_length: 4096\nengines:\n  lcm:\n    db: x\n",
     )
-    loaded = load_config(f, env=env_for(home))
+    loaded = load_config(f, env=env_for(home), specs=BUILTIN)
     rows = loaded.items()
     assert rows[0] == ("context.engine", "compressor", "default")
     by_key = {key: (value, source) for key, value, source in rows}
@@ -1051,7 +1079,9 @@ def test_parse_section_messages_match_core_style() -> None:
 
 def test_parse_section_on_config_engines_names_the_file(home: Path, tmp_path: Path) -> None:
     f = write(tmp_path / "c.yaml", "engines:\n  lcm:\n    fresh_tail: -2\n")
-    loaded = load_config(f, env=env_for(home), overrides={"engines.lcm.mode": "slow"})
+    loaded = load_config(
+        f, env=env_for(home), overrides={"engines.lcm.mode": "slow"}, specs=BUILTIN
+    )
     raw = loaded.config.engines["lcm"]
     assert isinstance(raw, RawSection)
     with pytest.raises(ConfigError) as info:
@@ -1083,36 +1113,3 @@ def test_field_allowed_texts() -> None:
 # ---------------------------------------------------------------------------------------------
 # Budgets
 # ---------------------------------------------------------------------------------------------
-
-
-def test_budgets_reference_figures() -> None:
-    b = budgets(CompressionSettings(), 200_000, None)
-    assert b.window == 200_000
-    assert b.threshold_tokens == 100_000
-    assert b.tail_token_budget == 20_000
-    assert b.max_summary_tokens == 10_000
-    assert b.hygiene_threshold_tokens == 170_000
-
-
-def test_budgets_subtract_output_reservation_and_cap_summary() -> None:
-    b = budgets(CompressionSettings(threshold=0.6, target_ratio=0.5), 1_000_000, 200_000)
-    assert b.window == 800_000
-    assert b.threshold_tokens == 480_000
-    assert b.tail_token_budget == 240_000
-    assert b.max_summary_tokens == 12_000
-    assert b.hygiene_threshold_tokens == 680_000
-
-
-def test_budgets_small_window() -> None:
-    b = budgets(CompressionSettings(), 8192, 0)
-    assert (b.window, b.threshold_tokens, b.tail_token_budget, b.max_summary_tokens) == (
-        8192,
-        4096,
-        819,
-        409,
-    )
-
-
-def test_budgets_reject_no_window() -> None:
-    with pytest.raises(ValueError, match=r"max_tokens \(8192\) must be less than context_length"):
-        budgets(CompressionSettings(), 8192, 8192)

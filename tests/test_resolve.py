@@ -78,7 +78,7 @@ def test_directory_plugin_wins_over_the_registry(
     winner = catalog.winner("acme")
     assert winner is not None
     assert winner.source == "directory"
-    shadowed = [e for e in catalog.entries if e.name == "acme" and e.source == "registry"]
+    shadowed = [e for e in catalog.load_all() if e.name == "acme" and e.source == "registry"]
     assert len(shadowed) == 1
     assert shadowed[0].shadowed_by is not None
     assert shadowed[0].shadowed_by.startswith("directory ")
@@ -148,7 +148,7 @@ def test_unknown_engine_warns_and_falls_back(isolated_home: Path) -> None:
     message = str(caught[0].message)
     assert message.startswith("context engine 'nosuch' was not found. Searched: directory ")
     assert str(isolated_home / "plugins" / "context_engine") in message
-    assert "entry points of group 'ctxengine'" in message
+    assert "entry points of groups 'ctxengine.engines'" in message
     assert "To install it: pip install ctxengine-nosuch" in message
     assert message.endswith("Using the built-in 'compressor' engine instead.")
     assert kernel.engine == "compressor"
@@ -160,11 +160,11 @@ def test_unknown_lcm_like_engine_gets_the_extra_install_hint(
 ) -> None:
     from ctxengine._kernel import resolve
 
-    installed = resolve._entry_point_entries
+    installed = resolve._entry_point_candidates
     # As if ctxengine-lcm were not installed.
     monkeypatch.setattr(
         resolve,
-        "_entry_point_entries",
+        "_entry_point_candidates",
         lambda: [entry for entry in installed() if entry.name != "lcm"],
     )
     with pytest.warns(EngineNotFoundWarning, match=re.escape("pip install 'ctxengine[lcm]'")):

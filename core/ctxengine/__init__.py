@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxengine.hookspecs import hookimpl
 
-__version__ = "0.1.0"
+from ctxengine._version import __version__
 
 if TYPE_CHECKING:
     from ctxengine._accounting.cache_stats import SessionCacheStats, cache_line
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ctxengine._accounting.usage import Usage, normalize_usage
     from ctxengine._config.core import (
         Config,
+        ConfigRow,
         LoadedConfig,
         config_from_mapping,
         ctxengine_home,
@@ -44,38 +45,57 @@ if TYPE_CHECKING:
         RawSection,
         parse_section,
     )
-    from ctxengine._kernel.hygiene import HygieneReport
-    from ctxengine._kernel.kernel import (
-        EngineNotFoundError,
-        EngineNotFoundWarning,
-        Kernel,
-        load,
+    from ctxengine._config.spec import (
+        PluginSettings,
+        SettingsDeclarationError,
+        SettingsSpec,
+        SettingsView,
     )
+    from ctxengine._kernel.hygiene import HygieneReport
+    from ctxengine._kernel.kernel import EngineNotFoundError, EngineNotFoundWarning, Kernel, load
     from ctxengine._kernel.resolve import register_engine, unregister_engine
     from ctxengine._kernel.session import Session
-    from ctxengine._messages.conversation import (
-        Conversation,
-        Format,
-        Message,
-        Stage,
-        SystemPrompt,
+    from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
+    from ctxengine._plugin.commands import (
+        Command,
+        CommandRegistry,
+        DuplicateCommandError,
+        PluginCommands,
     )
-    from ctxengine._plugin.commands import Command, CommandRegistry
-    from ctxengine._plugin.context import CacheSettings, EngineContext, Route
+    from ctxengine._plugin.context import CacheSettings, EngineContext, Route, usable_window
+    from ctxengine._plugin.guards import (
+        COOLDOWN_SECONDS,
+        THRASH_RUN,
+        THRASH_SAVING,
+        CompactionGuard,
+    )
     from ctxengine._plugin.results import CompressResult
-    from ctxengine._plugin.tools import RegisteredTool, Tool, ToolError
+    from ctxengine._plugin.tools import DuplicateToolError, RegisteredTool, Tool, ToolError
     from ctxengine._summarize import SummaryError, SummaryProvider, classify_error, strip_reasoning
+    from ctxengine._summarize.template import (
+        DIGEST_LABEL_PREFIX,
+        MIN_TEMPLATE_HEADINGS,
+        SUMMARY_HEADINGS,
+        conform_to_template,
+        split_summary,
+    )
 
 # Public name -> defining private module, imported on first attribute access.
 _LAZY = {
+    "COOLDOWN_SECONDS": "ctxengine._plugin.guards",
     "CacheSettings": "ctxengine._plugin.context",
     "Command": "ctxengine._plugin.commands",
     "CommandRegistry": "ctxengine._plugin.commands",
+    "CompactionGuard": "ctxengine._plugin.guards",
     "CompressResult": "ctxengine._plugin.results",
     "Config": "ctxengine._config.core",
     "ConfigError": "ctxengine._config.fields",
     "ConfigProblem": "ctxengine._config.fields",
+    "ConfigRow": "ctxengine._config.core",
     "Conversation": "ctxengine._messages.conversation",
+    "DIGEST_LABEL_PREFIX": "ctxengine._summarize.template",
+    "DuplicateCommandError": "ctxengine._plugin.commands",
+    "DuplicateToolError": "ctxengine._plugin.tools",
     "EngineContext": "ctxengine._plugin.context",
     "EngineNotFoundError": "ctxengine._kernel.kernel",
     "EngineNotFoundWarning": "ctxengine._kernel.kernel",
@@ -85,17 +105,26 @@ _LAZY = {
     "HygieneReport": "ctxengine._kernel.hygiene",
     "Kernel": "ctxengine._kernel.kernel",
     "LoadedConfig": "ctxengine._config.core",
+    "MIN_TEMPLATE_HEADINGS": "ctxengine._summarize.template",
     "Message": "ctxengine._messages.conversation",
     "ModelInfo": "ctxengine._accounting.models",
+    "PluginCommands": "ctxengine._plugin.commands",
+    "PluginSettings": "ctxengine._config.spec",
     "RawSection": "ctxengine._config.fields",
     "RegisteredTool": "ctxengine._plugin.tools",
     "Route": "ctxengine._plugin.context",
+    "SUMMARY_HEADINGS": "ctxengine._summarize.template",
     "Session": "ctxengine._kernel.session",
     "SessionCacheStats": "ctxengine._accounting.cache_stats",
+    "SettingsDeclarationError": "ctxengine._config.spec",
+    "SettingsSpec": "ctxengine._config.spec",
+    "SettingsView": "ctxengine._config.spec",
     "Stage": "ctxengine._messages.conversation",
     "SummaryError": "ctxengine._summarize",
     "SummaryProvider": "ctxengine._summarize",
     "SystemPrompt": "ctxengine._messages.conversation",
+    "THRASH_RUN": "ctxengine._plugin.guards",
+    "THRASH_SAVING": "ctxengine._plugin.guards",
     "TokenCounter": "ctxengine._accounting.tokens",
     "Tool": "ctxengine._plugin.tools",
     "ToolError": "ctxengine._plugin.tools",
@@ -103,6 +132,7 @@ _LAZY = {
     "cache_line": "ctxengine._accounting.cache_stats",
     "classify_error": "ctxengine._summarize",
     "config_from_mapping": "ctxengine._config.core",
+    "conform_to_template": "ctxengine._summarize.template",
     "ctxengine_home": "ctxengine._config.core",
     "estimate_tokens": "ctxengine._accounting.tokens",
     "load": "ctxengine._kernel.kernel",
@@ -113,19 +143,31 @@ _LAZY = {
     "register_engine": "ctxengine._kernel.resolve",
     "rough_conversation_tokens": "ctxengine._accounting.tokens",
     "rough_message_tokens": "ctxengine._accounting.tokens",
+    "split_summary": "ctxengine._summarize.template",
     "strip_reasoning": "ctxengine._summarize",
     "unregister_engine": "ctxengine._kernel.resolve",
+    "usable_window": "ctxengine._plugin.context",
 }
 
 __all__ = [
+    "COOLDOWN_SECONDS",
+    "DIGEST_LABEL_PREFIX",
+    "MIN_TEMPLATE_HEADINGS",
+    "SUMMARY_HEADINGS",
+    "THRASH_RUN",
+    "THRASH_SAVING",
     "CacheSettings",
     "Command",
     "CommandRegistry",
+    "CompactionGuard",
     "CompressResult",
     "Config",
     "ConfigError",
     "ConfigProblem",
+    "ConfigRow",
     "Conversation",
+    "DuplicateCommandError",
+    "DuplicateToolError",
     "EngineContext",
     "EngineNotFoundError",
     "EngineNotFoundWarning",
@@ -137,11 +179,16 @@ __all__ = [
     "LoadedConfig",
     "Message",
     "ModelInfo",
+    "PluginCommands",
+    "PluginSettings",
     "RawSection",
     "RegisteredTool",
     "Route",
     "Session",
     "SessionCacheStats",
+    "SettingsDeclarationError",
+    "SettingsSpec",
+    "SettingsView",
     "Stage",
     "SummaryError",
     "SummaryProvider",
@@ -154,6 +201,7 @@ __all__ = [
     "cache_line",
     "classify_error",
     "config_from_mapping",
+    "conform_to_template",
     "ctxengine_home",
     "estimate_tokens",
     "hookimpl",
@@ -165,8 +213,10 @@ __all__ = [
     "register_engine",
     "rough_conversation_tokens",
     "rough_message_tokens",
+    "split_summary",
     "strip_reasoning",
     "unregister_engine",
+    "usable_window",
 ]
 
 

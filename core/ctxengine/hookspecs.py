@@ -1,7 +1,9 @@
 """The hook specifications every ctxengine plugin implements a subset of.
 
 Each docstring starts with its dispatch rule. The kernel calls these only through
-:class:`ctxengine.hooks.Hooks`, never through ``pm.hook`` directly.
+:class:`ctxengine._kernel.hooks.Hooks`, which goes through pluggy for every call (so
+``CTXENGINE_TRACE=1`` traces every hook, and ``wrapper=True``, ``tryfirst`` and ``trylast``
+implementations behave as pluggy documents). See ``docs/architecture.md``.
 
 Engines are selected by name (``context.engine``) and cache strategies by
 ``prompt_caching.strategy``; only the selected ones are registered with a kernel's plugin
@@ -17,8 +19,9 @@ import pluggy
 
 if TYPE_CHECKING:
     from ctxengine._accounting.usage import Usage
+    from ctxengine._config.spec import PluginSettings
     from ctxengine._messages.conversation import Conversation, Stage
-    from ctxengine._plugin.commands import CommandRegistry
+    from ctxengine._plugin.commands import PluginCommands
     from ctxengine._plugin.context import CacheSettings, EngineContext
     from ctxengine._plugin.results import CompressResult
     from ctxengine._plugin.tools import Tool
@@ -120,7 +123,21 @@ def session_end(ctx: EngineContext) -> None:
 
 
 @hookspec
-def register_commands(commands: CommandRegistry) -> None:
+def declare_settings(settings: PluginSettings) -> None:
+    """Broadcast: declare the configuration keys this plugin reads.
+
+    Called once per kernel, for every loaded plugin, before the configuration is validated.
+    Call ``settings.add(spec)`` with a :class:`~ctxengine.SettingsSpec` per section
+    (``engines.<name>``, or keys added to ``compression`` / ``prompt_caching``); the kernel then
+    validates those keys at :func:`ctxengine.load` with the same messages as its own, shows them
+    in ``ctxengine config``, and serves their values through ``ctx.config.settings(spec)``.
+
+    :param settings: the registry, stamped with this plugin's name.
+    """
+
+
+@hookspec
+def register_commands(commands: PluginCommands) -> None:
     """Broadcast: add sub-commands to the ``ctxengine`` CLI (e.g. ``ctxengine lcm status``).
 
     Called for every loaded plugin, selected or not, when the CLI starts.

@@ -1,4 +1,4 @@
-"""The default context engine ``compressor``: lossy summarisation of the middle (SPEC §2).
+"""The default context engine ``compressor``: lossy summarisation of the middle.
 
 Four phases on every compaction, in OpenAI chat and Anthropic Messages format alike:
 
@@ -7,8 +7,11 @@ Four phases on every compaction, in OpenAI chat and Anthropic Messages format al
 3. summarise the middle in a fixed template, updating the previous summary - :mod:`.summary`;
 4. assemble head + summary + tail and repair tool pairs - :mod:`.assemble`.
 
-When to compact (threshold, failure cooldown, anti-thrash) is :mod:`.trigger`; per-session state
-is :mod:`.state`. Every ``compress`` call returns a :class:`~ctxengine.results.CompressResult`.
+When to compact (threshold, failure cooldown, anti-thrash) is :mod:`.trigger`; its settings and
+budgets are :mod:`.settings`; per-session state is :mod:`.state`; the deterministic digest and
+the critical-context ledger are :mod:`.digest` and :mod:`.ledger`. See
+``docs/builtins/compressor.md``. Every ``compress`` call returns a
+:class:`~ctxengine.CompressResult`.
 """
 
 from __future__ import annotations
@@ -18,9 +21,17 @@ from typing import TYPE_CHECKING
 from ctxengine import hookimpl
 
 if TYPE_CHECKING:
-    from ctxengine import CompressResult, Conversation, EngineContext, Stage, Usage
+    from ctxengine import CompressResult, Conversation, EngineContext, PluginSettings, Stage, Usage
 
 CTXENGINE_KIND = "engine"
+
+
+@hookimpl
+def declare_settings(settings: PluginSettings) -> None:
+    """``compression.threshold``, ``target_ratio``, ``protect_last_n``, ``protect_first_n``."""
+    from ctxengine_compressor.settings import SETTINGS
+
+    settings.add(SETTINGS)
 
 
 @hookimpl

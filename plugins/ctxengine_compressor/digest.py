@@ -1,10 +1,10 @@
 """The deterministic local digest: a summary of compacted turns built without any model.
 
 When the summary model fails in a way that does not abort the compaction, or the ``extractive``
-provider is configured, the middle of the conversation is replaced by :func:`build_digest`'s
-output instead of a model's summary. It uses the same template as the model (``SUMMARY_HEADINGS``,
-SPEC §2), says on its first line that it was generated locally and why, and fills the sections from
-the critical-context ledger (:mod:`ctxengine.ledger`) and the last turns:
+provider is configured, the middle of the conversation is replaced by :func:`build_digest`'s output
+instead of a model's summary. It uses the same template as the model
+(``ctxengine.SUMMARY_HEADINGS``), says on its first line that it was generated locally and why, and
+fills the sections from the critical-context ledger (:mod:`.ledger`) and the last turns:
 
 - Goal: the first user ask, then later asks;
 - Constraints & Preferences: user sentences that state rules ("don't", "always", "must", ...);
@@ -16,11 +16,11 @@ the critical-context ledger (:mod:`ctxengine.ledger`) and the last turns:
 - Critical Context: error lines.
 
 A ``previous_summary`` (the summary an earlier compaction produced) is carried forward: its lines
-stay under their own headings ahead of the new items, so iterative compaction never loses what
-was summarised before. The output never exceeds ``max_tokens`` (estimated as characters / 4);
-when space runs out, ledger paths and commands are served first, then the carried summary, then
-errors and later asks, each list dropping its oldest and longest items first and saying how many
-it dropped. Secrets are redacted. Same input, same output.
+stay under their own headings ahead of the new items, so iterative compaction never loses what was
+summarised before. The output never exceeds ``max_tokens`` (estimated as characters / 4); when
+space runs out, ledger paths and commands are served first, then the carried summary, then errors
+and later asks, each list dropping its oldest and longest items first and saying how many it
+dropped. Secrets are redacted. Same input, same output.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ctxengine import Format, Message
+from ctxengine import DIGEST_LABEL_PREFIX, SUMMARY_HEADINGS, Format, Message, split_summary
 from ctxengine.messages import has_visible_assistant_text, redact, visible_text
 from ctxengine_compressor.ledger import (
     Ledger,
@@ -38,32 +38,7 @@ from ctxengine_compressor.ledger import (
     command_bullet,
 )
 
-__all__ = [
-    "DIGEST_LABEL_PREFIX",
-    "MIN_TEMPLATE_HEADINGS",
-    "SUMMARY_HEADINGS",
-    "build_digest",
-    "conform_to_template",
-    "min_digest_tokens",
-    "split_summary",
-]
-
-SUMMARY_HEADINGS: tuple[str, ...] = (
-    "## Goal",
-    "## Constraints & Preferences",
-    "## Progress",
-    "### Done",
-    "### In Progress",
-    "### Blocked",
-    "## Key Decisions",
-    "## Relevant Files",
-    "## Next Steps",
-    "## Critical Context",
-)
-"""The summary template's section headings, exactly and in order (SPEC §2)."""
-
-DIGEST_LABEL_PREFIX = "[Local digest: generated without a model"
-"""The first line of every digest starts with this."""
+__all__ = ["build_digest", "min_digest_tokens"]
 
 _CHARS_PER_TOKEN = 4
 _DEFAULT_REASON = "no summary model was used"
@@ -105,63 +80,6 @@ def _fixed_chars(label: str) -> int:
     # label + blank line, then every heading with its line break, a placeholder line and the
     # blank line that separates sections.
     return len(label) + 2 + sum(len(h) + 1 + len(_EMPTY) + 2 for h in SUMMARY_HEADINGS)
-
-
-def split_summary(summary: str) -> dict[str, list[str]]:
-    """Split a summary in the template into ``{heading: lines}`` (headings from SUMMARY_HEADINGS).
-
-    Lines before the first heading go under ``""``; a digest label line is dropped. Unknown
-    headings stay as bold text lines of the section they appear in. Blank lines are dropped.
-    """
-    known = set(SUMMARY_HEADINGS)
-    sections: dict[str, list[str]] = {}
-    current = ""
-    for raw in summary.splitlines():
-        line = raw.rstrip()
-        stripped = line.strip()
-        if not stripped:
-            continue
-        if stripped in known:
-            current = stripped
-            sections.setdefault(current, [])
-            continue
-        if stripped.startswith(DIGEST_LABEL_PREFIX):
-            continue
-        if stripped.startswith("#"):
-            line = f"**{stripped.lstrip('#').strip()}**"
-        sections.setdefault(current, []).append(line)
-    # "## Progress" has no body of its own in the template: what is there belongs to Done.
-    progress = sections.pop("## Progress", [])
-    if progress:
-        sections["### Done"] = progress + sections.get("### Done", [])
-    return sections
-
-
-MIN_TEMPLATE_HEADINGS = 4
-"""A model's summary with fewer of the template's headings did not follow the template."""
-
-
-def conform_to_template(summary: str) -> str | None:
-    """``summary`` rewritten with every template heading, in order; ``None`` when it did not
-    follow the template at all (fewer than :data:`MIN_TEMPLATE_HEADINGS` of its headings).
-
-    Sections the model left out get ``- (none)``; text before the first heading is kept under
-    ``## Critical Context`` rather than dropped. Nothing the model wrote is removed.
-    """
-    present = {line.strip() for line in summary.splitlines()} & set(SUMMARY_HEADINGS)
-    if len(present) < MIN_TEMPLATE_HEADINGS:
-        return None
-    sections = split_summary(summary)
-    preamble = sections.pop("", [])
-    if preamble:
-        sections["## Critical Context"] = sections.get("## Critical Context", []) + preamble
-    lines: list[str] = []
-    for heading in SUMMARY_HEADINGS:
-        lines.append(heading)
-        if heading == "## Progress":  # a parent heading: its items live under Done/In Progress
-            continue
-        lines.extend(sections.get(heading) or ["- (none)"])
-    return "\n".join(lines)
 
 
 def _truncate(text: str, limit: int) -> str:

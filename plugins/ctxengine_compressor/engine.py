@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ctxengine import CompressResult
+from ctxengine import COOLDOWN_SECONDS, CompressResult
 from ctxengine_compressor.assemble import (
     assemble,
     find_summary,
@@ -15,9 +15,10 @@ from ctxengine_compressor.assemble import (
 )
 from ctxengine_compressor.boundaries import find_boundaries
 from ctxengine_compressor.prune import prune
+from ctxengine_compressor.settings import budgets
+from ctxengine_compressor.settings import settings as compressor_settings
 from ctxengine_compressor.state import get_state
 from ctxengine_compressor.summary import summarize, summary_budget
-from ctxengine_compressor.trigger import COOLDOWN_SECONDS
 
 if TYPE_CHECKING:
     from ctxengine import Conversation, EngineContext, Stage
@@ -43,7 +44,7 @@ def compress(
     messages = conversation.messages
     fmt = conversation.format
     system = conversation.system
-    settings = ctx.config.compression
+    settings = compressor_settings(ctx)
     tokens_before = ctx.tokens.count(messages, system)
 
     def unchanged(status: str, reason: str, provider: str | None = None) -> CompressResult:
@@ -57,14 +58,12 @@ def compress(
             duration_s=time.perf_counter() - started,
         )
 
-    if not settings.enabled and not force:
+    if not ctx.config.compression.enabled and not force:
         return unchanged("noop", "compression is disabled (compression.enabled: false)")
     if not messages:
         return unchanged("noop", "the conversation is empty")
 
-    from ctxengine._config.core import budgets
-
-    limits = budgets(settings, ctx.model.context_length, ctx.config.model.max_tokens or None)
+    limits = budgets(ctx)
     previous = find_summary(messages, 0, len(messages))
     bounds = find_boundaries(
         messages,
@@ -102,7 +101,7 @@ def compress(
             f"{outcome.failure}; compaction aborted, messages unchanged, automatic compaction "
             f"paused for {COOLDOWN_SECONDS:g} s"
         )
-        state.start_cooldown(ctx.clock(), COOLDOWN_SECONDS, reason)
+        state.guard.start_cooldown(ctx.clock(), reason)
         return unchanged("aborted", reason, outcome.provider)
 
     pruned, _stats = prune(

@@ -6,14 +6,13 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from ctxengine import CompactionGuard
+
 if TYPE_CHECKING:
     from ctxengine import EngineContext
 
 STATE_KEY = "compressor"
 """The key of this engine's entry in ``EngineContext.state``."""
-
-SAVINGS_KEPT = 4
-"""How many recent savings ratios are remembered (anti-thrash looks at the last two)."""
 
 
 @attrs.define
@@ -22,10 +21,8 @@ class CompressorState:
 
     :ivar compactions: compactions that changed the conversation.
     :ivar previous_summary: the summary text of the last compaction (without its wrapper).
-    :ivar cooldown_until: ``ctx.clock()`` time before which ``should_compress`` stays false.
-    :ivar cooldown_reason: why the cooldown started (reported by ``should_compress`` logs).
-    :ivar recent_savings: fraction of prompt tokens each recent compaction saved, newest last;
-        the newest entry is replaced by the real figure once the next response reports usage.
+    :ivar guard: the failure cooldown and the recent savings (anti-thrash); the newest saving
+        is replaced by the real figure once the next response reports usage.
     :ivar system_note_added: the one-time "earlier turns were compacted" note is in the system
         prompt.
     :ivar last_tokens_before: prompt tokens before the last compaction.
@@ -41,9 +38,7 @@ class CompressorState:
 
     compactions: int = 0
     previous_summary: str | None = None
-    cooldown_until: float = float("-inf")
-    cooldown_reason: str | None = None
-    recent_savings: list[float] = attrs.field(factory=list)
+    guard: CompactionGuard = attrs.field(factory=CompactionGuard)
     system_note_added: bool = False
     last_tokens_before: int | None = None
     last_prompt_tokens: int | None = None
@@ -54,14 +49,9 @@ class CompressorState:
 
     def record_saving(self, ratio: float, *, baseline: int | None) -> None:
         """Remember one compaction's saving (an estimate until the next real usage arrives)."""
-        self.recent_savings.append(ratio)
-        del self.recent_savings[:-SAVINGS_KEPT]
+        self.guard.record_saving(ratio)
         self.awaiting_measurement = baseline is not None
         self.savings_baseline = baseline
-
-    def start_cooldown(self, now: float, seconds: float, reason: str) -> None:
-        self.cooldown_until = now + seconds
-        self.cooldown_reason = reason
 
 
 def get_state(ctx: EngineContext) -> CompressorState:

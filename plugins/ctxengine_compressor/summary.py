@@ -131,7 +131,7 @@ def _without_old_summary(text: str) -> str:
 
 
 def _template() -> str:
-    from ctxengine_compressor.digest import SUMMARY_HEADINGS
+    from ctxengine import SUMMARY_HEADINGS
 
     return "\n".join(SUMMARY_HEADINGS)
 
@@ -291,8 +291,7 @@ def summarize(
     :param ledger_source: the messages whose paths, commands and errors must survive (the middle
         without an earlier summary message).
     """
-    from ctxengine import SummaryError
-    from ctxengine_compressor.digest import conform_to_template
+    from ctxengine import SummaryError, conform_to_template
 
     job = _Job(ctx, middle, fmt, previous, focus, budget, ledger_source)
     try:

@@ -1,32 +1,100 @@
-"""Gateway session hygiene (SPEC §4): the safety net that decides the ``"gateway"`` stage.
+"""Gateway session hygiene: the safety net that decides the ``"gateway"`` stage.
 
-A chat gateway calls :meth:`ctxengine.kernel.Kernel.hygiene` with a stored session's history
-before handing the next message to the agent. This plugin answers ``should_compress`` for that
-stage only: it fires at ``compression.hygiene_threshold`` (default 0.85) of the model's window —
-deliberately above the agent's 0.50, so long gateway sessions are not compacted every turn — or
-when the history reaches ``compression.hygiene_hard_message_limit`` messages; never for fewer
-than four messages or with compression disabled. The compaction itself is the selected engine's.
+A chat gateway calls :meth:`ctxengine.Session.hygiene` (or ``Kernel.hygiene``) with a stored
+session's history before handing the next message to the agent. This plugin answers
+``should_compress`` for that stage only: it fires at ``compression.hygiene_threshold`` (default
+0.85) of the model's window — deliberately above the agent's trigger, so long gateway sessions
+are not compacted every turn — or when the history reaches
+``compression.hygiene_hard_message_limit`` messages; never for fewer than four messages or with
+compression disabled. The compaction itself is the selected engine's. An always-on extension.
+See ``docs/builtins/hygiene.md``.
 """
 
 from __future__ import annotations
 
-from ctxengine import EngineContext, Stage, hookimpl
-from ctxengine._config.core import budgets
+import attrs
+
+from ctxengine import (
+    EngineContext,
+    Field,
+    PluginSettings,
+    SettingsSpec,
+    SettingsView,
+    Stage,
+    hookimpl,
+)
 
 CTXENGINE_KIND = "extension"
 MIN_HISTORY = 4
 """Shorter histories are never compacted by the gateway: there is nothing worth summarising."""
 
 
+@attrs.frozen
+class HygieneSettings:
+    """The safety net's validated keys."""
+
+    hygiene_threshold: float = 0.85
+    hygiene_hard_message_limit: int = 5000
+
+
+def _above_engine_trigger(view: SettingsView) -> None:
+    """``hygiene_threshold`` must not be below the selected engine's own trigger: the gateway
+    would then compact every history the agent is still happily working with."""
+    high = "compression.hygiene_threshold"
+    low = view.engine_trigger
+    if low is None or low not in view or view.has_problem(low, high):
+        return
+    if view.value(high) >= view.value(low):
+        return
+    if view.source(high) == "default":
+        # The user only raised the engine's trigger; point at the key they wrote.
+        rule = f"must be <= {view.describe(high, seen_from=view.source(low))}; raise {high} as well"
+        view.problem(low, rule)
+    else:
+        rule = f"must be >= {view.describe(low, seen_from=view.source(high))} and <= 1.0"
+        view.problem(high, rule)
+
+
+SETTINGS: SettingsSpec[HygieneSettings] = SettingsSpec(
+    "compression",
+    (
+        Field(
+            "hygiene_threshold",
+            "number",
+            0.85,
+            ge=0.05,
+            le=1.0,
+            env="CTXENGINE_HYGIENE_THRESHOLD",
+            doc="gateway safety net fires at this fraction of the window; >= the engine's trigger",
+        ),
+        Field(
+            "hygiene_hard_message_limit",
+            "int",
+            5000,
+            ge=4,
+            doc="the safety net also fires at this many messages",
+        ),
+    ),
+    build=HygieneSettings,
+    checks=(_above_engine_trigger,),
+    doc="gateway hygiene",
+)
+
+
+@hookimpl
+def declare_settings(settings: PluginSettings) -> None:
+    """``compression.hygiene_threshold`` and ``compression.hygiene_hard_message_limit``."""
+    settings.add(SETTINGS)
+
+
 def hygiene_due(ctx: EngineContext, prompt_tokens: int, message_count: int) -> bool:
     """Whether the gateway should compact a history of this size now."""
-    compression = ctx.config.compression
-    if not compression.enabled or message_count < MIN_HISTORY:
+    if not ctx.config.compression.enabled or message_count < MIN_HISTORY:
         return False
-    if message_count >= compression.hygiene_hard_message_limit:
+    limits = ctx.config.settings(SETTINGS)
+    if message_count >= limits.hygiene_hard_message_limit:
         return True
-    limits = budgets(compression, ctx.model.context_length, ctx.config.model.max_tokens)
-    return prompt_tokens >= limits.hygiene_threshold_tokens
+    return prompt_tokens >= ctx.fraction_of_window(limits.hygiene_threshold)
 
 
 # tryfirst: the gateway stage is this plugin's decision, whichever engine is selected.

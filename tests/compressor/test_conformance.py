@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from ctxengine.testing.conformance import EngineConformance
 
 
 class TestCompressorConformance(EngineConformance):
     engine = "compressor"
+
+    def extra_config(self, tmp_path: Path) -> dict[str, Any]:
+        # The compressor's own key: a short protected tail, so the samples have a middle.
+        return {"compression": {"protect_last_n": 6}}

@@ -8,11 +8,11 @@ import json
 import pytest
 
 import ctxengine_compressor as plugin
+from ctxengine import SUMMARY_HEADINGS
 from ctxengine._messages.validate import validate
 from ctxengine._summarize.errors import SummaryError
 from ctxengine.testing import samples
 from ctxengine_compressor.assemble import SUMMARY_PREFIX, SUMMARY_SUFFIX, SYSTEM_NOTE
-from ctxengine_compressor.digest import SUMMARY_HEADINGS
 from ctxengine_compressor.state import get_state
 from ctxengine_compressor.summary import SYSTEM_PROMPT, summary_budget
 
@@ -223,7 +223,7 @@ def test_a_summary_that_does_not_pay_is_a_noop() -> None:
     assert result.reason.startswith("compaction would not pay")
     assert result.messages is messages
     state = get_state(ctx)
-    assert state.recent_savings == []  # a noop is not a compaction: no anti-thrash
+    assert state.guard.recent_savings == []  # a noop is not a compaction: no anti-thrash
     assert state.retry_above_tokens is not None
     # Automatic compaction waits until the prompt has grown past the retry mark...
     assert plugin.should_compress(ctx, state.retry_above_tokens - 1, True, "agent", False) is False

@@ -35,7 +35,7 @@ def test_gateway_stage_has_no_opinion_and_disabled_never_fires() -> None:
 def test_cooldown_blocks_until_it_expires_or_force() -> None:
     clock = Clock()
     ctx = make_ctx(clock=clock)
-    get_state(ctx).start_cooldown(clock(), 60.0, "timeout")
+    get_state(ctx).guard.start_cooldown(clock(), "timeout", 60.0)
     assert plugin.should_compress(ctx, 9_000, True, "agent", False) is False
     assert plugin.should_compress(ctx, 9_000, True, "agent", True) is True
     clock.now += 59.9
@@ -50,16 +50,16 @@ def test_anti_thrash_after_two_poor_compactions_measured_by_real_usage() -> None
     # Estimated savings looked fine, but the next real prompts show 5 % and 8 %.
     state.record_saving(0.5, baseline=10_000)
     plugin.update_usage(ctx, Usage(input_tokens=9_500))
-    assert round(state.recent_savings[-1], 3) == 0.05
+    assert round(state.guard.recent_savings[-1], 3) == 0.05
     assert plugin.should_compress(ctx, 9_000, True, "agent", False) is True
     state.record_saving(0.5, baseline=10_000)
     plugin.update_usage(ctx, Usage(input_tokens=9_000, cache_read_tokens=200))
-    assert round(state.recent_savings[-1], 3) == 0.08
+    assert round(state.guard.recent_savings[-1], 3) == 0.08
     assert plugin.should_compress(ctx, 9_000, True, "agent", False) is False
     assert plugin.should_compress(ctx, 9_000, True, "agent", True) is True
     # A later real usage does not rewrite the measured saving again.
     plugin.update_usage(ctx, Usage(input_tokens=1_000))
-    assert round(state.recent_savings[-1], 3) == 0.08
+    assert round(state.guard.recent_savings[-1], 3) == 0.08
     # A good compaction ends the thrash.
     state.record_saving(0.6, baseline=None)
     assert plugin.should_compress(ctx, 9_000, True, "agent", False) is True

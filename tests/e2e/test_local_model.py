@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 
 import ctxengine
+from ctxengine import SUMMARY_HEADINGS
 from ctxengine._kernel.kernel import Kernel
 from ctxengine._messages.conversation import Format, Message, SystemPrompt
 from ctxengine._messages.read import cut_points, message_text
 from ctxengine._messages.validate import validate
 from ctxengine._plugin.results import CompressResult
 from ctxengine.testing.transcripts import load_sessions
-from ctxengine_compressor.digest import SUMMARY_HEADINGS
 
 from .conftest import LocalModel, summary_config
 

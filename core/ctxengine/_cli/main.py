@@ -48,18 +48,25 @@ def _catalog(loaded: LoadedConfig) -> Catalog:
 
 
 def cmd_engines(args: argparse.Namespace, out: TextIO) -> int:
-    """List every plugin found: name, kind, source, distribution and version, load errors."""
+    """List every plugin found: name, kind, source, distribution and version, load errors.
+
+    Unlike :func:`ctxengine.load`, this imports every plugin, so broken ones show their error.
+    """
     loaded = _load(args)
     catalog = _catalog(loaded)
-    selected = loaded.config.context.engine
+    config = loaded.config
+    selected = {config.context.engine}
+    if config.prompt_caching.enabled is not False:
+        selected.add(config.prompt_caching.strategy)
+    selected.update(config.context.extensions)
     rows = [("NAME", "KIND", "SOURCE", "FROM", "STATUS")]
-    for entry in catalog.entries:
+    for entry in catalog.load_all():
         if entry.error is not None:
             status = f"error: {entry.error}"
         elif entry.shadowed_by is not None:
             status = f"shadowed by {entry.shadowed_by}"
-        elif entry.name == selected:
-            status = "selected"
+        elif entry.name in selected or entry.always_on:
+            status = "selected" if entry.name in selected else "always on"
         else:
             status = "available"
         rows.append((entry.name, entry.kind, entry.source, entry.location, status))
@@ -67,11 +74,19 @@ def cmd_engines(args: argparse.Namespace, out: TextIO) -> int:
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
         out.write("  ".join([*cells, row[4]]).rstrip() + "\n")
-    winner = catalog.winner(selected)
-    if winner is None or not winner.ok or winner.kind != "engine":
+    wanted = config.context.engine
+    winner, tried = catalog.resolve(wanted, "engine")
+    if winner is None:
+        from ctxengine._kernel.kernel import not_found_message
+
+        consequence = (
+            "ctxengine.load() fails (context.strict is true)"
+            if config.context.strict
+            else "the built-in 'compressor' is used instead"
+        )
         out.write(
-            f"\nwarning: context.engine = {selected!r} does not resolve to a loadable engine; "
-            "the built-in 'compressor' would be used (see `ctxengine engines` errors above)\n"
+            f"\nwarning: context.engine = {wanted!r} does not resolve to a loadable engine, so "
+            f"{consequence}: {not_found_message(wanted, 'engine', catalog, tried)}\n"
         )
     return 0
 
@@ -87,14 +102,33 @@ def _format_value(value: Any) -> str:
 
 
 def cmd_config(args: argparse.Namespace, out: TextIO) -> int:
-    """Print every effective configuration value and where it came from."""
-    loaded = _load(args)
+    """Print every effective value with its source and owner, then the keys nothing reads.
+
+    The selected plugins are loaded so their keys are validated and listed like the kernel's.
+    """
+    from ctxengine._kernel.kernel import load
+
+    with load(_load(args)) as kernel:
+        loaded = kernel.loaded
     out.write(f"# config file: {loaded.path if loaded.path else 'none (defaults)'}\n")
-    rows = [(key, _format_value(value), source) for key, value, source in loaded.items()]
-    width = max(len(key) for key, _, _ in rows)
-    value_width = min(40, max(len(value) for _, value, _ in rows))
-    for key, value, source in rows:
-        out.write(f"{key.ljust(width)}  {value.ljust(value_width)}  # {source}\n")
+    rows = loaded.rows()
+    used = [r for r in rows if r.status != "unused"]
+    width = max(len(r.key) for r in rows)
+    value_width = min(40, max(len(_format_value(r.value)) for r in rows))
+    for row in used:
+        owner = row.owner if row.owner is not None else "not declared by its plugin"
+        out.write(
+            f"{row.key.ljust(width)}  {_format_value(row.value).ljust(value_width)}  "
+            f"# {row.source}; {owner}\n"
+        )
+    unused = [r for r in rows if r.status == "unused"]
+    if unused:
+        out.write("# unused (no selected plugin reads these keys):\n")
+        for row in unused:
+            out.write(
+                f"{row.key.ljust(width)}  {_format_value(row.value).ljust(value_width)}  "
+                f"# {row.source}; {row.note}\n"
+            )
     return 0
 
 
@@ -209,25 +243,28 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _plugin_commands(parser_loaded: LoadedConfig | None) -> tuple[CommandRegistry, list[str]]:
-    """Ask every loaded plugin for its commands; failures become notes, never crashes."""
+    """Ask every loadable plugin for its commands; failures become notes, never crashes."""
     registry = CommandRegistry(reserved=BUILTIN_COMMANDS)
     notes: list[str] = []
     if parser_loaded is None:
         return registry, notes
-    catalog = _catalog(parser_loaded)
-    for entry in catalog.entries:
-        if not entry.ok or entry.shadowed_by is not None:
-            continue
-        hook = getattr(entry.plugin, "register_commands", None)
-        if hook is None:
-            continue
-        registry.current_provider = entry.name
-        try:
-            hook(commands=registry)
-        except DuplicateCommandError as exc:
-            notes.append(str(exc))
-        except Exception as exc:
-            notes.append(f"plugin {entry.name!r} failed to register commands: {exc!r}")
+    import pluggy
+
+    from ctxengine import hookspecs
+    from ctxengine._kernel.hooks import Hooks, guarded
+
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    for entry in _catalog(parser_loaded).load_all():
+        if entry.ok and entry.shadowed_by is None and not pm.has_plugin(entry.name):
+            pm.register(guarded(pm, entry.plugin, entry.name), name=entry.name)
+    for failure in Hooks(pm).register_commands(registry):
+        if isinstance(failure.error, DuplicateCommandError):
+            notes.append(str(failure.error))
+        else:
+            notes.append(
+                f"plugin {failure.plugin!r} failed to register commands: {failure.describe()}"
+            )
     return registry, notes
 
 

@@ -143,7 +143,9 @@ class Field:
     """One key of a config section: its type, default and allowed range.
 
     Bounds: ``ge`` (>=), ``gt`` (>) and ``le`` (<=) apply to ``int`` and ``number`` kinds.
-    ``nullable`` also admits ``null``. ``doc`` is a one-line description for generated docs.
+    ``nullable`` also admits ``null``. ``doc`` is a one-line description for generated docs;
+    ``env`` names an environment variable that overrides the key (its text is parsed like a
+    YAML value of the field's kind: ``1/0``, ``yes/no``, ``null``, ...).
     """
 
     name: str
@@ -155,6 +157,7 @@ class Field:
     le: float | None = attrs.field(default=None, kw_only=True)
     choices: tuple[object, ...] = attrs.field(default=(), kw_only=True)
     doc: str = attrs.field(default="", kw_only=True)
+    env: str | None = attrs.field(default=None, kw_only=True)
 
     def allowed(self, *, from_text: bool = False) -> str:
         """The "must be ..." sentence used in error messages.

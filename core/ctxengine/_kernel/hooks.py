@@ -1,25 +1,146 @@
-"""The typed facade between the kernel and pluggy: the only place that touches ``pm.hook``.
+"""The typed facade between the kernel and pluggy: the only place that calls ``pm.hook``.
 
-Every call is guarded: a plugin that raises is logged with its name and the call degrades to the
-safe answer (no compaction, no markers, the conversation handed back unchanged), so a broken
-third-party plugin never takes the host down and never loses a message.
+Every call goes through pluggy, so ``CTXENGINE_TRACE=1`` traces it and ``wrapper=True`` /
+``hookwrapper=True`` / ``tryfirst`` / ``trylast`` implementations behave as pluggy documents.
+Failure isolation comes from :func:`guarded`: each plugin is registered as a stand-in whose
+ordinary hook implementations catch what the plugin raises, log it with the plugin's name and
+answer ``None`` (pluggy then asks the next implementation), so one broken plugin never silences
+the others, takes the host down or loses a message. The facade turns what remains (nobody
+answered, a wrapper raised) into the safe answer of each hook: no compaction, no markers, the
+conversation unchanged.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
+import threading
 import time
+import types
+from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pluggy
 
 from ctxengine._accounting.usage import Usage
+from ctxengine._config.spec import SettingsRegistry
 from ctxengine._messages.conversation import Conversation, Stage
+from ctxengine._plugin.commands import CommandRegistry
 from ctxengine._plugin.context import CacheSettings, EngineContext
 from ctxengine._plugin.results import CompressResult
 from ctxengine._plugin.tools import Tool, ToolRegistry
 
 log = logging.getLogger("ctxengine")
+
+
+@attrs.frozen
+class HookFailure:
+    """A plugin's hook implementation raised; it answered ``None`` instead."""
+
+    plugin: str
+    hook: str
+    error: BaseException
+
+    def describe(self) -> str:
+        return f"{type(self.error).__name__}: {self.error}"
+
+
+class _Failures(threading.local):
+    """Failures recorded during the current hook call of this thread."""
+
+    def __init__(self) -> None:
+        self.items: list[HookFailure] = []
+
+
+_failures = _Failures()
+
+
+class ProvidedTools(list[Tool]):
+    """The tools one plugin returned from ``expose_tools``, stamped with the plugin's name.
+
+    A list, so wrappers see what the hookspec promises; the facade reads :attr:`provider`.
+    """
+
+    provider: str = "<unknown>"
+
+
+# Arguments that are handed to each plugin as its own view (stamped with its name).
+_OWNED_ARGUMENTS: dict[str, type[Any]] = {
+    "settings": SettingsRegistry,
+    "commands": CommandRegistry,
+}
+
+
+def _argnames(function: Callable[..., Any]) -> list[str]:
+    return [
+        p.name
+        for p in inspect.signature(function).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+
+
+def _guard(function: Callable[..., Any], hook: str, plugin: str) -> Callable[..., Any]:
+    names = _argnames(function)
+    owned = {index: name for index, name in enumerate(names) if name in _OWNED_ARGUMENTS}
+
+    @functools.wraps(function)  # keeps the marker attribute and, via __wrapped__, the argnames
+    def guard(*args: Any) -> Any:
+        if owned:
+            args = tuple(
+                arg.for_owner(plugin)
+                if index in owned and isinstance(arg, _OWNED_ARGUMENTS[owned[index]])
+                else arg
+                for index, arg in enumerate(args)
+            )
+        try:
+            result = function(*args)
+        except Exception as exc:
+            log.exception("plugin %r raised in %s; it answers nothing this time", plugin, hook)
+            _failures.items.append(HookFailure(plugin, hook, exc))
+            return None
+        if hook == "expose_tools":
+            return _stamp_tools(result, plugin)
+        return result
+
+    return guard
+
+
+def _stamp_tools(result: object, plugin: str) -> ProvidedTools | None:
+    if result is None:
+        return None
+    if not isinstance(result, list | tuple):
+        log.error("plugin %r returned %r from expose_tools, not a list", plugin, result)
+        return None
+    tools = ProvidedTools()
+    tools.provider = plugin
+    for tool in result:
+        if isinstance(tool, Tool):
+            tools.append(tool)
+        else:
+            log.error("plugin %r offered %r, not a ctxengine.Tool", plugin, tool)
+    return tools
+
+
+def guarded(pm: pluggy.PluginManager, plugin: object, name: str) -> object:
+    """A stand-in for ``plugin`` to register under ``name``: the same hook implementations
+    with the same pluggy options, each guarded (see the module docstring).
+
+    Wrappers (``wrapper=True``, ``hookwrapper=True``) are kept as they are: they wrap the call
+    of every plugin, and an exception in one aborts that call, which the facade answers safely.
+    """
+    stand_in = types.SimpleNamespace()
+    for attr in dir(plugin):
+        opts = pm.parse_hookimpl_opts(plugin, attr)
+        if opts is None:
+            continue
+        function = getattr(plugin, attr)
+        if opts.get("wrapper") or opts.get("hookwrapper"):
+            setattr(stand_in, attr, function)
+        else:
+            setattr(stand_in, attr, _guard(function, attr, name))
+    return stand_in
 
 
 class Hooks:
@@ -33,6 +154,21 @@ class Hooks:
         """Names of the registered plugins, in registration order."""
         return [name for name, _ in self._pm.list_name_plugin()]
 
+    def _call(self, hook: str, **kwargs: Any) -> tuple[Any, list[HookFailure], bool]:
+        """``pm.hook.<hook>(**kwargs)``: (result, failures of guarded plugins, whether the call
+        itself raised, e.g. in a wrapper)."""
+        caller = getattr(self._pm.hook, hook)
+        previous = _failures.items
+        _failures.items = []
+        try:
+            try:
+                return caller(**kwargs), _failures.items, False
+            except Exception as exc:
+                log.exception("the %s hook call failed (in a wrapper); using the safe answer", hook)
+                return None, [*_failures.items, HookFailure("<wrapper>", hook, exc)], True
+        finally:
+            _failures.items = previous
+
     def should_compress(
         self,
         ctx: EngineContext,
@@ -43,18 +179,15 @@ class Hooks:
         message_count: int,
     ) -> bool:
         """First answer of ``should_compress``; ``False`` when nobody answers or a plugin fails."""
-        try:
-            answer = self._pm.hook.should_compress(
-                ctx=ctx,
-                prompt_tokens=prompt_tokens,
-                measured=measured,
-                stage=stage,
-                force=force,
-                message_count=message_count,
-            )
-        except Exception:
-            log.exception("should_compress failed in a plugin; not compacting this turn")
-            return False
+        answer, _, _ = self._call(
+            "should_compress",
+            ctx=ctx,
+            prompt_tokens=prompt_tokens,
+            measured=measured,
+            stage=stage,
+            force=force,
+            message_count=message_count,
+        )
         return bool(answer)
 
     def compress(
@@ -68,19 +201,16 @@ class Hooks:
     ) -> CompressResult:
         """The engine's ``compress`` result; an ``aborted`` record when it fails or answers none."""
         started = time.perf_counter()
-        try:
-            result = self._pm.hook.compress(
-                ctx=ctx, conversation=conversation, stage=stage, force=force, focus=focus
-            )
-        except Exception as exc:
-            log.exception("engine %r raised in compress; conversation left unchanged", ctx.engine)
-            reason = (
-                f"engine {ctx.engine!r} raised {type(exc).__name__}: {exc}; "
-                "no messages were dropped"
-            )
+        result, failures, _ = self._call(
+            "compress", ctx=ctx, conversation=conversation, stage=stage, force=force, focus=focus
+        )
+        if isinstance(result, CompressResult):
+            return result
+        if failures:
+            failure = failures[-1]
+            who = f"engine {ctx.engine!r}" if failure.plugin == ctx.engine else failure.plugin
+            reason = f"{who} raised {failure.describe()}; no messages were dropped"
         else:
-            if isinstance(result, CompressResult):
-                return result
             reason = f"engine {ctx.engine!r} returned no compress result; no messages were dropped"
         return CompressResult.unchanged(
             "aborted",
@@ -94,63 +224,49 @@ class Hooks:
     def expose_tools(self, ctx: EngineContext) -> ToolRegistry:
         """Tools from every plugin, stamped with their provider.
 
-        Each implementation is asked on its own so the registry can name the plugin behind each
-        tool. A plugin that raises offers no tools (logged); duplicate names raise
-        :class:`~ctxengine.tools.DuplicateToolError` naming both plugins.
+        A plugin that raises offers no tools (logged); duplicate names raise
+        :class:`~ctxengine._plugin.tools.DuplicateToolError` naming both plugins.
         """
+        results, _, _ = self._call("expose_tools", ctx=ctx)
         registry = ToolRegistry()
-        for impl in self._pm.hook.expose_tools.get_hookimpls():  # registration order
-            kwargs: dict[str, Any] = {"ctx": ctx}
-            try:
-                tools: object = impl.function(**{k: kwargs[k] for k in impl.argnames})
-            except Exception:
-                log.exception(
-                    "plugin %r raised in expose_tools; it offers no tools", impl.plugin_name
-                )
-                continue
-            if tools is None:
-                continue
-            if not isinstance(tools, list | tuple):
-                log.error(
-                    "plugin %r returned %r from expose_tools, not a list", impl.plugin_name, tools
-                )
-                continue
-            for tool in tools:
-                if not isinstance(tool, Tool):
-                    log.error("plugin %r offered %r, not a ctxengine.Tool", impl.plugin_name, tool)
-                    continue
-                registry.add(tool, impl.plugin_name)
+        for tools in reversed(results or []):  # pluggy answers newest first
+            provider = tools.provider if isinstance(tools, ProvidedTools) else "<wrapper>"
+            for tool in tools if isinstance(tools, list | tuple) else ():
+                if isinstance(tool, Tool):
+                    registry.add(tool, provider)
         return registry
 
     def update_usage(self, ctx: EngineContext, usage: Usage) -> None:
         """Broadcast ``update_usage``; a failing plugin is logged and the others still run."""
-        self._broadcast("update_usage", ctx=ctx, usage=usage)
+        self._call("update_usage", ctx=ctx, usage=usage)
 
     def cache_strategy(
         self, ctx: EngineContext, request: dict[str, Any], settings: CacheSettings
     ) -> dict[str, Any]:
         """The marked request; the request itself when no strategy answers or one fails."""
-        try:
-            marked = self._pm.hook.cache_strategy(ctx=ctx, request=request, settings=settings)
-        except Exception:
-            log.exception("cache strategy failed; sending the request without cache markers")
-            return request
+        marked, failures, _ = self._call(
+            "cache_strategy", ctx=ctx, request=request, settings=settings
+        )
+        if failures:
+            log.warning("sending the request without cache markers: the cache strategy failed")
         return marked if isinstance(marked, dict) else request
 
+    def declare_settings(self, registry: SettingsRegistry) -> list[HookFailure]:
+        """Every plugin declares its settings into ``registry``; returns the plugins that
+        failed (their keys are then not validated at load)."""
+        _, failures, _ = self._call("declare_settings", settings=registry)
+        return failures
+
+    def register_commands(self, registry: CommandRegistry) -> list[HookFailure]:
+        """Every plugin adds its CLI commands to ``registry``; returns the failures."""
+        _, failures, _ = self._call("register_commands", commands=registry)
+        return failures
+
     def session_start(self, ctx: EngineContext) -> None:
-        self._broadcast("session_start", ctx=ctx)
+        self._call("session_start", ctx=ctx)
 
     def session_reset(self, ctx: EngineContext) -> None:
-        self._broadcast("session_reset", ctx=ctx)
+        self._call("session_reset", ctx=ctx)
 
     def session_end(self, ctx: EngineContext) -> None:
-        self._broadcast("session_end", ctx=ctx)
-
-    def _broadcast(self, hook_name: str, **kwargs: Any) -> None:
-        # Called per implementation so one failing plugin does not silence the rest.
-        caller = getattr(self._pm.hook, hook_name)
-        for impl in reversed(caller.get_hookimpls()):
-            try:
-                impl.function(**{k: kwargs[k] for k in impl.argnames})
-            except Exception:
-                log.exception("plugin %r raised in %s; continuing", impl.plugin_name, hook_name)
+        self._call("session_end", ctx=ctx)

@@ -7,17 +7,51 @@ The returned history is the stored one unless a compaction really happened.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import attrs
 
 from ctxengine._accounting.tokens import rough_conversation_tokens
-from ctxengine._messages.conversation import Message, SystemPrompt
+from ctxengine._messages.conversation import Format, Message, Stage, SystemPrompt
+from ctxengine._plugin.context import EngineContext
 from ctxengine._plugin.results import CompressResult
 
-if TYPE_CHECKING:
-    from ctxengine._kernel.session import Session
+
+class GatewaySession(Protocol):
+    """What the safety net needs of a session (:class:`ctxengine.Session` has it)."""
+
+    @property
+    def gateway_lock(self) -> threading.Lock: ...
+
+    @property
+    def ctx(self) -> EngineContext: ...
+
+    def prompt_tokens_if_measured(self) -> tuple[int, bool]: ...
+
+    def should_compress(
+        self,
+        messages: Sequence[Message],
+        system: SystemPrompt | None = None,
+        *,
+        stage: Stage = "agent",
+        force: bool = False,
+        prompt_tokens: int | None = None,
+        measured: bool = True,
+    ) -> bool: ...
+
+    def compress(
+        self,
+        messages: Sequence[Message],
+        system: SystemPrompt | None = None,
+        *,
+        force: bool = False,
+        focus: str | None = None,
+        stage: Stage = "agent",
+        format: Format | None = None,
+    ) -> CompressResult: ...
+
 
 TokenSource = Literal["measured", "estimate"]
 
@@ -44,13 +78,13 @@ class HygieneReport:
 
 
 def run_hygiene(
-    session: Session,
+    session: GatewaySession,
     history: Sequence[Message],
     *,
     system: SystemPrompt | None = None,
     last_prompt_tokens: int | None = None,
 ) -> HygieneReport:
-    """Compact ``history`` when the gateway policy says so; see :meth:`Kernel.hygiene`."""
+    """Compact ``history`` when the gateway policy says so; see :meth:`Session.hygiene`."""
     messages = list(history)
     # Taken before anything else, without waiting: a second worker on the same session must
     # not queue up behind the first one's compaction and then compact the same history again.
@@ -77,7 +111,7 @@ def run_hygiene(
 
 
 def _hygiene_locked(
-    session: Session,
+    session: GatewaySession,
     messages: list[Message],
     system: SystemPrompt | None,
     last_prompt_tokens: int | None,

@@ -2,13 +2,18 @@
 
 Typical agent loop::
 
-    kernel = ctxengine.load()                 # reads config.yaml (or pass a Config / path)
+    kernel = ctxengine.load()                 # reads config.yaml (or pass a mapping / path)
     session = kernel.session("chat-42")
     if session.should_compress(messages, system):
         messages = session.compress(messages, system).messages
     request = session.prepare({"model": ..., "system": system, "messages": messages})
     response = client.messages.create(**request, max_tokens=1024)
     session.update_usage(response.usage)
+
+:func:`load` reads the configuration, imports only the selected plugins (the engine named by
+``context.engine``, the strategy named by ``prompt_caching.strategy``, the always-on extensions
+and those ``context.extensions`` names), asks them to declare their settings and validates
+everything at once.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pluggy
 
 from ctxengine import hookspecs
@@ -33,19 +39,30 @@ from ctxengine._config.core import (
     config_from_mapping,
     ctxengine_home,
     load_config,
+    resolve_loaded,
 )
+from ctxengine._config.fields import ConfigError, ConfigProblem
+from ctxengine._config.spec import SettingsRegistry
 from ctxengine._kernel.cache_settings import cache_settings_for, caching_status_line
-from ctxengine._kernel.hooks import Hooks
-from ctxengine._kernel.hygiene import HygieneReport, run_hygiene
-from ctxengine._kernel.resolve import Catalog, PluginEntry, discover, install_hint
-from ctxengine._kernel.session import Session
+from ctxengine._kernel.hooks import Hooks, guarded
+from ctxengine._kernel.hygiene import HygieneReport
+from ctxengine._kernel.resolve import (
+    DEFAULT_ENGINE,
+    Catalog,
+    Kind,
+    PluginEntry,
+    builtin_entry,
+    discover,
+    install_hint,
+)
+from ctxengine._kernel.session import Services, Session
+from ctxengine._kernel.trace import enable_tracing
 from ctxengine._messages.conversation import Message, SystemPrompt
-from ctxengine._plugin.context import CacheSettings
+from ctxengine._plugin.context import usable_window
 from ctxengine._summarize import SummaryProvider, describe_provider, resolve_provider
 
 log = logging.getLogger("ctxengine")
 
-DEFAULT_ENGINE = "compressor"
 MainSummarizer = Callable[[str, str, int], str]
 
 
@@ -57,78 +74,101 @@ class EngineNotFoundWarning(UserWarning):
     """``context.engine`` names an engine that resolves nowhere; the built-in compressor is used."""
 
 
-def _not_found_message(name: str, catalog: Catalog, entry: PluginEntry | None) -> str:
-    if entry is not None and entry.error is not None:
+def not_found_message(name: str, kind: Kind, catalog: Catalog, tried: Sequence[PluginEntry]) -> str:
+    """Why ``name`` did not resolve as a ``kind``: a load error, another kind, or nowhere."""
+    what = {"engine": "context engine", "cache_strategy": "cache strategy"}.get(kind, kind)
+    failed = next((e for e in tried if e.error is not None), None)
+    other = next((c for c in catalog.named(name) if c.kind not in (None, kind)), None)
+    if failed is not None:
         problem = (
-            f"context engine {name!r} failed to load from {entry.source} {entry.location}: "
-            f"{entry.error}"
+            f"{what} {name!r} failed to load from {failed.source} {failed.location}: {failed.error}"
         )
-    elif entry is not None:
-        problem = f"{name!r} is a plugin of kind {entry.kind!r}, not a context engine"
+    elif tried:
+        problem = f"{name!r} is a plugin of kind {tried[0].kind!r}, not a {what}"
+    elif other is not None:
+        problem = f"{name!r} is a plugin of kind {other.kind!r}, not a {what}"
     else:
-        problem = f"context engine {name!r} was not found"
+        problem = f"{what} {name!r} was not found"
     searched = "; ".join(catalog.searched)
     return f"{problem}. Searched: {searched}. To install it: {install_hint(name)}"
 
 
-def build_plugin_manager(
-    config: Config,
-    catalog: Catalog,
-    *,
-    extra_plugins: Iterable[tuple[str, object]] = (),
-    trace: bool = False,
-) -> tuple[pluggy.PluginManager, PluginEntry, list[str]]:
-    """Build the plugin manager: specs, the selected engine, cache strategy and extensions.
+@attrs.frozen
+class Selection:
+    """The plugins one kernel registers, and what the user should hear about the choice."""
 
-    Only the engine named by ``context.engine`` and the strategy named by
-    ``prompt_caching.strategy`` are registered: installing a plugin never activates it.
+    engine: PluginEntry
+    strategy: PluginEntry | None
+    extensions: tuple[PluginEntry, ...]
+    notices: tuple[str, ...]
 
-    :returns: the manager, the engine entry actually used, and warnings for the user.
+
+def select_plugins(config: Config, catalog: Catalog) -> Selection:
+    """Import the selected engine, cache strategy and extensions (nothing else).
+
     :raises EngineNotFoundError: when the engine cannot be resolved and ``context.strict`` is set.
     """
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
-    pm.add_hookspecs(hookspecs)
     notices: list[str] = []
-
     wanted = config.context.engine
-    entry = catalog.winner(wanted)
-    if entry is None or not entry.ok or entry.kind != "engine":
-        message = _not_found_message(wanted, catalog, entry)
+    engine, tried = catalog.resolve(wanted, "engine")
+    if engine is None:
+        message = not_found_message(wanted, "engine", catalog, tried)
         if config.context.strict:
             raise EngineNotFoundError(message)
-        fallback = catalog.winner(DEFAULT_ENGINE)
-        if fallback is None or not fallback.ok or fallback.kind != "engine":
+        fallback = builtin_entry(DEFAULT_ENGINE)
+        if not fallback.ok:
             raise EngineNotFoundError(
-                f"{message}; the built-in {DEFAULT_ENGINE!r} engine is unavailable too"
-                + (f" ({fallback.error})" if fallback is not None and fallback.error else "")
+                f"{message}; the built-in {DEFAULT_ENGINE!r} engine is unavailable too "
+                f"({fallback.error})"
             )
         message += f". Using the built-in {DEFAULT_ENGINE!r} engine instead."
-        warnings.warn(message, EngineNotFoundWarning, stacklevel=3)
+        warnings.warn(message, EngineNotFoundWarning, stacklevel=4)
         log.warning("%s", message)
         notices.append(message)
-        entry = fallback
-    pm.register(entry.plugin, name=entry.name)
+        engine = fallback
 
-    strategy = catalog.winner(config.prompt_caching.strategy)
+    strategy: PluginEntry | None = None
     if config.prompt_caching.enabled is not False:
-        if strategy is not None and strategy.ok and strategy.kind == "cache_strategy":
-            pm.register(strategy.plugin, name=strategy.name)
-        else:
-            detail = strategy.error if strategy is not None and strategy.error else "not found"
-            notices.append(
-                f"cache strategy {config.prompt_caching.strategy!r} is unavailable ({detail}); "
-                "requests are sent without cache markers"
-            )
+        name = config.prompt_caching.strategy
+        strategy, tried = catalog.resolve(name, "cache_strategy")
+        if strategy is None:
+            detail = not_found_message(name, "cache_strategy", catalog, tried)
+            notices.append(f"{detail}; requests are sent without cache markers")
 
-    for extension in catalog.active_of_kind("extension"):
-        pm.register(extension.plugin, name=extension.name)
+    extensions: list[PluginEntry] = []
+    names = [c.name for c in catalog.always_on()]
+    names += [n for n in config.context.extensions if n not in names]
+    for name in names:
+        extension, tried = catalog.resolve(name, "extension")
+        if extension is None:
+            notices.append(not_found_message(name, "extension", catalog, tried))
+        elif extension.name not in {engine.name, strategy.name if strategy else None}:
+            extensions.append(extension)
+    return Selection(engine, strategy, tuple(extensions), tuple(notices))
+
+
+def build_plugin_manager(
+    selection: Selection, *, extra_plugins: Iterable[tuple[str, object]] = (), trace: bool = False
+) -> pluggy.PluginManager:
+    """The plugin manager: the hookspecs, then the selected plugins, each registered guarded."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    chosen = [selection.engine, *([selection.strategy] if selection.strategy else [])]
+    for entry in [*chosen, *selection.extensions]:
+        pm.register(guarded(pm, entry.plugin, entry.name), name=entry.name)
     for name, plugin in extra_plugins:
-        pm.register(plugin, name=name)
+        pm.register(guarded(pm, plugin, name), name=name)
     pm.check_pending()
     if trace:
-        pm.trace.root.setwriter(lambda message: log.debug("hook: %s", message.rstrip()))
-        pm.enable_tracing()
-    return pm, entry, notices
+        enable_tracing(pm, log)
+    return pm
+
+
+def _engine_trigger(registry: SettingsRegistry, engine: str) -> str | None:
+    for owned in registry.specs:
+        if owned.owner == engine and owned.spec.trigger is not None:
+            return owned.spec.key(owned.spec.trigger)
+    return None
 
 
 class Kernel:
@@ -136,6 +176,9 @@ class Kernel:
 
     Thread-safe: sessions are created once per id under a lock, and each session serialises its
     own calls. Build it with :func:`load`.
+
+    :raises ConfigError: when a selected plugin's settings are invalid.
+    :raises EngineNotFoundError: for an unknown engine with ``context.strict: true``.
     """
 
     def __init__(
@@ -148,28 +191,66 @@ class Kernel:
         clock: Callable[[], float] = time.monotonic,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        self.loaded = loaded
-        self.config = loaded.config
         self.catalog = catalog
         self.env: Mapping[str, str] = os.environ if env is None else env
         trace = self.env.get("CTXENGINE_TRACE", "") not in ("", "0")
-        pm, engine_entry, notices = build_plugin_manager(
-            self.config, catalog, extra_plugins=extra_plugins, trace=trace
-        )
+        self.selection = select_plugins(loaded.config, catalog)
+        pm = build_plugin_manager(self.selection, extra_plugins=extra_plugins, trace=trace)
         self._pm = pm
         self.hooks = Hooks(pm)
-        self.engine_entry = engine_entry
+        self.engine_entry = self.selection.engine
+        notices = list(self.selection.notices)
+
+        registry = SettingsRegistry()
+        for failure in self.hooks.declare_settings(registry):
+            notices.append(
+                f"plugin {failure.plugin!r} failed to declare its settings "
+                f"({failure.describe()}); its keys are not validated"
+            )
+        order = {name: index for index, name in enumerate(self.hooks.plugin_names)}
+        self.loaded = resolve_loaded(
+            loaded.config.raw,
+            loaded.path,
+            sorted(registry.specs, key=lambda owned: order.get(owned.owner, len(order))),
+            engine_trigger=_engine_trigger(registry, self.engine),
+        )
+        self.config = self.loaded.config
+        for unused in self.loaded.unused:
+            log.info("config: %s is not read by any selected plugin (%s)", unused.key, unused.note)
         self.notices = notices
         self.model: ModelInfo = model_for_settings(self.config)
-        self.cache_settings: CacheSettings | None
-        self.cache_settings, self.caching_reason = cache_settings_for(self.config, self.model)
-        if not pm.has_plugin(self.config.prompt_caching.strategy):
-            self.cache_settings = None
+        try:
+            usable_window(self.model.context_length, self.config.model.max_tokens)
+        except ValueError:
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        "model.max_tokens",
+                        self.config.model.max_tokens,
+                        f"must be less than the context length of {self.model.name} "
+                        f"({self.model.context_length:,} tokens); lower it or set "
+                        "model.context_length",
+                        self.loaded.sources.get("model.max_tokens"),
+                    )
+                ]
+            ) from None
+        cache_settings, self.caching_reason = cache_settings_for(self.config, self.model)
+        self.cache_settings = cache_settings if self.selection.strategy is not None else None
         self.main_summarizer = main_summarizer
         self.clock = clock
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
         self._provider: tuple[SummaryProvider | None] | None = None
+        self._services = Services(
+            hooks=self.hooks,
+            config=self.config,
+            model=self.model,
+            cache_settings=self.cache_settings,
+            engine=self.engine,
+            summary_provider=self.summary_provider,
+            clock=clock,
+            env=self.env,
+        )
 
     def use_summary_provider(self, provider: SummaryProvider | None) -> None:
         """Use ``provider`` for every summary instead of ``auxiliary.compression``.
@@ -202,12 +283,17 @@ class Kernel:
         """The name of the engine in use (the built-in compressor after a fallback)."""
         return self.engine_entry.name
 
+    @property
+    def plugin_names(self) -> list[str]:
+        """The registered plugins, in registration order."""
+        return self.hooks.plugin_names
+
     def session(self, session_id: str) -> Session:
         """The session for ``session_id``, created (with fresh engine state) on first use."""
         with self._lock:
             session = self._sessions.get(session_id)
             if session is None:
-                session = Session(self, session_id)
+                session = Session(self._services, session_id)
                 self._sessions[session_id] = session
         return session
 
@@ -233,22 +319,9 @@ class Kernel:
         system: SystemPrompt | None = None,
         last_prompt_tokens: int | None = None,
     ) -> HygieneReport:
-        """Gateway safety net: compact a stored session's history before the agent runs.
-
-        Fires when the plugin deciding the ``"gateway"`` stage says so (built-in: 85 % of the
-        window or the hard message limit, at least 4 messages, compression enabled), then
-        compacts with the selected engine, forced past cooldowns. The history comes back
-        unchanged unless the compaction really happened; if another worker is compacting the
-        same session right now, this call returns the history unchanged and says so.
-
-        :param last_prompt_tokens: the previous turn's real prompt tokens, when the gateway has
-            them; otherwise the session's last usage, else a character-based estimate.
-        """
-        return run_hygiene(
-            self.session(session_id),
-            history,
-            system=system,
-            last_prompt_tokens=last_prompt_tokens,
+        """Gateway safety net for ``session_id``; see :meth:`Session.hygiene`."""
+        return self.session(session_id).hygiene(
+            history, system=system, last_prompt_tokens=last_prompt_tokens
         )
 
     async def ahygiene(
@@ -300,7 +373,21 @@ def _as_loaded(config: ConfigLike, env: Mapping[str, str] | None) -> LoadedConfi
     if isinstance(config, Config):
         return LoadedConfig(config=config, path=None, sources={})
     if isinstance(config, Mapping):
-        return LoadedConfig(config=config_from_mapping(config), path=None, sources={})
+        # Validated again (with the plugins' keys) by the Kernel; the raw layers are kept.
+        checked = config_from_mapping(config)
+        return LoadedConfig(config=checked, path=None, sources={})
+    if config is not None and not isinstance(config, str | os.PathLike):
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    "",
+                    config,
+                    "ctxengine.load() takes a config mapping, a path to a YAML file, a Config "
+                    f"or None, not {type(config).__name__}",
+                    None,
+                )
+            ]
+        )
     return load_config(config, env=env)
 
 
@@ -312,15 +399,16 @@ def load(
     env: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Kernel:
-    """Load the configuration, discover plugins and build a :class:`Kernel`.
+    """Load the configuration, import the selected plugins and build a :class:`Kernel`.
 
-    :param config: a :class:`~ctxengine.config.Config`, a mapping shaped like ``config.yaml``, a
-        path to a YAML file, or ``None`` to look it up (``$CTXENGINE_CONFIG``, then
-        ``<home>/config.yaml``, else defaults).
+    :param config: a mapping shaped like ``config.yaml``, a path to a YAML file, a
+        :class:`~ctxengine.Config` / :class:`~ctxengine.LoadedConfig`, or ``None`` to look it up
+        (``$CTXENGINE_CONFIG``, then ``<home>/config.yaml``, else defaults).
     :param main_summarizer: the host's own model as a callable ``(system, prompt, max_tokens) ->
         text``, used by ``auxiliary.compression.provider: main``.
     :param plugins: extra ``(name, plugin)`` pairs registered as always-on extensions.
-    :raises ctxengine.config.ConfigError: for an invalid configuration.
+    :raises ctxengine.ConfigError: for an invalid configuration, the selected plugins' keys
+        included.
     :raises EngineNotFoundError: for an unknown engine with ``context.strict: true``.
     """
     loaded = _as_loaded(config, env)
@@ -334,3 +422,14 @@ def load(
         clock=clock,
         env=env,
     )
+
+
+__all__ = [
+    "EngineNotFoundError",
+    "EngineNotFoundWarning",
+    "Kernel",
+    "Selection",
+    "build_plugin_manager",
+    "load",
+    "select_plugins",
+]

@@ -1,16 +1,30 @@
-"""Finding plugins: plugin directories, then installed distributions, then the built-ins.
+"""Finding plugins without importing them, then importing only the ones a kernel selects.
 
-Every place is searched on its own and every plugin is loaded on its own, so one broken plugin
-shows up as a :class:`PluginEntry` with an ``error`` while the others load normally. Nothing here
-runs at import time; :func:`discover` is called when a kernel or the CLI is built.
+Where plugins come from, in resolution order (the first place that has a name wins):
+
+1. **directory**: ``<home>/plugins/context_engine/<name>/__init__.py`` and every folder in
+   ``context.plugin_dirs``;
+2. **registry**: installed distributions' entry points — ``ctxengine.engines``,
+   ``ctxengine.cache_strategies``, ``ctxengine.extensions`` (opt-in, loaded when
+   ``context.extensions`` names them) and ``ctxengine.always_on`` (extensions loaded by every
+   kernel) — plus the legacy group ``ctxengine`` (kind read from the plugin when it is imported)
+   and plugins added at run time with :func:`register_engine`;
+3. **builtin**: the plugins shipped inside ``ctxengine``, imported by module name
+   (:data:`BUILTINS`), so the fallback engine never depends on installed metadata.
+
+:func:`discover` lists candidates from folder names and entry-point metadata only; nothing is
+imported until :meth:`Catalog.resolve` (one name, for a kernel) or :meth:`Catalog.load_all`
+(``ctxengine engines``). Every plugin is loaded on its own, so a broken one becomes a
+:class:`PluginEntry` with an ``error`` while the others load normally.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,23 +35,70 @@ from ctxengine.hookspecs import PROJECT
 Source = Literal["directory", "registry", "builtin"]
 Kind = Literal["engine", "cache_strategy", "extension"]
 KINDS: tuple[Kind, ...] = ("engine", "cache_strategy", "extension")
-_KINDS_BY_NAME: dict[str, Kind] = {kind: kind for kind in KINDS}
 
-ENTRY_POINT_GROUP = PROJECT
-BUILTIN_DISTRIBUTION = "ctxengine"
+ENTRY_POINT_GROUPS: dict[str, Kind] = {
+    "ctxengine.engines": "engine",
+    "ctxengine.cache_strategies": "cache_strategy",
+    "ctxengine.extensions": "extension",
+    "ctxengine.always_on": "extension",
+}
+"""Entry-point group -> the kind of every plugin in it."""
+
+ALWAYS_ON_GROUP = "ctxengine.always_on"
+LEGACY_GROUP = PROJECT
+"""The seed's single group; its plugins declare their kind with ``CTXENGINE_KIND``."""
+
 DIRECTORY_MODULE_PREFIX = "ctxengine_dir_plugins"
+
+
+@attrs.frozen
+class Builtin:
+    """A plugin shipped inside the ``ctxengine`` distribution."""
+
+    kind: Kind
+    module: str
+    always_on: bool = False
+
+
+BUILTINS: dict[str, Builtin] = {
+    "compressor": Builtin("engine", "ctxengine_compressor"),
+    "system_and_3": Builtin("cache_strategy", "ctxengine_caching"),
+    "hygiene": Builtin("extension", "ctxengine_hygiene", always_on=True),
+}
+"""The built-in tier, imported by module name."""
+
+DEFAULT_ENGINE = "compressor"
 
 # Engines with an extra of their own get the exact install line in warnings.
 INSTALL_HINTS = {"lcm": "pip install 'ctxengine[lcm]'"}
 
 
 @attrs.frozen
-class PluginEntry:
-    """One plugin found somewhere, loaded or not.
+class Candidate:
+    """A plugin found somewhere, not imported yet.
 
-    :ivar source: ``directory`` (a plugin folder), ``registry`` (an installed distribution's entry
-        point or :func:`register_engine`) or ``builtin`` (shipped inside ``ctxengine``).
-    :ivar location: the folder, ``dist==version`` or ``register_engine()``.
+    :ivar kind: known from where it was found; ``None`` for directory plugins and the legacy
+        entry-point group, whose kind is read from the plugin once imported.
+    :ivar always_on: an extension loaded by every kernel.
+    """
+
+    name: str
+    kind: Kind | None
+    source: Source
+    location: str
+    load: Callable[[], object] = attrs.field(repr=False, eq=False)
+    distribution: str | None = None
+    version: str | None = None
+    always_on: bool = False
+
+
+@attrs.frozen
+class PluginEntry:
+    """One plugin, imported (or failed to import).
+
+    :ivar source: ``directory``, ``registry`` or ``builtin``.
+    :ivar location: the folder, ``dist==version`` (``ctxengine==...`` for the built-ins) or
+        ``register_engine()``.
     :ivar plugin: the loaded module or object, ``None`` when loading failed.
     :ivar error: why loading failed (``"ImportError: ..."``), else ``None``.
     :ivar shadowed_by: set when a plugin of the same name from an earlier place wins.
@@ -52,35 +113,80 @@ class PluginEntry:
     version: str | None = None
     error: str | None = None
     shadowed_by: str | None = None
+    always_on: bool = False
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.plugin is not None
 
 
+_ORDER: dict[Source, int] = {"directory": 0, "registry": 1, "builtin": 2}
+
+
 @attrs.frozen
 class Catalog:
-    """Every plugin found, in resolution order (directory, registry, builtin)."""
+    """Every plugin candidate, in resolution order (directory, registry, builtin)."""
 
-    entries: tuple[PluginEntry, ...]
+    candidates: tuple[Candidate, ...]
     searched: tuple[str, ...]
     """Human-readable list of every place searched, for "not found" messages."""
 
+    def named(self, name: str) -> list[Candidate]:
+        return [c for c in self.candidates if c.name == name]
+
+    def resolve(self, name: str, kind: Kind) -> tuple[PluginEntry | None, list[PluginEntry]]:
+        """Import the plugin ``name`` resolves to for ``kind``.
+
+        Candidates of another declared kind are skipped; a candidate whose kind is unknown is
+        imported to find out. :returns: the winning entry (``None`` when nothing loads as that
+        kind) and every entry tried on the way (failures included, for messages).
+        """
+        tried: list[PluginEntry] = []
+        for candidate in self.named(name):
+            if candidate.kind is not None and candidate.kind != kind:
+                continue
+            entry = load_candidate(candidate)
+            tried.append(entry)
+            if entry.ok and entry.kind == kind:
+                return entry, tried
+            if entry.error is not None:
+                # The first place that has the name wins: a broken plugin there is not replaced
+                # silently by one further down.
+                return None, tried
+        return None, tried
+
+    def always_on(self) -> list[Candidate]:
+        """Extensions every kernel loads (first place wins per name)."""
+        seen: set[str] = set()
+        found: list[Candidate] = []
+        for candidate in self.candidates:
+            if candidate.name in seen:
+                continue
+            seen.add(candidate.name)
+            if candidate.always_on:
+                found.append(candidate)
+        return found
+
+    def load_all(self) -> list[PluginEntry]:
+        """Import every candidate (for ``ctxengine engines``); later places that have a name
+        already found are marked ``shadowed_by`` the winner."""
+        entries: list[PluginEntry] = []
+        winners: dict[str, Candidate] = {}
+        for candidate in self.candidates:
+            entry = load_candidate(candidate)
+            first = winners.setdefault(candidate.name, candidate)
+            if first is not candidate:
+                entry = attrs.evolve(entry, shadowed_by=f"{first.source} {first.location}")
+            entries.append(entry)
+        return entries
+
     def winner(self, name: str) -> PluginEntry | None:
-        """The entry that ``name`` resolves to (the first place that has it), or ``None``."""
-        for entry in self.entries:
-            if entry.name == name and entry.shadowed_by is None:
-                return entry
-        return None
+        """The plugin ``name`` resolves to whatever its kind (imported), or ``None``."""
+        found = self.named(name)
+        return load_candidate(found[0]) if found else None
 
-    def active_of_kind(self, kind: Kind) -> list[PluginEntry]:
-        """Loaded, unshadowed entries of ``kind``."""
-        return [e for e in self.entries if e.kind == kind and e.ok and e.shadowed_by is None]
-
-    def names(self, kind: Kind | None = None) -> list[str]:
-        return sorted(
-            {e.name for e in self.entries if kind is None or e.kind == kind},
-        )
+    def names(self) -> list[str]:
+        return sorted({c.name for c in self.candidates})
 
 
 _runtime_lock = threading.Lock()
@@ -90,12 +196,13 @@ _runtime: dict[str, tuple[Any, Kind]] = {}
 def register_engine(name: str, plugin: object, *, kind: Kind = "engine") -> None:
     """Make ``plugin`` available under ``name`` without installing a distribution.
 
-    It is resolved like an installed engine (source ``registry``) and, like every engine, only
-    used when ``context.engine`` names it. Registering a name twice replaces the earlier object.
+    It is resolved like an installed plugin (source ``registry``) and, like every engine, only
+    used when ``context.engine`` names it (a cache strategy: ``prompt_caching.strategy``; an
+    extension: ``context.extensions``). Registering a name twice replaces the earlier object.
 
     :raises ValueError: for an empty name or an unknown kind.
     """
-    if not name or not name.strip():
+    if not isinstance(name, str) or not name.strip():
         raise ValueError("register_engine: the engine name must be a non-empty string")
     if kind not in KINDS:
         raise ValueError(f"register_engine: kind must be one of {', '.join(KINDS)}, not {kind!r}")
@@ -104,7 +211,7 @@ def register_engine(name: str, plugin: object, *, kind: Kind = "engine") -> None
 
 
 def unregister_engine(name: str) -> None:
-    """Forget an engine added with :func:`register_engine` (no error when it is absent)."""
+    """Forget a plugin added with :func:`register_engine` (no error when it is absent)."""
     with _runtime_lock:
         _runtime.pop(name, None)
 
@@ -115,7 +222,7 @@ def plugin_kind(plugin: object) -> str:
     return kind if isinstance(kind, str) else repr(kind)
 
 
-def _describe_error(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -133,37 +240,44 @@ def hook_problem(plugin: object) -> str | None:
         pm.register(plugin)
         pm.check_pending()
     except Exception as exc:
-        return _describe_error(exc)
+        return describe_error(exc)
     return None
 
 
-def _entry(
-    name: str,
-    source: Source,
-    location: str,
-    plugin: object | None,
-    error: str | None,
-    distribution: str | None = None,
-    version: str | None = None,
-) -> PluginEntry:
-    kind: Kind = "engine"
-    if plugin is not None and error is None:
+def load_candidate(candidate: Candidate) -> PluginEntry:
+    """Import ``candidate`` and check it: its declared kind matches where it was found and its
+    hooks match the hookspecs. Never raises (except ``KeyboardInterrupt``)."""
+    try:
+        plugin = candidate.load()
+        error = None
+    except BaseException as exc:  # a plugin may raise anything while importing, even SystemExit
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        plugin, error = None, describe_error(exc)
+    kind: Kind = candidate.kind or "engine"
+    if plugin is not None:
         declared = plugin_kind(plugin)
-        known = _KINDS_BY_NAME.get(declared)
-        if known is not None:
-            kind = known
-            error = hook_problem(plugin)
-        else:
+        if declared not in KINDS:
             error = f"CTXENGINE_KIND must be one of {', '.join(KINDS)}, not {declared!r}"
+        elif candidate.kind is None:
+            kind = declared  # type: ignore[assignment]  # checked against KINDS above
+        elif hasattr(plugin, "CTXENGINE_KIND") and declared != candidate.kind:
+            error = (
+                f"declares CTXENGINE_KIND {declared!r} but was found as a {candidate.kind} "
+                f"({candidate.location})"
+            )
+        if error is None:
+            error = hook_problem(plugin)
     return PluginEntry(
-        name=name,
+        name=candidate.name,
         kind=kind,
-        source=source,
-        location=location,
+        source=candidate.source,
+        location=candidate.location,
         plugin=plugin if error is None else None,
-        distribution=distribution,
-        version=version,
+        distribution=candidate.distribution,
+        version=candidate.version,
         error=error,
+        always_on=candidate.always_on,
     )
 
 
@@ -174,110 +288,124 @@ def directory_roots(home: Path, plugin_dirs: Sequence[str]) -> list[Path]:
     return roots
 
 
-def _load_directory_plugin(name: str, folder: Path) -> tuple[object | None, str | None]:
+def _load_directory_plugin(name: str, folder: Path) -> object:
     init = folder / "__init__.py"
     module_name = f"{DIRECTORY_MODULE_PREFIX}.{name}"
+    loaded = sys.modules.get(module_name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(init):
+        return loaded
     spec = importlib.util.spec_from_file_location(
         module_name, init, submodule_search_locations=[str(folder)]
     )
     if spec is None or spec.loader is None:
-        return None, f"cannot import {init}"
+        raise ImportError(f"cannot import {init}")
     module = importlib.util.module_from_spec(spec)
     # Registered before exec so the plugin's own relative imports resolve.
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except BaseException as exc:  # a plugin may raise anything, even SystemExit
+    except BaseException:
         sys.modules.pop(module_name, None)
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        return None, _describe_error(exc)
-    return module, None
+        raise
+    return module
 
 
-def _directory_entries(roots: Iterable[Path]) -> list[PluginEntry]:
-    entries: list[PluginEntry] = []
+def _directory_candidates(roots: Iterable[Path]) -> list[Candidate]:
+    found: list[Candidate] = []
     for root in roots:
         if not root.is_dir():
             continue
         # A listed folder that is itself a plugin counts under its own name.
-        candidates = [root] if (root / "__init__.py").is_file() else sorted(root.iterdir())
-        for folder in candidates:
+        folders = [root] if (root / "__init__.py").is_file() else sorted(root.iterdir())
+        for folder in folders:
             if not (folder / "__init__.py").is_file():
                 continue
-            plugin, error = _load_directory_plugin(folder.name, folder)
-            entries.append(_entry(folder.name, "directory", str(folder), plugin, error))
-    return entries
+            name = folder.name
+
+            def load(name: str = name, folder: Path = folder) -> object:
+                return _load_directory_plugin(name, folder)
+
+            found.append(Candidate(name, None, "directory", str(folder), load))
+    return found
 
 
-def _entry_point_entries() -> list[PluginEntry]:
+def _entry_point_candidates() -> list[Candidate]:
     import importlib_metadata
 
-    entries: list[PluginEntry] = []
-    for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
-        dist = ep.dist
-        dist_name = dist.metadata["Name"] if dist is not None else None
-        version = dist.version if dist is not None else None
-        builtin = dist_name is not None and dist_name.lower() == BUILTIN_DISTRIBUTION
-        location = f"{dist_name}=={version}" if dist_name else ep.value
-        try:
-            plugin = ep.load()
-            error = None
-        except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            plugin, error = None, _describe_error(exc)
-        entries.append(
-            _entry(
-                ep.name,
-                "builtin" if builtin else "registry",
-                location,
-                plugin,
-                error,
-                distribution=dist_name,
-                version=version,
+    found: list[Candidate] = []
+    groups: list[tuple[str, Kind | None]] = [*ENTRY_POINT_GROUPS.items(), (LEGACY_GROUP, None)]
+    for group, kind in groups:
+        for ep in importlib_metadata.entry_points(group=group):
+            dist = ep.dist
+            dist_name = dist.metadata["Name"] if dist is not None else None
+            version = dist.version if dist is not None else None
+            location = f"{dist_name}=={version}" if dist_name else ep.value
+            found.append(
+                Candidate(
+                    ep.name,
+                    kind,
+                    "registry",
+                    location,
+                    ep.load,
+                    distribution=dist_name,
+                    version=version,
+                    always_on=group == ALWAYS_ON_GROUP,
+                )
             )
-        )
-    return entries
+    return found
 
 
-def _runtime_entries() -> list[PluginEntry]:
+def _runtime_candidates() -> list[Candidate]:
     with _runtime_lock:
         items = list(_runtime.items())
     return [
-        attrs.evolve(_entry(name, "registry", "register_engine()", plugin, None), kind=kind)
+        Candidate(name, kind, "registry", "register_engine()", lambda plugin=plugin: plugin)
         for name, (plugin, kind) in items
     ]
 
 
-_ORDER: Mapping[Source, int] = {"directory": 0, "registry": 1, "builtin": 2}
+def _builtin_candidates() -> list[Candidate]:
+    from ctxengine._version import __version__
+
+    return [
+        Candidate(
+            name,
+            builtin.kind,
+            "builtin",
+            f"ctxengine=={__version__}",
+            lambda module=builtin.module: importlib.import_module(module),
+            distribution="ctxengine",
+            version=__version__,
+            always_on=builtin.always_on,
+        )
+        for name, builtin in BUILTINS.items()
+    ]
 
 
 def discover(home: Path, plugin_dirs: Sequence[str] = ()) -> Catalog:
-    """Find and load every plugin: directory -> registry -> builtin.
-
-    When one name is found in several places the earliest place wins; the others stay in the
-    catalog with ``shadowed_by`` set, so ``ctxengine engines`` can show them.
-    """
+    """List every plugin candidate: directory -> registry -> builtin; nothing is imported."""
     roots = directory_roots(home, plugin_dirs)
-    found = _directory_entries(roots) + _runtime_entries() + _entry_point_entries()
-    found.sort(key=lambda e: _ORDER[e.source])  # stable: keeps discovery order within a place
-    winners: dict[str, PluginEntry] = {}
-    entries: list[PluginEntry] = []
-    for entry in found:
-        first = winners.get(entry.name)
-        if first is None:
-            winners[entry.name] = entry
-            entries.append(entry)
-        else:
-            entries.append(attrs.evolve(entry, shadowed_by=f"{first.source} {first.location}"))
+    found = (
+        _directory_candidates(roots)
+        + _runtime_candidates()
+        + _entry_point_candidates()
+        + _builtin_candidates()
+    )
+    found.sort(key=lambda c: _ORDER[c.source])  # stable: keeps discovery order within a place
+    groups = ", ".join(repr(g) for g in (*ENTRY_POINT_GROUPS, LEGACY_GROUP))
     searched = (
         *(f"directory {root}" for root in roots),
-        f"entry points of group {ENTRY_POINT_GROUP!r} (installed distributions)",
+        f"entry points of groups {groups} (installed distributions)",
         "register_engine()",
         "builtin",
     )
-    return Catalog(entries=tuple(entries), searched=searched)
+    return Catalog(candidates=tuple(found), searched=searched)
+
+
+def builtin_entry(name: str) -> PluginEntry:
+    """The built-in plugin ``name``, imported by module name (never through metadata)."""
+    (candidate,) = [c for c in _builtin_candidates() if c.name == name]
+    return load_candidate(candidate)
 
 
 def install_hint(name: str) -> str:

@@ -1,6 +1,6 @@
 """The per-session facade an agent loop talks to.
 
-A :class:`Session` owns one :class:`~ctxengine.context.EngineContext` (so two sessions never share
+A :class:`Session` owns one :class:`~ctxengine.EngineContext` (so two sessions never share
 counters or summaries) and serialises calls on it with a lock, so a host may call it from several
 threads. Async variants run the same code in a worker thread, since engines may block on I/O
 (summariser calls, SQLite).
@@ -11,40 +11,63 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
 
 from ctxengine._accounting.cache_stats import SessionCacheStats
+from ctxengine._accounting.models import ModelInfo
 from ctxengine._accounting.tokens import TokenCounter
 from ctxengine._accounting.usage import Usage, normalize_usage
+from ctxengine._config.core import Config
+from ctxengine._kernel.hooks import Hooks
+from ctxengine._kernel.hygiene import HygieneReport, run_hygiene
 from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
 from ctxengine._messages.read import detect_format
-from ctxengine._plugin.context import EngineContext
+from ctxengine._plugin.context import CacheSettings, EngineContext
 from ctxengine._plugin.results import CompressResult
 from ctxengine._plugin.tools import RegisteredTool, ToolError
+from ctxengine._summarize import SummaryProvider
 
-if TYPE_CHECKING:
-    from ctxengine._kernel.kernel import Kernel
+
+@attrs.frozen
+class Services:
+    """What a :class:`Session` uses from its kernel (and nothing else of it).
+
+    :ivar cache_settings: how to mark requests, or ``None`` when caching is off.
+    :ivar summary_provider: returns the shared summary provider, built on first use.
+    """
+
+    hooks: Hooks
+    config: Config
+    model: ModelInfo
+    cache_settings: CacheSettings | None
+    engine: str
+    summary_provider: Callable[[], SummaryProvider | None]
+    clock: Callable[[], float]
+    env: Mapping[str, str]
 
 
 class Session:
     """One conversation's view of the kernel. Create it with :meth:`Kernel.session`."""
 
-    def __init__(self, kernel: Kernel, session_id: str) -> None:
+    def __init__(self, services: Services, session_id: str) -> None:
         self.id = session_id
-        self._kernel = kernel
+        self._services = services
+        self._hooks = services.hooks
         self._lock = threading.RLock()
         self.gateway_lock = threading.Lock()
-        """Held while the gateway safety net works on this session (see ``ctxengine.gateway``)."""
+        """Held while the gateway safety net works on this session (see :meth:`hygiene`)."""
         self.ctx = EngineContext(
             session_id=session_id,
-            engine=kernel.engine,
-            config=kernel.config,
-            model=kernel.model,
+            engine=services.engine,
+            config=services.config,
+            model=services.model,
             tokens=TokenCounter(),
-            summarizer=kernel.summary_provider,
-            clock=kernel.clock,
-            env=kernel.env,
+            summarizer=services.summary_provider,
+            clock=services.clock,
+            env=services.env,
         )
         self.cache_stats = SessionCacheStats()
         # True from a compaction until the next provider usage: the last real prompt size then
@@ -54,7 +77,7 @@ class Session:
         self._pending_local_tokens: int | None = None
         self._tools: dict[str, RegisteredTool] | None = None
         self._closed = False
-        kernel.hooks.session_start(self.ctx)
+        self._hooks.session_start(self.ctx)
 
     # -- token accounting -------------------------------------------------------------------
 
@@ -74,7 +97,7 @@ class Session:
             self.ctx.last_usage = normalized
             self._usage_stale = False
             self.cache_stats.add(normalized, self.ctx.model)
-            self._kernel.hooks.update_usage(self.ctx, normalized)
+            self._hooks.update_usage(self.ctx, normalized)
         return normalized
 
     def prompt_tokens(
@@ -119,14 +142,14 @@ class Session:
         :param prompt_tokens: a prompt size the caller knows (e.g. a gateway's last turn).
         :param measured: whether ``prompt_tokens`` came from the provider (ignored without it).
         """
-        if not self._kernel.config.compression.enabled:
+        if not self._services.config.compression.enabled:
             return False
         with self._lock:
             if prompt_tokens is None:
                 tokens, measured = self.prompt_tokens(messages, system)
             else:
                 tokens = prompt_tokens
-            return self._kernel.hooks.should_compress(
+            return self._hooks.should_compress(
                 self.ctx, tokens, measured, stage, force, len(messages)
             )
 
@@ -152,7 +175,7 @@ class Session:
         conversation = Conversation(messages=list(messages), format=fmt, system=system)
         with self._lock:
             tokens_before = self.ctx.tokens.count(conversation.messages, system)
-            result = self._kernel.hooks.compress(
+            result = self._hooks.compress(
                 self.ctx, conversation, stage, force, focus, tokens_before
             )
             if result.compacted:
@@ -194,16 +217,16 @@ class Session:
                 self._pending_local_tokens = self.ctx.tokens.count(
                     messages, prepared.get("system"), prepared.get("tools")
                 )
-            settings = self._kernel.cache_settings
+            settings = self._services.cache_settings
             if settings is not None:
-                prepared = self._kernel.hooks.cache_strategy(self.ctx, prepared, settings)
+                prepared = self._hooks.cache_strategy(self.ctx, prepared, settings)
         return prepared
 
     # -- tools ------------------------------------------------------------------------------
 
     def _registered_tools(self) -> dict[str, RegisteredTool]:
         if self._tools is None:
-            registry = self._kernel.hooks.expose_tools(self.ctx)
+            registry = self._hooks.expose_tools(self.ctx)
             self._tools = {entry.tool.name: entry for entry in registry}
         return self._tools
 
@@ -249,12 +272,34 @@ class Session:
                 return f"Error: tool {name!r} failed: {type(exc).__name__}: {exc}"
         return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
 
+    # -- gateway ----------------------------------------------------------------------------
+
+    def hygiene(
+        self,
+        history: Sequence[Message],
+        *,
+        system: SystemPrompt | None = None,
+        last_prompt_tokens: int | None = None,
+    ) -> HygieneReport:
+        """Gateway safety net: compact a stored history before the agent runs.
+
+        Fires when the plugin deciding the ``"gateway"`` stage says so (built-in: 85 % of the
+        window or the hard message limit, at least 4 messages, compression enabled), then
+        compacts with the selected engine, forced past cooldowns. The history comes back
+        unchanged unless the compaction really happened; if another worker is compacting this
+        session right now, the history comes back unchanged and the notice says so.
+
+        :param last_prompt_tokens: the previous turn's real prompt tokens, when the gateway has
+            them; otherwise the session's last usage, else a character-based estimate.
+        """
+        return run_hygiene(self, history, system=system, last_prompt_tokens=last_prompt_tokens)
+
     # -- lifecycle --------------------------------------------------------------------------
 
     def reset(self) -> None:
         """Start the conversation over: plugins drop their per-session state."""
         with self._lock:
-            self._kernel.hooks.session_reset(self.ctx)
+            self._hooks.session_reset(self.ctx)
             self.ctx.state.clear()
             self.ctx.last_usage = None
             self._usage_stale = True
@@ -267,7 +312,7 @@ class Session:
             if self._closed:
                 return
             self._closed = True
-            self._kernel.hooks.session_end(self.ctx)
+            self._hooks.session_end(self.ctx)
 
     # -- async variants ---------------------------------------------------------------------
 

@@ -32,22 +32,16 @@ class CommandRegistry:
     def __init__(self, reserved: frozenset[str] = frozenset()) -> None:
         self._commands: dict[str, Command] = {}
         self._reserved = reserved
-        self.current_provider = "<unknown>"
-        """Set by the kernel to the plugin whose ``register_commands`` is running."""
 
-    def add(
-        self,
-        name: str,
-        help: str,
-        configure: Configure,
-        run: Run,
-        provider: str | None = None,
-    ) -> None:
-        """Register command ``name``; ``provider`` defaults to the plugin being asked.
+    def for_owner(self, owner: str) -> PluginCommands:
+        """The registry as one plugin sees it: its ``add`` stamps ``owner`` on each command."""
+        return PluginCommands(self, owner)
+
+    def add(self, name: str, help: str, configure: Configure, run: Run, provider: str) -> None:
+        """Register command ``name`` offered by ``provider``.
 
         :raises DuplicateCommandError: when the name is taken by the core or another plugin.
         """
-        provider = provider or self.current_provider
         if name in self._reserved:
             raise DuplicateCommandError(
                 f"plugin {provider!r} registers command {name!r}, which is a built-in command"
@@ -65,3 +59,19 @@ class CommandRegistry:
 
     def __len__(self) -> int:
         return len(self._commands)
+
+
+class PluginCommands:
+    """What ``register_commands`` receives: ``commands.add(name, help, configure, run)``."""
+
+    def __init__(self, registry: CommandRegistry, owner: str) -> None:
+        self._registry = registry
+        self.owner = owner
+
+    def add(self, name: str, help: str, configure: Configure, run: Run) -> None:
+        """Add sub-command ``ctxengine <name>``: ``configure`` adds its arguments to the parser,
+        ``run`` returns the exit code.
+
+        :raises DuplicateCommandError: when the name is taken by the core or another plugin.
+        """
+        self._registry.add(name, help, configure, run, self.owner)

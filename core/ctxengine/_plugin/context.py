@@ -50,7 +50,9 @@ class EngineContext:
     :ivar summarizer: returns the configured summary provider, built on first use; ``None``
         means the ``extractive`` provider (a deterministic local digest, no model call).
     :ivar env: the environment the kernel was loaded with (e.g. for ``$CTXENGINE_HOME`` via
-        :func:`ctxengine.config.ctxengine_home`); use it instead of ``os.environ``.
+        :func:`ctxengine.ctxengine_home`); use it instead of ``os.environ``.
+    :ivar config: the validated configuration; a plugin reads its own keys with
+        ``ctx.config.settings(ITS_SPEC)``.
     """
 
     session_id: str
@@ -64,3 +66,31 @@ class EngineContext:
     clock: Callable[[], float] = time.monotonic
     log: logging.Logger = attrs.field(factory=lambda: logging.getLogger("ctxengine"))
     env: Mapping[str, str] = attrs.field(factory=lambda: os.environ, repr=False)
+
+    @property
+    def window(self) -> int:
+        """The usable window: the model's context length minus the output reservation
+        (``model.max_tokens``). Every engine's thresholds are fractions of it.
+
+        :raises ValueError: when the reservation leaves no window (``ctxengine.load`` refuses
+            such a configuration, so only hand-built contexts hit this).
+        """
+        return usable_window(self.model.context_length, self.config.model.max_tokens)
+
+    def fraction_of_window(self, fraction: float) -> int:
+        """``int(fraction × window)``: the token count a threshold setting stands for."""
+        return int(fraction * self.window)
+
+
+def usable_window(context_length: int, max_tokens: int | None) -> int:
+    """``context_length - max_tokens`` (the one window computation every engine uses).
+
+    :raises ValueError: when the reservation leaves no window.
+    """
+    window = context_length - (max_tokens or 0)
+    if window <= 0:
+        raise ValueError(
+            f"model.max_tokens ({max_tokens}) must be less than the model's context length "
+            f"({context_length})"
+        )
+    return window

@@ -10,6 +10,9 @@ Use it from an engine's own tests by subclassing :class:`EngineConformance`::
         def engine_options(self, tmp_path):          # optional: the `engines.<name>` section
             return {"db_path": str(tmp_path / "lcm.db")}
 
+        def extra_config(self, tmp_path):            # optional: other sections it reads
+            return {}
+
 pytest collects the inherited tests. Each test builds a real kernel through ``ctxengine.load``
 (so the engine must be installed, or set ``plugin`` to register it with ``register_engine``), with
 the ``extractive`` summary provider (no network), a small context window, and ``CTXENGINE_HOME``
@@ -28,12 +31,17 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ctxengine._kernel.kernel import Kernel, load
-from ctxengine._kernel.resolve import register_engine, unregister_engine
-from ctxengine._messages.conversation import Format, Message, SystemPrompt
-from ctxengine._messages.read import visible_text
-from ctxengine._messages.validate import validate
-from ctxengine._plugin.results import CompressResult
+from ctxengine import (
+    CompressResult,
+    Format,
+    Kernel,
+    Message,
+    SystemPrompt,
+    load,
+    register_engine,
+    unregister_engine,
+)
+from ctxengine.messages import validate, visible_text
 from ctxengine.testing import samples
 
 FORMATS: tuple[Format, ...] = ("openai", "anthropic")
@@ -69,14 +77,21 @@ class EngineConformance:
         """The ``engines.<name>`` options for the engine under test (none by default)."""
         return {}
 
+    def extra_config(self, tmp_path: Path) -> dict[str, Any]:
+        """More top-level sections for the engine under test, e.g. keys it declares in
+        ``compression`` (none by default: the suite assumes nothing about any engine's keys)."""
+        return {}
+
     def config(self, tmp_path: Path) -> dict[str, Any]:
+        """The configuration every check loads: the engine selected strictly, a small window,
+        the local extractive summariser (no network), plus the engine's own options."""
         options = self.engine_options(tmp_path)
         return {
             "context": {"engine": self.engine, "strict": True},
             "model": {"name": "claude-sonnet-4-6", "context_length": self.context_length},
-            "compression": {"protect_last_n": 6},
             "auxiliary": {"compression": {"provider": "extractive"}},
             "engines": {self.engine: options} if options else {},
+            **self.extra_config(tmp_path),
         }
 
     @pytest.fixture

@@ -38,9 +38,9 @@ from typing import Any, Literal
 
 import attrs
 
+from ctxengine import SUMMARY_HEADINGS
 from ctxengine._accounting.cachesim import PromptCacheSimulator
 from ctxengine._accounting.tokens import RoughCounter, estimate_tokens
-from ctxengine_compressor.digest import SUMMARY_HEADINGS
 
 Api = Literal["anthropic", "openai", "unknown"]
 StepKind = Literal["text", "blocks", "empty", "error", "garbage", "context_length", "default"]

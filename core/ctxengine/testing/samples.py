@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ctxengine._messages.conversation import Format, Message, SystemPrompt
+from ctxengine import Format, Message, SystemPrompt
 
 SYSTEM_PROMPT = (
     "You are a careful coding agent working in the repository /srv/app. "

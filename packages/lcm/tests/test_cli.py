@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 import ctxengine_lcm
-from ctxengine._plugin.commands import CommandRegistry
+from ctxengine import CommandRegistry
 from ctxengine.testing import samples
 
 
 def _run(argv: list[str]) -> int:
     registry = CommandRegistry()
-    ctxengine_lcm.register_commands(commands=registry)
+    ctxengine_lcm.register_commands(commands=registry.for_owner("lcm"))
     (command,) = list(registry)
     assert command.name == "lcm" and command.provider == "lcm"
     parser = argparse.ArgumentParser(prog="ctxengine lcm")

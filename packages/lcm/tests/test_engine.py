@@ -210,7 +210,7 @@ def test_should_compress_uses_its_own_threshold(make_kernel: Any) -> None:
     hook = kernel.hooks.should_compress
     assert hook(ctx, 74_999, False, "agent", False, 10) is False
     assert hook(ctx, 75_000, False, "agent", False, 10) is True
-    get_state(ctx).cooldown_until = ctx.clock() + 100
+    get_state(ctx).guard.cooldown_until = ctx.clock() + 100
     assert hook(ctx, 80_000, False, "agent", False, 10) is False
     assert hook(ctx, 80_000, False, "agent", True, 10) is True
 
@@ -306,7 +306,7 @@ def test_provider_outage_falls_back_and_cools_down(make_kernel: Any) -> None:
     assert result.fallback_used
     assert "provider failed (timeout)" in result.reason
     assert len(provider.prompts) == 1  # not retried during this compaction
-    assert get_state(session.ctx).cooldown_until > session.ctx.clock()
+    assert get_state(session.ctx).guard.cooldown_until > session.ctx.clock()
 
 
 def test_abort_on_summary_failure_returns_input(make_kernel: Any) -> None:

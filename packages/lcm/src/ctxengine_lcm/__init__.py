@@ -13,15 +13,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxengine import hookimpl
-from ctxengine_lcm.engine import LcmSession, get_state, is_thrashing
+from ctxengine_lcm.engine import LcmSession, get_state
 from ctxengine_lcm.settings import settings_for
 
 if TYPE_CHECKING:
     from ctxengine import (
-        CommandRegistry,
         CompressResult,
         Conversation,
         EngineContext,
+        PluginCommands,
+        PluginSettings,
         Stage,
         Tool,
         Usage,
@@ -46,6 +47,14 @@ def open_session(ctx: EngineContext) -> LcmSession:
 
 
 @hookimpl
+def declare_settings(settings: PluginSettings) -> None:
+    """The ``engines.lcm`` section (see :data:`ctxengine_lcm.settings.SETTINGS`)."""
+    from ctxengine_lcm.settings import SETTINGS
+
+    settings.add(SETTINGS)
+
+
+@hookimpl
 def should_compress(
     ctx: EngineContext, prompt_tokens: int, stage: Stage, force: bool
 ) -> bool | None:
@@ -66,12 +75,9 @@ def should_compress(
         return False
     if force:
         return True
-    state = get_state(ctx)
-    if ctx.clock() < state.cooldown_until:
-        ctx.log.debug("lcm: over threshold but cooling down (%s)", state.cooldown_reason)
-        return False
-    if is_thrashing(state):
-        ctx.log.debug("lcm: over threshold but the last compactions saved < 10 %%")
+    held = get_state(ctx).guard.holds(ctx.clock(), force=False)
+    if held is not None:
+        ctx.log.debug("lcm: over threshold but %s", held)
         return False
     return True
 
@@ -134,7 +140,7 @@ def session_end(ctx: EngineContext) -> None:
 
 
 @hookimpl
-def register_commands(commands: CommandRegistry) -> None:
+def register_commands(commands: PluginCommands) -> None:
     """``ctxengine lcm status|doctor|grep``."""
     from ctxengine_lcm.cli import register
 

@@ -11,17 +11,16 @@ from typing import TYPE_CHECKING
 from ctxengine_lcm.settings import ENGINE_NAME
 
 if TYPE_CHECKING:
-    from ctxengine import CommandRegistry
+    from ctxengine import PluginCommands
     from ctxengine_lcm.store import Store
 
 
-def register(commands: CommandRegistry) -> None:
+def register(commands: PluginCommands) -> None:
     commands.add(
         "lcm",
         "inspect the lossless engine's store: status, doctor, grep",
         configure,
         run,
-        provider=ENGINE_NAME,
     )
 
 

@@ -59,8 +59,8 @@ class Budget:
 
 
 def budget_for(ctx: EngineContext, settings: LcmSettings) -> Budget:
-    """Limits for ``ctx``'s model: window = context length - output reservation."""
-    window = max(1_000, ctx.model.context_length - (ctx.config.model.max_tokens or 0))
+    """Limits for ``ctx``'s model, as fractions of its usable window."""
+    window = ctx.window
     threshold = int(settings.threshold * window)
     return Budget(
         window=window,

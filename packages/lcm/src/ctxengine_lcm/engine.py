@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ctxengine import CompressResult, Conversation, Message
+from ctxengine import CompactionGuard, CompressResult, Conversation, Message
 from ctxengine_lcm.compaction import Compactor, budget_for
 from ctxengine_lcm.ingest import canonical, message_hash, prepare
 from ctxengine_lcm.locking import session_lock
@@ -46,14 +46,8 @@ from ctxengine_lcm.summarise import Summariser, SummaryAborted
 if TYPE_CHECKING:
     from ctxengine import EngineContext
 
-COOLDOWN_SECONDS = 60.0
-"""Automatic compaction pauses this long after an aborted compaction."""
-
 LOCK_WAIT_SECONDS = 30.0
 """A compress call waits this long for a running compaction of the same session to finish."""
-
-THRASH_SAVING = 0.10
-THRASH_RUN = 2
 
 
 @attrs.define
@@ -318,9 +312,7 @@ class LcmSession:
             try:
                 outcome = compactor.run(ingest.items)
             except SummaryAborted as exc:
-                state = get_state(ctx)
-                state.cooldown_until = ctx.clock() + COOLDOWN_SECONDS
-                state.cooldown_reason = str(exc)
+                get_state(ctx).guard.start_cooldown(ctx.clock(), str(exc))
                 catch_up_index(self.store)
                 return unchanged(
                     "aborted",
@@ -328,9 +320,8 @@ class LcmSession:
                     f"(the {ingest.new_messages} new messages are stored)",
                 )
             if summariser.abort_kind is not None:
-                state = get_state(ctx)
-                state.cooldown_until = ctx.clock() + COOLDOWN_SECONDS
-                state.cooldown_reason = f"summary provider failed ({summariser.abort_kind})"
+                reason = f"summary provider failed ({summariser.abort_kind})"
+                get_state(ctx).guard.start_cooldown(ctx.clock(), reason)
             rendered = render(outcome.items, ingest.leading)
             if rendered.block:
                 self.store.add_block(
@@ -443,9 +434,7 @@ class LcmState:
     """What the engine keeps in ``ctx.state["lcm"]``."""
 
     session: LcmSession | None = None
-    cooldown_until: float = 0.0
-    cooldown_reason: str = ""
-    recent_savings: list[float] = attrs.field(factory=list)
+    guard: CompactionGuard = attrs.field(factory=CompactionGuard)
 
 
 def get_state(ctx: EngineContext) -> LcmState:
@@ -457,11 +446,5 @@ def get_state(ctx: EngineContext) -> LcmState:
 
 
 def record_saving(ctx: EngineContext, before: int, after: int) -> None:
-    state = get_state(ctx)
-    saving = (before - after) / before if before > 0 else 0.0
-    state.recent_savings = [*state.recent_savings[-(THRASH_RUN - 1) :], saving]
-
-
-def is_thrashing(state: LcmState) -> bool:
-    recent = state.recent_savings[-THRASH_RUN:]
-    return len(recent) == THRASH_RUN and all(s < THRASH_SAVING for s in recent)
+    """Feed one compaction's saving to the session's anti-thrash guard."""
+    get_state(ctx).guard.record_saving((before - after) / before if before > 0 else 0.0)

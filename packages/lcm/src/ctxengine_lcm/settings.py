@@ -1,6 +1,6 @@
 """The ``engines.lcm`` section of ``config.yaml``, validated with the kernel's field rules.
 
-Every key, its default and its range are listed in :data:`FIELDS`; the README's table mirrors it.
+Every key, its default and its range are listed in :data:`SETTINGS`; the README's table mirrors it.
 The compaction threshold is the engine's own (``engines.lcm.threshold``, default 0.75 of the
 window), not ``compression.threshold`` (0.50): compaction here loses nothing, so it can wait
 longer and compact less often, which keeps the prompt cache warm for longer.
@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
-if TYPE_CHECKING:
-    from ctxengine import Config, Field
+from ctxengine import Config, Field, SettingsSpec, config_from_mapping, ctxengine_home
 
 SECTION = "engines.lcm"
 ENGINE_NAME = "lcm"
@@ -23,9 +22,10 @@ ENGINE_NAME = "lcm"
 
 @attrs.frozen
 class LcmSettings:
-    """Validated engine options (see :data:`FIELDS` for meanings and ranges)."""
+    """Validated engine options (see :data:`SETTINGS` for meanings and ranges)."""
 
-    db_path: Path
+    db_path: Path | None
+    """The SQLite file; ``None`` until :func:`settings_for` fills in the default location."""
     threshold: float = 0.75
     target_fill: float = 0.6
     fresh_tail_count: int = 32
@@ -39,11 +39,15 @@ class LcmSettings:
     regex_timeout_s: float = 2.0
 
 
-def fields() -> list[Field]:
-    """The section's keys, types, defaults and ranges."""
-    from ctxengine import Field
+def _build(db_path: str | None, **values: Any) -> LcmSettings:
+    # The default path depends on $CTXENGINE_HOME, which only the session's context knows;
+    # settings_for fills it in.
+    return LcmSettings(db_path=Path(db_path).expanduser() if db_path else None, **values)
 
-    return [
+
+SETTINGS: SettingsSpec[LcmSettings] = SettingsSpec(
+    SECTION,
+    (
         Field(
             "db_path",
             "str",
@@ -119,13 +123,21 @@ def fields() -> list[Field]:
             le=60.0,
             doc="run-time cap of one lcm_grep regex search",
         ),
-    ]
+    ),
+    build=_build,
+    trigger="threshold",
+    doc="the lossless engine",
+)
+"""The ``engines.lcm`` keys, declared to the kernel in the ``declare_settings`` hook."""
+
+
+def fields() -> list[Field]:
+    """The section's keys, types, defaults and ranges."""
+    return list(SETTINGS.fields)
 
 
 def default_db_path(env: Mapping[str, str] | None = None) -> Path:
     """``<CTXENGINE_HOME>/lcm/lcm.db``."""
-    from ctxengine import ctxengine_home
-
     return ctxengine_home(env) / "lcm" / "lcm.db"
 
 
@@ -135,18 +147,22 @@ def parse_settings(
     source: str = "config",
     env: Mapping[str, str] | None = None,
 ) -> LcmSettings:
-    """Validate the raw ``engines.lcm`` mapping.
+    """Validate a raw ``engines.lcm`` mapping on its own (tools and tests).
 
-    :raises ctxengine.config.ConfigError: naming every unknown key and invalid value.
+    :raises ctxengine.ConfigError: naming every unknown key and invalid value.
     """
-    from ctxengine import parse_section
-
-    values = parse_section(options or {}, SECTION, fields(), source=source)
-    raw_path = values.pop("db_path")
-    db_path = Path(raw_path).expanduser() if raw_path else default_db_path(env)
-    return LcmSettings(db_path=db_path, **values)
+    settings = config_from_mapping(
+        {"engines": {ENGINE_NAME: dict(options or {})}}, source=source, specs=[SETTINGS]
+    ).settings(SETTINGS)
+    return _with_path(settings, env)
 
 
 def settings_for(config: Config, env: Mapping[str, str] | None = None) -> LcmSettings:
-    """The engine's settings from a loaded :class:`~ctxengine.config.Config`."""
-    return parse_settings(config.engines.get(ENGINE_NAME), env=env)
+    """The engine's validated settings from a loaded :class:`~ctxengine.Config`."""
+    return _with_path(config.settings(SETTINGS), env)
+
+
+def _with_path(settings: LcmSettings, env: Mapping[str, str] | None) -> LcmSettings:
+    if settings.db_path is not None:
+        return settings
+    return attrs.evolve(settings, db_path=default_db_path(env))

@@ -1,0 +1,235 @@
+"""How the kernel and every plugin declare the configuration keys they read.
+
+A :class:`SettingsSpec` lists the keys of one section (``compression``, ``prompt_caching`` or
+``engines.<name>``) with their types, defaults, ranges and environment variables, optionally how
+to build a typed value from them and which checks run across keys. Plugins hand their specs to
+the kernel in the ``declare_settings`` hook; the kernel validates every selected plugin's keys at
+:func:`ctxengine.load` with the same messages as its own, and ``ctxengine config`` lists them
+with their owner. See ``docs/configuration.md``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+from ctxengine._config.fields import ConfigProblem, Field, format_value
+
+T = TypeVar("T")
+
+Check = Callable[["SettingsView"], None]
+"""A rule across keys: it reads values through the view and reports with
+:meth:`SettingsView.problem`. Checks run after every key was validated on its own."""
+
+CORE_OWNER = "kernel"
+"""The owner name of the keys the kernel itself reads."""
+
+PLUGIN_SECTIONS = ("compression", "prompt_caching")
+"""Sections a plugin may add keys to besides its own ``engines.<name>``."""
+
+_ENGINE_SECTION = re.compile(r"engines\.[A-Za-z0-9_.-]+")
+_ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+
+TYPO_CUTOFF = 0.8
+"""How alike an unread key must be to a read one in a shared section to count as a typo (an
+error) rather than a key of a plugin that is not selected (reported as unused)."""
+
+
+class SettingsDeclarationError(ValueError):
+    """A plugin declared settings the kernel cannot accept (bad section, duplicate key, ...)."""
+
+
+def _fields(value: Iterable[Field]) -> tuple[Field, ...]:
+    return tuple(value)
+
+
+def _checks(value: Iterable[Check]) -> tuple[Check, ...]:
+    return tuple(value)
+
+
+@attrs.frozen(eq=False)
+class SettingsSpec(Generic[T]):
+    """The keys one owner reads in one section.
+
+    :ivar section: ``"compression"``, ``"prompt_caching"`` or ``"engines.<name>"`` (the kernel
+        also declares its own sections, ``context``, ``model`` and so on).
+    :ivar fields: the keys, in documentation order; each :class:`~ctxengine.Field` may name an
+        environment variable (``env``) that overrides it.
+    :ivar build: called with every field's value as keyword arguments to make the typed value
+        :meth:`ctxengine.Config.settings` returns; ``None`` returns a read-only mapping.
+    :ivar checks: rules across keys (see :class:`SettingsView`).
+    :ivar trigger: for an engine, the field holding the fraction of the window at which it
+        compacts; other plugins' checks (gateway hygiene's) compare against it.
+    :ivar doc: one line for the generated configuration reference.
+
+    Specs compare by identity: keep each in a module-level constant.
+    """
+
+    section: str
+    fields: tuple[Field, ...] = attrs.field(converter=_fields)
+    build: Callable[..., T] | None = None
+    checks: tuple[Check, ...] = attrs.field(default=(), converter=_checks)
+    trigger: str | None = None
+    doc: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        names = [f.name for f in self.fields]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise SettingsDeclarationError(
+                f"settings for {self.section!r} declare {', '.join(duplicates)} more than once"
+            )
+        if self.trigger is not None and self.trigger not in names:
+            raise SettingsDeclarationError(
+                f"settings for {self.section!r}: trigger {self.trigger!r} is not one of the "
+                f"declared keys ({', '.join(names)})"
+            )
+        for field in self.fields:
+            if field.env is not None and _ENV_NAME.fullmatch(field.env) is None:
+                raise SettingsDeclarationError(
+                    f"{self.section}.{field.name}: environment variable {field.env!r} must be "
+                    "upper-case letters, digits and '_'"
+                )
+
+    def key(self, name: str) -> str:
+        """The dotted key path of field ``name``."""
+        return f"{self.section}.{name}"
+
+    def defaults(self) -> dict[str, Any]:
+        return {f.name: f.default for f in self.fields}
+
+
+@attrs.frozen
+class OwnedSpec:
+    """A spec together with the plugin (or ``"kernel"``) that declared it."""
+
+    spec: SettingsSpec[Any]
+    owner: str
+
+
+class SettingsRegistry:
+    """Collects the specs of every registered plugin during ``declare_settings``.
+
+    The kernel hands each plugin a view stamped with its name (:meth:`for_owner`), so every key
+    knows its owner. Two owners declaring the same key, or a plugin declaring keys outside its
+    allowed sections, is a :class:`SettingsDeclarationError` naming both sides.
+    """
+
+    def __init__(self, specs: Iterable[OwnedSpec] = ()) -> None:
+        self._specs: list[OwnedSpec] = []
+        self._owner_of: dict[str, str] = {}
+        for owned in specs:
+            self._add(owned.spec, owned.owner, check_section=False)
+
+    @property
+    def specs(self) -> tuple[OwnedSpec, ...]:
+        return tuple(self._specs)
+
+    def for_owner(self, owner: str) -> PluginSettings:
+        """The registry as one plugin sees it: its ``add`` stamps ``owner`` on each spec."""
+        return PluginSettings(self, owner)
+
+    def _add(self, spec: SettingsSpec[Any], owner: str, *, check_section: bool = True) -> None:
+        if not isinstance(spec, SettingsSpec):
+            raise SettingsDeclarationError(
+                f"plugin {owner!r} declared {spec!r}, not a ctxengine.SettingsSpec"
+            )
+        if check_section and not (
+            spec.section in PLUGIN_SECTIONS or _ENGINE_SECTION.fullmatch(spec.section)
+        ):
+            raise SettingsDeclarationError(
+                f"plugin {owner!r} declared settings under {spec.section!r}; plugins may declare "
+                f"keys under engines.<name> or in {', '.join(PLUGIN_SECTIONS)}"
+            )
+        if any(o.spec is spec for o in self._specs):
+            return  # the same spec declared twice (e.g. a module registered under two names)
+        for field in spec.fields:
+            key = spec.key(field.name)
+            other = self._owner_of.get(key)
+            if other is not None:
+                raise SettingsDeclarationError(
+                    f"{key} is declared by both {other!r} and {owner!r}; each key has one owner"
+                )
+        for field in spec.fields:
+            self._owner_of[spec.key(field.name)] = owner
+        self._specs.append(OwnedSpec(spec, owner))
+
+    def owner_of(self, key: str) -> str | None:
+        return self._owner_of.get(key)
+
+
+class PluginSettings:
+    """What ``declare_settings`` receives: ``settings.add(SPEC)`` declares one section."""
+
+    def __init__(self, registry: SettingsRegistry, owner: str) -> None:
+        self._registry = registry
+        self.owner = owner
+
+    def add(self, spec: SettingsSpec[Any]) -> None:
+        """Declare ``spec`` as this plugin's.
+
+        :raises SettingsDeclarationError: for a section plugins may not use or a key another
+            owner declared.
+        """
+        self._registry._add(spec, self.owner)
+
+
+class SettingsView:
+    """What a cross-key check sees: every declared key's value and source, and a way to report.
+
+    Keys are dotted paths (``"compression.threshold"``). A check should skip keys that already
+    have a problem (:meth:`has_problem`): their value is not meaningful.
+    """
+
+    def __init__(
+        self,
+        values: Mapping[str, Any],
+        sources: Mapping[str, str],
+        problems: list[ConfigProblem],
+        engine_trigger: str | None,
+    ) -> None:
+        self._values = values
+        self._sources = sources
+        self._problems = problems
+        self.engine_trigger = engine_trigger
+        """The key path of the selected engine's trigger fraction, when it declares one."""
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._values
+
+    def value(self, key: str) -> Any:
+        return self._values[key]
+
+    def source(self, key: str) -> str:
+        return self._sources.get(key, "default")
+
+    def has_problem(self, *keys: str) -> bool:
+        bad = {p.key for p in self._problems}
+        return any(key in bad for key in keys)
+
+    def describe(self, key: str, *, seen_from: str) -> str:
+        """``key (value)``, naming its source when it differs from ``seen_from`` (the source of
+        the key the message is about): ``compression.threshold (0.5, the default)``."""
+        other_source = self.source(key)
+        if other_source == seen_from:
+            where = ""
+        elif other_source == "default":
+            where = ", the default"
+        else:
+            where = f", from {other_source}"
+        return f"{key} ({format_value(self._values[key])}{where})"
+
+    def problem(self, key: str, rule: str) -> None:
+        """Report ``key``'s value as invalid because of ``rule`` ("must be ..."), with its
+        source."""
+        self._problems.append(ConfigProblem(key, self._values.get(key), rule, self.source(key)))
+
+
+def closest(word: str, candidates: Sequence[str], cutoff: float) -> str | None:
+    """The candidate most like ``word`` when it is at least ``cutoff`` alike."""
+    found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=cutoff)
+    return found[0] if found else None

@@ -1,0 +1,85 @@
+"""Guards every engine puts in front of automatic compaction: failure cooldown and anti-thrash.
+
+- **Cooldown**: after a compaction aborted because the summary provider could not be reached
+  (auth, network, timeout, rate limit), automatic compaction pauses for
+  :data:`COOLDOWN_SECONDS`, so a broken provider is not called again on every turn.
+- **Anti-thrash**: after :data:`THRASH_RUN` consecutive compactions that each saved less than
+  :data:`THRASH_SAVING` of the prompt, automatic compaction stops until a forced one: the
+  conversation is made of what cannot be compacted (a huge system prompt, the protected tail),
+  and compacting again would only break the prompt cache.
+
+A forced compaction (``force=True``: an explicit request, the gateway safety net) passes both.
+Engines keep one :class:`CompactionGuard` in their per-session state.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+COOLDOWN_SECONDS = 60.0
+"""How long automatic compaction pauses after an aborted summary."""
+
+THRASH_SAVING = 0.10
+"""A compaction that saved less than this fraction of the prompt counts towards anti-thrash."""
+
+THRASH_RUN = 2
+"""This many consecutive poor compactions switch automatic compaction off until ``force``."""
+
+SAVINGS_KEPT = 4
+"""How many recent savings are remembered."""
+
+
+@attrs.define
+class CompactionGuard:
+    """One session's cooldown and recent savings.
+
+    :ivar cooldown_until: clock time (the engine context's ``clock``) before which automatic
+        compaction waits.
+    :ivar recent_savings: the fraction of the prompt each recent compaction saved, newest last.
+    """
+
+    cooldown_until: float = float("-inf")
+    cooldown_reason: str | None = None
+    recent_savings: list[float] = attrs.field(factory=list)
+
+    def start_cooldown(self, now: float, reason: str, seconds: float = COOLDOWN_SECONDS) -> None:
+        """Pause automatic compaction for ``seconds`` from ``now``, because of ``reason``."""
+        self.cooldown_until = now + seconds
+        self.cooldown_reason = reason
+
+    def cooling_down(self, now: float) -> bool:
+        return now < self.cooldown_until
+
+    def record_saving(self, ratio: float) -> None:
+        """Remember one compaction's saving (``1 - after / before``)."""
+        self.recent_savings.append(ratio)
+        del self.recent_savings[:-SAVINGS_KEPT]
+
+    def correct_last_saving(self, ratio: float) -> None:
+        """Replace the newest saving (an estimate) by the measured one."""
+        if self.recent_savings:
+            self.recent_savings[-1] = ratio
+
+    @property
+    def thrashing(self) -> bool:
+        """True after :data:`THRASH_RUN` consecutive compactions that saved too little."""
+        recent = self.recent_savings[-THRASH_RUN:]
+        return len(recent) == THRASH_RUN and all(saving < THRASH_SAVING for saving in recent)
+
+    def holds(self, now: float, *, force: bool) -> str | None:
+        """Why automatic compaction must wait now, or ``None`` when it may go ahead."""
+        if force:
+            return None
+        if self.cooling_down(now):
+            return f"cooling down after a failed summary ({self.cooldown_reason})"
+        if self.thrashing:
+            return (
+                f"the last {THRASH_RUN} compactions saved < {int(THRASH_SAVING * 100)} % each; "
+                "waiting for a forced compaction"
+            )
+        return None
+
+    def reset(self) -> None:
+        self.cooldown_until = float("-inf")
+        self.cooldown_reason = None
+        self.recent_savings.clear()

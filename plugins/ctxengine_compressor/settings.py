@@ -1,0 +1,101 @@
+"""The compressor's configuration keys (in the ``compression`` section) and its token budgets.
+
+``compression.enabled`` and ``compression.abort_on_summary_failure`` are the kernel's (every
+engine honours them); the four keys below are the compressor's own and are validated only while
+it is the selected engine. Derived values for a 200K window with the defaults: threshold
+100,000 tokens, tail budget 20,000, summary cap 10,000.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ctxengine import EngineContext, Field, SettingsSpec
+
+MAX_SUMMARY_TOKENS = 12_000
+"""Upper cap on one summary, whatever the window."""
+
+SUMMARY_WINDOW_SHARE = 0.05
+"""A summary never takes more than this share of the model's context length."""
+
+
+@attrs.frozen
+class CompressorSettings:
+    """The compressor's validated keys."""
+
+    threshold: float = 0.50
+    target_ratio: float = 0.20
+    protect_last_n: int = 20
+    protect_first_n: int = 3
+
+
+SETTINGS: SettingsSpec[CompressorSettings] = SettingsSpec(
+    "compression",
+    (
+        Field(
+            "threshold",
+            "number",
+            0.50,
+            ge=0.05,
+            le=0.95,
+            env="CTXENGINE_THRESHOLD",
+            doc="compact when prompt tokens >= threshold x window",
+        ),
+        Field(
+            "target_ratio",
+            "number",
+            0.20,
+            ge=0.10,
+            le=0.80,
+            doc="tokens of recent messages kept verbatim = threshold tokens x target_ratio",
+        ),
+        Field("protect_last_n", "int", 20, ge=1, doc="fewest recent messages kept verbatim"),
+        Field(
+            "protect_first_n",
+            "int",
+            3,
+            ge=0,
+            doc="messages after the system prompt kept on the first compaction",
+        ),
+    ),
+    build=CompressorSettings,
+    trigger="threshold",
+    doc="the compressor engine",
+)
+
+
+@attrs.frozen
+class Budgets:
+    """Token budgets for one session's window.
+
+    :ivar window: context length minus the output reservation.
+    :ivar threshold_tokens: the compressor fires at or above this prompt size.
+    :ivar tail_token_budget: tokens of recent messages kept verbatim.
+    :ivar max_summary_tokens: cap on one summary.
+    """
+
+    window: int
+    threshold_tokens: int
+    tail_token_budget: int
+    max_summary_tokens: int
+
+
+def budgets_for(settings: CompressorSettings, context_length: int, window: int) -> Budgets:
+    """Derive the budgets; a 200K window with defaults -> 100,000 / 20,000 / 10,000."""
+    threshold_tokens = int(settings.threshold * window)
+    return Budgets(
+        window=window,
+        threshold_tokens=threshold_tokens,
+        tail_token_budget=int(threshold_tokens * settings.target_ratio),
+        max_summary_tokens=min(int(context_length * SUMMARY_WINDOW_SHARE), MAX_SUMMARY_TOKENS),
+    )
+
+
+def settings(ctx: EngineContext) -> CompressorSettings:
+    """This session's validated compressor settings."""
+    return ctx.config.settings(SETTINGS)
+
+
+def budgets(ctx: EngineContext) -> Budgets:
+    """This session's budgets."""
+    return budgets_for(settings(ctx), ctx.model.context_length, ctx.window)

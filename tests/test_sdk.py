@@ -1,0 +1,239 @@
+"""The kernel's boundary: the declared SDK, no import cycles, lazy and metadata-free loading."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import ctxengine
+import ctxengine.messages
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "core" / "ctxengine"
+SDK_MODULES = {"ctxengine", "ctxengine.messages", "ctxengine.hookspecs"}
+"""Modules a plugin may import names from (plus ``ctxengine.testing`` and its modules)."""
+
+
+def python_files(*roots: Path) -> Iterator[Path]:
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            if ".nox" not in path.parts and "tests" not in path.parts:
+                yield path
+
+
+def kernel_imports(path: Path) -> Iterator[tuple[int, str, str | None]]:
+    """``(line, module, name)`` for every import of a ctxengine module in ``path``."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "ctxengine" or node.module.startswith("ctxengine."):
+                for alias in node.names:
+                    yield node.lineno, node.module, alias.name
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "ctxengine" or alias.name.startswith("ctxengine."):
+                    yield node.lineno, alias.name, None
+
+
+def sdk_problem(module: str, name: str | None) -> str | None:
+    if module == "ctxengine.testing" or module.startswith("ctxengine.testing."):
+        return None
+    if module not in SDK_MODULES:
+        return f"imports the private module {module}"
+    if name is None:
+        return None
+    public = {
+        "ctxengine": set(ctxengine.__all__) | {"hookspecs", "messages", "testing"},
+        "ctxengine.messages": set(ctxengine.messages.__all__),
+        "ctxengine.hookspecs": {"hookimpl", "hookspec", "PROJECT"},
+    }[module]
+    if name not in public:
+        return f"imports {name!r} from {module}, which is not part of the SDK"
+    return None
+
+
+def test_plugins_and_packages_import_only_the_sdk() -> None:
+    roots = [ROOT / "plugins", *(p / "src" for p in (ROOT / "packages").iterdir())]
+    problems = [
+        f"{path.relative_to(ROOT)}:{line}: {problem}"
+        for path in python_files(*[r for r in roots if r.is_dir()])
+        for line, module, name in kernel_imports(path)
+        if (problem := sdk_problem(module, name)) is not None
+    ]
+    assert problems == []
+
+
+def test_the_testing_helpers_use_only_the_sdk_or_their_own_modules() -> None:
+    # The conformance suite and samples are what third parties run; they must not depend on
+    # anything an engine author cannot see.
+    for name in ("conformance.py", "samples.py"):
+        path = CORE / "testing" / name
+        problems = [
+            f"{name}:{line}: {problem}"
+            for line, module, imported in kernel_imports(path)
+            if (problem := sdk_problem(module, imported)) is not None
+        ]
+        assert problems == []
+
+
+def test_every_sdk_name_resolves_and_private_modules_are_underscored() -> None:
+    for name in ctxengine.__all__:
+        assert getattr(ctxengine, name) is not None, name
+    for name in ctxengine.messages.__all__:
+        assert getattr(ctxengine.messages, name) is not None, name
+    public = {p.stem for p in CORE.iterdir() if not p.name.startswith("_")}
+    assert public == {"hookspecs", "messages", "testing", "py"}, public
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(CORE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the ctxengine modules it imports (also lazily and under TYPE_CHECKING)."""
+    modules = {_module_name(p): p for p in CORE.rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for _, module, imported in kernel_imports(path):
+            target = module
+            if imported is not None and f"{module}.{imported}" in modules:
+                target = f"{module}.{imported}"  # `from ctxengine import hookspecs`
+            if target in modules and target != name:
+                graph[name].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_kernel_has_no_import_cycle() -> None:
+    graph = import_graph()
+    # The SDK facade only re-exports; nothing inside the kernel may import it back.
+    importers = sorted(m for m, deps in graph.items() if "ctxengine" in deps and m != "ctxengine")
+    assert [m for m in importers if not m.startswith("ctxengine.testing")] == []
+    assert cycles(graph) == []
+
+
+def test_cycle_detection_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_session_does_not_depend_on_the_kernel() -> None:
+    graph = import_graph()
+    assert "ctxengine._kernel.kernel" not in graph["ctxengine._kernel.session"]
+    assert "ctxengine._kernel.session" not in graph["ctxengine._kernel.hygiene"]
+
+
+def run_python(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_load_with_the_compressor_selected_does_not_import_lcm(isolated_home: Path) -> None:
+    out = run_python(
+        """
+        import sys, ctxengine
+        from ctxengine.testing import samples
+        kernel = ctxengine.load({"auxiliary": {"compression": {"provider": "extractive"}}})
+        system, messages = samples.conversation("openai")
+        result = kernel.session("s").compress(messages, system, force=True)
+        print(result.status, "ctxengine_lcm" in sys.modules, kernel.plugin_names)
+        """
+    )
+    assert out == "compacted False ['compressor', 'system_and_3', 'hygiene']"
+
+
+def test_lcm_is_imported_only_when_selected(isolated_home: Path) -> None:
+    out = run_python(
+        """
+        import sys, ctxengine
+        kernel = ctxengine.load({"context": {"engine": "lcm"}})
+        print(kernel.engine, "ctxengine_lcm" in sys.modules, "ctxengine_compressor" in sys.modules)
+        """
+    )
+    assert out == "lcm True False"
+
+
+def test_import_ctxengine_stays_light() -> None:
+    out = run_python(
+        """
+        import sys, ctxengine
+        heavy = ("anthropic", "openai", "tiktoken", "yaml", "ctxengine_compressor")
+        print([m for m in heavy if m in sys.modules])
+        """
+    )
+    assert out == "[]"
+
+
+def test_builtins_load_without_any_entry_point_metadata(
+    isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib_metadata
+
+    # A stale or broken install: no entry points at all. The built-ins are imported by name.
+    monkeypatch.setattr(importlib_metadata, "entry_points", lambda **kw: [])
+    kernel = ctxengine.load()
+    assert kernel.plugin_names == ["compressor", "system_and_3", "hygiene"]
+    assert kernel.engine_entry.source == "builtin"
+    with pytest.warns(ctxengine.EngineNotFoundWarning):
+        fallback = ctxengine.load({"context": {"engine": "lcm"}})
+    assert fallback.engine == "compressor"
+
+
+def test_sdk_names_are_documented() -> None:
+    sdk = (ROOT / "docs" / "sdk.md").read_text(encoding="utf-8")
+    missing = [n for n in ctxengine.__all__ if f"`{n}`" not in sdk]
+    missing += [n for n in ctxengine.messages.__all__ if f"`{n}`" not in sdk]
+    assert missing == []
+
+
+def test_every_private_module_imports() -> None:
+    for path in CORE.rglob("*.py"):
+        name = _module_name(path)
+        if name.endswith("__main__"):
+            continue
+        importlib.import_module(name)
