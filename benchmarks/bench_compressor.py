@@ -1,4 +1,4 @@
-"""Compressor benchmark (SPEC §8): ``compress()`` with the local digest (``extractive``
+"""Compressor benchmark: ``compress()`` with the local digest (``extractive``
 provider) on the largest real session, as a ratio to ``json.dumps`` of the same message list.
 
 Run: ``python benchmarks/bench_compressor.py``. Prints tab-separated lines

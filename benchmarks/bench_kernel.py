@@ -1,4 +1,4 @@
-"""Kernel per-request overhead (SPEC §8): what an agent loop pays ctxengine on every request.
+"""Kernel per-request overhead: what an agent loop pays ctxengine on every request.
 
 One request of an agent loop = ``session.update_usage`` (the last response's usage) +
 ``session.should_compress`` + ``session.prepare`` (the ``system_and_3`` cache strategy), on the

@@ -1,4 +1,4 @@
-"""Token counting benchmark (SPEC §8): incremental count after one new message vs a full recount,
+"""Token counting benchmark: incremental count after one new message vs a full recount,
 and the cost of ``import ctxengine``.
 
 Run: ``python benchmarks/bench_tokens.py``. Prints one tab-separated line per figure

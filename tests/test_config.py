@@ -376,8 +376,8 @@ def test_prompt_caching_enabled_values(value: object) -> None:
 def test_section_must_be_a_mapping() -> None:
     assert only_error({"compression": [1, 2]}) == (
         f"config error in {SRC}: compression = [1, 2]: must be a mapping of key: value "
-        "(allowed keys: enabled, abort_on_summary_failure, threshold, target_ratio, protect_last_n, "
-        "protect_first_n, hygiene_threshold, hygiene_hard_message_limit)"
+        "(allowed keys: enabled, abort_on_summary_failure, threshold, target_ratio, "
+        "protect_last_n, protect_first_n, hygiene_threshold, hygiene_hard_message_limit)"
     )
     assert only_error({"auxiliary": "openai"}) == (
         f"config error in {SRC}: auxiliary = 'openai': must be a mapping of key: value "
@@ -400,7 +400,8 @@ def test_unknown_key_suggests_closest() -> None:
 
 def test_unknown_key_without_close_match() -> None:
     assert only_error({"context": {"zzz": 1}}) == (
-        f"config error in {SRC}: context.zzz: unknown key (allowed: engine, plugin_dirs, strict, extensions)"
+        f"config error in {SRC}: context.zzz: unknown key "
+        "(allowed: engine, plugin_dirs, strict, extensions)"
     )
 
 

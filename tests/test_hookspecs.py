@@ -38,11 +38,15 @@ def test_every_hookspec_docstring_starts_with_its_dispatch_rule() -> None:
         assert doc.startswith("First result:") == firstresult, name
 
 
-def test_every_hookspec_is_documented_in_the_readme_with_its_signature() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_every_hookspec_is_documented_with_its_signature() -> None:
+    for page in ("README.md", "docs/architecture.md"):
+        check_documented((ROOT / page).read_text(encoding="utf-8"), page)
+
+
+def check_documented(readme: str, page: str) -> None:
     for name, function in specs().items():
         params = ", ".join(inspect.signature(function).parameters)  # type: ignore[arg-type]
-        assert f"`{name}({params})" in readme, f"README lacks the signature of {name}"
+        assert f"`{name}({params})" in readme, f"{page} lacks the signature of {name}"
         doc = inspect.getdoc(function) or ""
         row = re.search(rf"^\| `{name}` \| ([a-z ]+) \|", readme, re.MULTILINE)
         assert row is not None, name
@@ -62,3 +66,15 @@ def test_public_names_are_exported() -> None:
 
     for name in ctxengine.__all__:
         assert getattr(ctxengine, name) is not None, name
+
+
+def test_the_test_plugins_implement_every_hookspec() -> None:
+    from tests.test_every_hook import TEST_PLUGINS, Wrappers
+
+    implemented = {
+        name
+        for plugin in (*TEST_PLUGINS, Wrappers)
+        for name, member in vars(plugin).items()
+        if hasattr(member, "ctxengine_impl")
+    }
+    assert set(specs()) - implemented == set()

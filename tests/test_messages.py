@@ -1,5 +1,5 @@
 """Format detection, readers, tool groups, cut points (ctxengine.messages) and conversion
-(ctxengine.convert, re-exported by ctxengine.messages)."""
+(conversion in ctxengine.messages)."""
 
 from __future__ import annotations
 
@@ -32,16 +32,12 @@ from ctxengine._messages.read import (
     visible_text,
 )
 from ctxengine._messages.validate import validate
-from ctxengine.testing.transcripts import TRANSCRIPTS
+from ctxengine.testing.transcripts import load_sessions
 
 
 @cache
 def _load(name: str) -> tuple[dict[str, Any], ...]:
-    path = TRANSCRIPTS / name
-    if not path.exists():
-        pytest.skip(f"transcript {path} not available")
-    with path.open(encoding="utf-8") as fh:
-        return tuple(json.loads(line) for line in fh)
+    return tuple(load_sessions(name))
 
 
 def sessions(name: str) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ctxengine._messages.redact import REDACTION_PREFIX, redact
-from ctxengine.testing.transcripts import TRANSCRIPTS
+from ctxengine.testing.transcripts import transcript_file, transcript_files
 
 # Test fixtures only: these look like real credentials but are made up.
 ANTHROPIC_KEY = "sk-ant-api03-" + "Ab1" * 30
@@ -152,10 +152,7 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def _transcripts() -> list[Path]:
-    paths = sorted(TRANSCRIPTS.glob("*.jsonl"))
-    if not paths:
-        pytest.skip(f"transcripts not available at {TRANSCRIPTS}")
-    return paths
+    return transcript_files()
 
 
 _PATH_TOKEN = re.compile(r"(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+\.[A-Za-z]\w{0,7}")
@@ -191,9 +188,7 @@ def test_real_transcripts_survive_except_real_secrets() -> None:
 
 def test_commands_and_paths_in_tool_calls_survive() -> None:
     """Every Bash command and file path argument in the Claude Code sessions is unchanged."""
-    path = TRANSCRIPTS / "claude_code_spotter.anthropic.jsonl"
-    if not path.exists():
-        pytest.skip(f"transcripts not available at {path}")
+    path = transcript_file("claude_code_spotter.anthropic.jsonl")
     checked = 0
     for line in path.read_text(encoding="utf-8").splitlines():
         for msg in json.loads(line)["messages"]:

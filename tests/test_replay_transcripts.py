@@ -9,9 +9,9 @@ import pytest
 from ctxengine._cli.files import read_conversations
 from ctxengine._cli.replay import SCENARIOS, replay
 from ctxengine._config.core import Config
-from ctxengine.testing.transcripts import TRANSCRIPTS
+from ctxengine.testing.transcripts import transcript_files
 
-FILES = sorted(TRANSCRIPTS.glob("*.jsonl"))
+FILES = transcript_files()
 LONG_SESSION_MESSAGES = 250
 """The five long main Claude Code sessions have 278 to 462 messages; sub-agents have < 70."""
 

@@ -1,4 +1,4 @@
-"""Engine discovery and selection: directory -> registry -> builtin (SPEC §1.2)."""
+"""Engine discovery and selection: directory -> registry -> builtin."""
 
 from __future__ import annotations
 

@@ -82,6 +82,21 @@ def test_the_testing_helpers_use_only_the_sdk_or_their_own_modules() -> None:
         assert problems == []
 
 
+def test_no_kernel_module_imports_a_plugin() -> None:
+    # The built-in tier of resolution imports the built-ins by module name (a string), never
+    # with an import statement; everything else reaches plugins only through hooks.
+    offenders = []
+    for path in CORE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            offenders += [f"{path.name}: {n}" for n in names if n.startswith("ctxengine_")]
+    assert offenders == []
+
+
 def test_every_sdk_name_resolves_and_private_modules_are_underscored() -> None:
     for name in ctxengine.__all__:
         assert getattr(ctxengine, name) is not None, name

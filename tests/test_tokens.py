@@ -27,7 +27,7 @@ from ctxengine._accounting.tokens import (
     seed_tiktoken_cache,
 )
 from ctxengine._messages.read import message_text
-from ctxengine.testing.transcripts import TRANSCRIPTS
+from ctxengine.testing.transcripts import load_sessions
 
 SAMPLE = "Hello, world! The quick brown fox jumps over 13 lazy dogs. <|endoftext|> naïve café"
 URLS = {
@@ -41,11 +41,7 @@ SHA256 = {
 
 
 def _largest_session(fmt: str) -> list[dict[str, Any]]:
-    path = TRANSCRIPTS / f"claude_code_spotter.{fmt}.jsonl"
-    if not path.exists():
-        pytest.skip(f"transcripts not available at {path}")
-    with path.open() as handle:
-        rows = [json.loads(line) for line in handle]
+    rows = load_sessions(f"claude_code_spotter.{fmt}.jsonl")
     best: list[dict[str, Any]] = max(rows, key=lambda r: len(json.dumps(r["messages"])))["messages"]
     return best
 

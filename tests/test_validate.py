@@ -1,9 +1,8 @@
-"""Validation rules for OpenAI chat and Anthropic Messages requests (ctxengine.validate)."""
+"""Validation rules for OpenAI chat and Anthropic Messages requests (messages.validate)."""
 
 from __future__ import annotations
 
 import copy
-import json
 import re
 from functools import cache
 from pathlib import Path
@@ -15,7 +14,7 @@ from ctxengine._messages.errors import MessageFormatError, Problem
 from ctxengine._messages.markers import MAX_BREAKPOINTS
 from ctxengine._messages.read import detect_format
 from ctxengine._messages.validate import ensure_valid, validate
-from ctxengine.testing.transcripts import TRANSCRIPTS
+from ctxengine.testing.transcripts import load_sessions
 
 EPH = {"type": "ephemeral"}
 EPH_1H = {"type": "ephemeral", "ttl": "1h"}
@@ -887,11 +886,7 @@ def test_ensure_valid_passes_silently() -> None:
 
 @cache
 def _load(name: str) -> tuple[dict[str, Any], ...]:
-    path = TRANSCRIPTS / name
-    if not path.exists():
-        pytest.skip(f"transcript {path} not available")
-    with path.open(encoding="utf-8") as fh:
-        return tuple(json.loads(line) for line in fh)
+    return tuple(load_sessions(name))
 
 
 TRANSCRIPT_FILES = [

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ctxengine.hookspecs import hookimpl
-
 from ctxengine._version import __version__
+from ctxengine.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from ctxengine._accounting.cache_stats import SessionCacheStats, cache_line
     from ctxengine._accounting.models import ModelInfo, lookup_model
     from ctxengine._accounting.tokens import (
+        PrefixCounter,
         TokenCounter,
         estimate_tokens,
         rough_conversation_tokens,
@@ -110,6 +110,7 @@ _LAZY = {
     "ModelInfo": "ctxengine._accounting.models",
     "PluginCommands": "ctxengine._plugin.commands",
     "PluginSettings": "ctxengine._config.spec",
+    "PrefixCounter": "ctxengine._accounting.tokens",
     "RawSection": "ctxengine._config.fields",
     "RegisteredTool": "ctxengine._plugin.tools",
     "Route": "ctxengine._plugin.context",
@@ -181,6 +182,7 @@ __all__ = [
     "ModelInfo",
     "PluginCommands",
     "PluginSettings",
+    "PrefixCounter",
     "RawSection",
     "RegisteredTool",
     "Route",

@@ -70,7 +70,7 @@ def compress(
     format. ``noop`` and ``aborted`` results hand the input back unchanged.
 
     :param focus: an optional topic the summary should keep in most detail.
-    :returns: the :class:`~ctxengine.results.CompressResult`, or ``None`` for "not mine".
+    :returns: the :class:`~ctxengine.CompressResult`, or ``None`` for "not mine".
     """
 
 
@@ -81,7 +81,7 @@ def expose_tools(ctx: EngineContext) -> list[Tool] | None:
     The kernel stamps each tool with the plugin that returned it and rejects two tools with the
     same name, naming both plugins.
 
-    :returns: a list of :class:`~ctxengine.tools.Tool` (or ``None`` for none).
+    :returns: a list of :class:`~ctxengine.Tool` (or ``None`` for none).
     """
 
 

@@ -1,4 +1,4 @@
-"""The built-in ``system_and_3`` cache strategy (SPEC §3), as a pluggy plugin.
+"""The built-in ``system_and_3`` cache strategy, as a pluggy plugin.
 
 Registered through the ``ctxengine`` entry-point group under the name ``system_and_3``; the
 kernel loads it only when ``prompt_caching.strategy`` names it and caching is on. It marks the

@@ -7,22 +7,13 @@ replay`` can say why a short conversation shows no cache reads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
+from ctxengine import PrefixCounter
 from ctxengine.messages import marker_positions
-
-
-class PrefixCounter(Protocol):
-    """What :func:`breakpoint_report` needs from a token counter (``TokenCounter`` has it)."""
-
-    def count_message(self, msg: dict[str, Any]) -> int: ...
-
-    def count_system(self, system: str | list[dict[str, Any]] | None) -> int: ...
-
-    def count_tools(self, tools: Sequence[Mapping[str, Any]] | None) -> int: ...
 
 
 @attrs.frozen

@@ -45,7 +45,7 @@ def apply_system_and_3(
     fmt: Format | None = None,
     clean: ListProgress | None = None,
 ) -> dict[str, Any]:
-    """``request`` marked with up to four ``cache_control`` breakpoints (SPEC §3).
+    """``request`` marked with up to four ``cache_control`` breakpoints.
 
     Breakpoint 1 is the system prompt (Anthropic ``system``, or an OpenAI first message with role
     ``system``/``developer``); breakpoints 2-4 are the last three non-system messages that may

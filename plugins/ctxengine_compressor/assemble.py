@@ -1,4 +1,4 @@
-"""Phase 4: put head, summary and tail back together (SPEC §2).
+"""Phase 4: put head, summary and tail back together.
 
 The summary travels inside a wrapper that says what it is (reference material, not a request)
 and where it ends; :func:`find_summary` reads it back on the next compaction so the summary can be

@@ -1,4 +1,4 @@
-"""Phase 2: where the kept head ends and the kept tail starts (SPEC §2).
+"""Phase 2: where the kept head ends and the kept tail starts.
 
 Indices refer to the full message list. ``messages[:system_end]`` are OpenAI system/developer
 messages (always kept), ``messages[system_end:head_end]`` the rest of the head,
@@ -61,7 +61,7 @@ def find_boundaries(
     count: Callable[[Message], int],
     is_summary: Callable[[Message], bool] = lambda msg: False,
 ) -> Boundaries:
-    """Head and tail of ``messages`` by the SPEC §2 rules.
+    """Head and tail of ``messages`` by the rules of ``docs/builtins/compressor.md``.
 
     - head: the system prompt, plus ``protect_first_n`` messages when ``first`` (the first
       compaction); later compactions keep only the system prompt;

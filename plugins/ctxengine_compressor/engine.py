@@ -1,5 +1,6 @@
-"""The compressor's ``compress``: the four phases of SPEC §2 glued together, with the result
-record. Each phase lives in its own module; this one decides what happens in which order."""
+"""The compressor's ``compress``: the four phases (``docs/builtins/compressor.md``) glued together,
+with the result record. Each phase lives in its own module; this one decides what happens in which
+order."""
 
 from __future__ import annotations
 

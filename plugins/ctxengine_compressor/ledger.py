@@ -13,7 +13,7 @@ and collects, in order of first appearance and without duplicates:
 - **asks**: the text of each real user message, truncated;
 - **tools**: each tool's name with how often it was called.
 
-Every item is passed through :func:`ctxengine.redact.redact` on entry, so whatever renders the
+Every item is passed through :func:`ctxengine.messages.redact` on entry, so whatever renders the
 ledger (the local digest, the critical-context appendix of an LLM summary) carries no secrets and
 shows the items byte-for-byte as stored here: checking ``item in summary`` is meaningful.
 

@@ -1,4 +1,4 @@
-"""Phase 1: shrink old tool output without a model call (SPEC §2).
+"""Phase 1: shrink old tool output without a model call.
 
 Outside the protected tail:
 

@@ -1,4 +1,4 @@
-"""Phase 3: the structured summary of the middle, and the failure policy (SPEC §2).
+"""Phase 3: the structured summary of the middle, and the failure policy.
 
 The summariser reads the ORIGINAL middle (not the pruned one-liners), rendered as a transcript
 without reasoning, each message clipped head+tail, the whole bounded to the summary model's
@@ -282,7 +282,7 @@ def summarize(
     """Summarise ``middle`` with the session's summary provider, applying the failure policy.
 
     - ``ctx.summarizer()`` returns ``None`` (extractive): the local digest, no failure;
-    - a :class:`~ctxengine.summarize.SummaryError` that ``aborts`` (auth, network, timeout,
+    - a :class:`~ctxengine.SummaryError` that ``aborts`` (auth, network, timeout,
       rate limit), or any failure with ``compression.abort_on_summary_failure``: an aborted
       outcome (``text is None``);
     - any other failure (including a summary model too small for the input, an empty reply or an

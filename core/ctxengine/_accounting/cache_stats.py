@@ -2,7 +2,7 @@
 
 Prices come from the model metadata (USD per million tokens). Cache reads cost 0.1x the input
 price, 5-minute writes 1.25x and 1-hour writes 2x (the multipliers live in
-:mod:`ctxengine.usage`). The "uncached" cost prices every prompt token at the plain input price:
+:class:`ctxengine.Usage`). The "uncached" cost prices every prompt token at the plain input price:
 what the same traffic would have cost with no caching at all.
 """
 

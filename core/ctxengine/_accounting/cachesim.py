@@ -21,9 +21,8 @@ from typing import Any
 
 import attrs
 
-from ctxengine._accounting.tokens import TokenCounter
+from ctxengine._accounting.tokens import PrefixCounter, TokenCounter
 from ctxengine._accounting.usage import Usage
-from ctxengine_caching.breakpoints import PrefixCounter
 
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 DEFAULT_LOOKBACK = 20

@@ -29,7 +29,7 @@ import tempfile
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ctxengine._messages.memo import ListProgress, fingerprint
 from ctxengine._messages.read import message_text
@@ -318,6 +318,17 @@ class RoughCounter:
 
 # ---------------------------------------------------------------------------------------------
 # Exact (tiktoken) counter
+
+
+class PrefixCounter(Protocol):
+    """What prefix measurements need from a counter (:class:`TokenCounter` has it): the tokens
+    of one message, of a system prompt and of tool definitions."""
+
+    def count_message(self, msg: dict[str, Any]) -> int: ...
+
+    def count_system(self, system: str | list[dict[str, Any]] | None) -> int: ...
+
+    def count_tools(self, tools: Sequence[Mapping[str, Any]] | None) -> int: ...
 
 
 class TokenCounter:

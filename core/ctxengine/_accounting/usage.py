@@ -26,7 +26,7 @@ import attrs
 if TYPE_CHECKING:
     from ctxengine._accounting.models import ModelInfo
 
-# Price multipliers of the input price (Anthropic's published rule, SPEC §3).
+# Price multipliers of the input price (Anthropic's published rule).
 CACHE_READ_MULTIPLIER = 0.1
 CACHE_WRITE_5M_MULTIPLIER = 1.25
 CACHE_WRITE_1H_MULTIPLIER = 2.0

@@ -30,7 +30,8 @@ from ctxengine._cli.report import (
     write_compress_report,
     write_replay_report,
 )
-from ctxengine._config.core import ConfigError, LoadedConfig, ctxengine_home, load_config
+from ctxengine._config.core import LoadedConfig, ctxengine_home, load_config
+from ctxengine._config.fields import ConfigError
 from ctxengine._kernel.resolve import Catalog, discover
 from ctxengine._plugin.commands import CommandRegistry, DuplicateCommandError
 
@@ -106,6 +107,11 @@ def cmd_config(args: argparse.Namespace, out: TextIO) -> int:
 
     The selected plugins are loaded so their keys are validated and listed like the kernel's.
     """
+    if getattr(args, "reference", False):
+        from ctxengine._cli.reference import current_reference
+
+        out.write(current_reference(ctxengine_home()))
+        return 0
     from ctxengine._kernel.kernel import load
 
     with load(_load(args)) as kernel:
@@ -299,7 +305,14 @@ def build_parser(
 
     sub.add_parser("engines", help="list engines and plugins, where they come from, load errors")
     handlers["engines"] = cmd_engines
-    sub.add_parser("config", help="show the effective configuration and each value's source")
+    config_parser = sub.add_parser(
+        "config", help="show the effective configuration, each value's source and owner"
+    )
+    config_parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="print the reference of every key this repository's plugins declare (Markdown)",
+    )
     handlers["config"] = cmd_config
 
     compress = sub.add_parser(

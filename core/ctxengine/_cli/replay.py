@@ -3,8 +3,8 @@
 At every assistant turn of the recording, the request is everything the agent would hold before
 that turn: the (possibly compacted) context plus the messages that arrived since. Each request
 goes through the selected engine and the cache strategy like a live one, is priced against the
-simulated provider cache (:mod:`ctxengine.cachesim`), and the recorded assistant message is
-appended as the response. Four scenarios run side by side:
+simulated provider cache (:mod:`ctxengine._accounting.cachesim`), and the recorded assistant
+message is appended as the response. Four scenarios run side by side:
 
 - ``none``: no compaction, no caching (the baseline);
 - ``caching``: caching only;

@@ -200,7 +200,8 @@ MODEL = SettingsSpec(
             nullable=True,
             ge=1,
             env="CTXENGINE_MAX_TOKENS",
-            doc="output reservation, subtracted from the window for thresholds",
+            doc="output reservation, subtracted from the window for thresholds; "
+            "< model.context_length",
         ),
         _f(
             _Mod,
@@ -252,7 +253,14 @@ SUMMARY = SettingsSpec(
             env="CTXENGINE_SUMMARY_MODEL",
             doc="null = the provider's default",
         ),
-        _f(_Sum, "base_url", "url", nullable=True, env="CTXENGINE_SUMMARY_BASE_URL"),
+        _f(
+            _Sum,
+            "base_url",
+            "url",
+            nullable=True,
+            env="CTXENGINE_SUMMARY_BASE_URL",
+            doc="any OpenAI-compatible endpoint (OpenRouter, vLLM, llama.cpp, Ollama)",
+        ),
         _f(
             _Sum,
             "api_key",
@@ -261,7 +269,14 @@ SUMMARY = SettingsSpec(
             doc="null = the provider's usual environment variable",
         ),
         _f(_Sum, "timeout", "number", gt=0, env="CTXENGINE_SUMMARY_TIMEOUT", doc="seconds"),
-        _f(_Sum, "context_length", "int", nullable=True, ge=1024),
+        _f(
+            _Sum,
+            "context_length",
+            "int",
+            nullable=True,
+            ge=1024,
+            doc="the summary model's window (null = the model table's)",
+        ),
     ),
     build=SummaryProviderSettings,
 )
@@ -298,12 +313,26 @@ SECTION_FIELDS: Mapping[str, tuple[Field, ...]] = types.MappingProxyType(
 """Section path -> the kernel's fields in it, in documentation order."""
 
 MODEL_OVERRIDE_FIELDS: tuple[Field, ...] = (
-    _f(_Over, "context_length", "int", nullable=True, ge=1024),
-    _f(_Over, "max_output_tokens", "int", nullable=True, ge=1),
-    _f(_Over, "min_cacheable_tokens", "int", nullable=True, ge=1),
+    _f(_Over, "context_length", "int", nullable=True, ge=1024, doc="null = the model table's"),
+    _f(
+        _Over,
+        "max_output_tokens",
+        "int",
+        nullable=True,
+        ge=1,
+        doc="null = the model table's; < context_length",
+    ),
+    _f(
+        _Over,
+        "min_cacheable_tokens",
+        "int",
+        nullable=True,
+        ge=1,
+        doc="shortest prefix the provider caches",
+    ),
     # Zero is a real price (local models), so prices only refuse negatives.
-    _f(_Over, "input_price", "number", nullable=True, ge=0),
-    _f(_Over, "output_price", "number", nullable=True, ge=0),
+    _f(_Over, "input_price", "number", nullable=True, ge=0, doc="USD per million tokens"),
+    _f(_Over, "output_price", "number", nullable=True, ge=0, doc="USD per million tokens"),
 )
 """The fields of one ``models.<name>`` entry."""
 
@@ -522,7 +551,7 @@ def resolve_loaded(
     path: Path | None,
     plugin_specs: Sequence[OwnedSpec] = (),
     *,
-    engine_trigger: str | None | Literal["auto"] = "auto",
+    engine_trigger: str | Literal["auto"] | None = "auto",
 ) -> LoadedConfig:
     """Validate ``raw`` against the kernel's specs and ``plugin_specs`` into a
     :class:`LoadedConfig`.

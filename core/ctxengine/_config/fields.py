@@ -2,9 +2,9 @@
 
 A :class:`Field` describes one key (kind, default, range); :func:`parse_section` checks a whole
 mapping against a tuple of fields and raises one :class:`ConfigError` listing every unknown key
-and invalid value. :mod:`ctxengine.config` builds the core sections on this, and engines use it
-for their own ``engines.<name>`` options, so both produce the same messages. Every public name
-here is also importable from :mod:`ctxengine.config`.
+and invalid value. :mod:`ctxengine._config.resolve` validates every declared section (the
+kernel's and the plugins') with the same fields, so every message reads the same. The names
+plugins need are exported by :mod:`ctxengine`.
 
 Import cost: standard library and ``attrs`` only.
 """

@@ -20,6 +20,7 @@ imported until :meth:`Catalog.resolve` (one name, for a kernel) or :meth:`Catalo
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
@@ -35,6 +36,7 @@ from ctxengine.hookspecs import PROJECT
 Source = Literal["directory", "registry", "builtin"]
 Kind = Literal["engine", "cache_strategy", "extension"]
 KINDS: tuple[Kind, ...] = ("engine", "cache_strategy", "extension")
+_KIND_OF: dict[str, Kind] = {kind: kind for kind in KINDS}
 
 ENTRY_POINT_GROUPS: dict[str, Kind] = {
     "ctxengine.engines": "engine",
@@ -260,7 +262,7 @@ def load_candidate(candidate: Candidate) -> PluginEntry:
         if declared not in KINDS:
             error = f"CTXENGINE_KIND must be one of {', '.join(KINDS)}, not {declared!r}"
         elif candidate.kind is None:
-            kind = declared  # type: ignore[assignment]  # checked against KINDS above
+            kind = _KIND_OF[declared]
         elif hasattr(plugin, "CTXENGINE_KIND") and declared != candidate.kind:
             error = (
                 f"declares CTXENGINE_KIND {declared!r} but was found as a {candidate.kind} "
@@ -359,9 +361,13 @@ def _runtime_candidates() -> list[Candidate]:
     with _runtime_lock:
         items = list(_runtime.items())
     return [
-        Candidate(name, kind, "registry", "register_engine()", lambda plugin=plugin: plugin)
+        Candidate(name, kind, "registry", "register_engine()", functools.partial(_same, plugin))
         for name, (plugin, kind) in items
     ]
+
+
+def _same(plugin: object) -> object:
+    return plugin
 
 
 def _builtin_candidates() -> list[Candidate]:
@@ -373,7 +379,7 @@ def _builtin_candidates() -> list[Candidate]:
             builtin.kind,
             "builtin",
             f"ctxengine=={__version__}",
-            lambda module=builtin.module: importlib.import_module(module),
+            functools.partial(importlib.import_module, builtin.module),
             distribution="ctxengine",
             version=__version__,
             always_on=builtin.always_on,

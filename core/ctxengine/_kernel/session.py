@@ -245,7 +245,7 @@ class Session:
     def call_tool(self, name: str, arguments: Mapping[str, Any] | str) -> str:
         """Run an engine tool and return its result as text for a tool-result message.
 
-        A tool's own refusal (:class:`~ctxengine.tools.ToolError`) and bad arguments come back as
+        A tool's own refusal (:class:`~ctxengine.ToolError`) and bad arguments come back as
         an ``Error: ...`` text the agent can read; a crashing tool is reported the same way, so a
         broken plugin never takes the agent loop down.
 

@@ -85,7 +85,8 @@ def cache_marker(ttl: str) -> dict[str, str]:
 def strip_cache_markers(
     request: Mapping[str, Any], *, clean: ListProgress | None = None
 ) -> dict[str, Any]:
-    """``request`` without any ``cache_control``: in ``tools``, ``system`` and ``messages``.
+    """``request`` without any ``cache_control``: the top-level automatic one and those in
+    ``tools``, ``system`` and ``messages``.
 
     Markers are removed from messages, their content blocks and the blocks nested in
     ``tool_result`` contents. Copy-on-write: a message, block or list is copied only when it (or
@@ -101,6 +102,8 @@ def strip_cache_markers(
     """
     messages = _message_list(request)
     out = dict(request)
+    # A top-level automatic marker counts towards the limit like any other.
+    out.pop("cache_control", None)
     skip = clean.resume(messages) if clean is not None else 0
     new_messages = _strip_list(messages, what="messages", skip=skip)
     if clean is not None and new_messages is messages:

@@ -5,8 +5,9 @@ OpenAI-compatible endpoint; optional extra), ``main`` (the host's own model as a
 ``extractive`` (no model: :func:`resolve_provider` returns ``None`` and the engine writes its local
 digest) and ``auto`` (picks one from settings and environment, see :func:`choose`).
 
-Every failure of a summary call is a :class:`SummaryError` whose ``aborts`` flag carries SPEC §2's
-failure policy, identically for every engine. Importing this package imports no SDK.
+Every failure of a summary call is a :class:`SummaryError` whose ``aborts`` flag carries the
+failure policy (``docs/builtins/compressor.md``), identically for every engine. Importing this
+package imports no SDK.
 """
 
 from __future__ import annotations

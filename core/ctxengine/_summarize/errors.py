@@ -1,9 +1,9 @@
 """Summary-call failures and their classification into the kinds the failure policy acts on.
 
-SPEC §2 "Failure policy": auth, network, timeout and rate-limit failures *abort* a compaction
-(messages unchanged, cooldown); every other failure falls back to the local digest. Every provider
-raises :class:`SummaryError` and nothing else from a summary call, so engines branch on
-``.aborts`` / ``.kind`` without knowing which SDK was involved.
+The failure policy (``docs/summaries.md``): auth, network, timeout and rate-limit failures *abort*
+a compaction (messages unchanged, cooldown); every other failure falls back to the local digest.
+Every provider raises :class:`SummaryError` and nothing else from a summary call, so engines branch
+on ``.aborts`` / ``.kind`` without knowing which SDK was involved.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 host's own model.
 
 Each provider makes one call per summary, never retries (``max_retries=0``: the failure policy
-decides what a failure means, see :mod:`ctxengine.summarize.errors`) and returns plain text that
+decides what a failure means, see :mod:`ctxengine._summarize.errors`) and returns plain text that
 is neither empty nor reasoning. SDKs are imported on first use, never at module import.
 """
 
@@ -32,7 +32,7 @@ class SummaryProvider(Protocol):
     """What every engine calls to write a summary.
 
     ``complete`` / ``acomplete`` return non-empty text with reasoning removed, or raise
-    :class:`~ctxengine.summarize.errors.SummaryError`; nothing else escapes them.
+    :class:`~ctxengine.SummaryError`; nothing else escapes them.
     """
 
     @property

@@ -299,7 +299,8 @@ class FakeAPI:
     def _anthropic_usage(self, body: Mapping[str, Any], output_text: str) -> dict[str, Any]:
         """Usage with simulated prompt caching for one valid ``/v1/messages`` request.
 
-        One :class:`~ctxengine.cachesim.PromptCacheSimulator` per model (a cache is per model),
+        One :class:`~ctxengine._accounting.cachesim.PromptCacheSimulator` per model (a cache is
+        per model),
         counting with rough estimates so the fake never loads a tokenizer.
         """
         model = str(body.get("model"))

@@ -1,4 +1,4 @@
-"""Benchmarks of the lossless engine (SPEC §8): ingest rate and full-text grep latency.
+"""Benchmarks of the lossless engine: ingest rate and full-text grep latency.
 
 Messages come from the real transcripts (cycled, each copy tagged so texts differ) until
 100,000 are stored. Ingest is measured the way ``compress`` ingests: messages already counted

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import ctxengine_lcm.engine as lcm_engine
-from ctxengine._config.core import ConfigError
+from ctxengine import ConfigError
 from ctxengine._messages.validate import validate
 from ctxengine.testing import samples
 from ctxengine_lcm.engine import get_state

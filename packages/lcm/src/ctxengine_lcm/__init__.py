@@ -42,7 +42,7 @@ def open_session(ctx: EngineContext) -> LcmSession:
     state = get_state(ctx)
     if state.session is None:
         settings = settings_for(ctx.config, ctx.env)
-        state.session = LcmSession(Store(settings.db_path), ctx.session_id, settings)
+        state.session = LcmSession(Store(settings.path), ctx.session_id, settings)
     return state.session
 
 

@@ -8,8 +8,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ctxengine_lcm.settings import ENGINE_NAME
-
 if TYPE_CHECKING:
     from ctxengine import PluginCommands
     from ctxengine_lcm.store import Store
@@ -46,7 +44,7 @@ def _db_path(args: argparse.Namespace) -> Path:
     from ctxengine import load_config
     from ctxengine_lcm.settings import settings_for
 
-    return settings_for(load_config(getattr(args, "config", None)).config).db_path
+    return settings_for(load_config(getattr(args, "config", None)).config).path
 
 
 def _open(args: argparse.Namespace) -> Store | None:

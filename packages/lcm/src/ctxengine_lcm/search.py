@@ -5,7 +5,7 @@ Full-text search over messages first brings the index up to date
 literal and ``LIKE`` search read the tables themselves and need no index.
 
 Every way in is bounded: ``limit`` is checked, full-text syntax errors become
-:class:`~ctxengine.tools.ToolError` with advice, and a regex is first checked for the shapes that
+:class:`~ctxengine.ToolError` with advice, and a regex is first checked for the shapes that
 backtrack catastrophically (a quantified group that itself contains a quantifier, such as
 ``(a+)+$``; back-references) and then run in a child process that is killed after
 ``timeout`` seconds.

@@ -38,6 +38,13 @@ class LcmSettings:
     large_output_tokens: int = 25_000
     regex_timeout_s: float = 2.0
 
+    @property
+    def path(self) -> Path:
+        """The SQLite file (:func:`settings_for` and :func:`parse_settings` always fill it)."""
+        if self.db_path is None:
+            raise RuntimeError("engines.lcm.db_path was not resolved; use settings_for()")
+        return self.db_path
+
 
 def _build(db_path: str | None, **values: Any) -> LcmSettings:
     # The default path depends on $CTXENGINE_HOME, which only the session's context knows;

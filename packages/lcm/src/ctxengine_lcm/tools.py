@@ -1,7 +1,7 @@
 """The agent's tools: ``lcm_grep``, ``lcm_describe``, ``lcm_expand`` and ``lcm_expand_query``.
 
 Every handler validates its arguments and answers bad input with
-:class:`~ctxengine.tools.ToolError` naming what was wrong and what is allowed; results are
+:class:`~ctxengine.ToolError` naming what was wrong and what is allowed; results are
 JSON-serialisable dicts and bounded in size.
 """
 

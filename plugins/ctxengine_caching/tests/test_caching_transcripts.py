@@ -1,4 +1,4 @@
-"""``system_and_3`` on the real sessions in ``shared/data/transcripts``.
+"""``system_and_3`` on the real sessions in ``tests/data/transcripts``.
 
 Every request an agent would have sent during each session (one per point where the model was
 asked to answer: after a user turn or a complete group of tool results) is marked and must pass

@@ -16,11 +16,11 @@ import ctxengine_compressor as plugin
 from ctxengine._messages.conversation import Format
 from ctxengine._messages.convert import to_anthropic
 from ctxengine._messages.validate import validate
-from ctxengine.testing.transcripts import TRANSCRIPTS
+from ctxengine.testing.transcripts import transcript_files
 
 from .helpers import COUNTER, make_ctx, run
 
-FILES = sorted(TRANSCRIPTS.glob("*.jsonl")) if TRANSCRIPTS.is_dir() else []
+FILES = transcript_files()
 
 
 def _sessions() -> Iterator[Any]:
@@ -45,9 +45,6 @@ def _load(path: Path, number: int, fmt: Format) -> tuple[Any, list[dict[str, Any
     if fmt == "anthropic" and ".openai." in path.name:
         return to_anthropic(messages)
     return row.get("system"), messages
-
-
-pytestmark = pytest.mark.skipif(not FILES, reason=f"no transcripts under {TRANSCRIPTS}")
 
 
 @pytest.mark.parametrize(("path", "number", "fmt"), list(_sessions()))

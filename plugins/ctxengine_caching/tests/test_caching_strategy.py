@@ -1,4 +1,4 @@
-"""The ``system_and_3`` marking rules (SPEC §3) on OpenAI- and Anthropic-format requests."""
+"""The ``system_and_3`` marking rules on OpenAI- and Anthropic-format requests."""
 
 from __future__ import annotations
 
@@ -571,3 +571,19 @@ def test_can_carry_marker() -> None:
     assert not can_carry_marker({"type": "redacted_thinking", "data": "d"})
     assert not can_carry_marker("text")
     assert can_carry_marker({"type": "tool_use", "id": "i", "name": "n", "input": {}})
+
+
+def test_a_top_level_automatic_marker_is_replaced_not_added() -> None:
+    request = {
+        "system": "s" * 40,
+        "cache_control": {"type": "ephemeral"},
+        "messages": [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "b"},
+            {"role": "user", "content": "c"},
+        ],
+    }
+    out = apply_system_and_3(request, ttl="5m", native=True)
+    assert "cache_control" not in out
+    assert marker_problems(out) == []
+    assert request["cache_control"] == {"type": "ephemeral"}  # the caller's dict is untouched

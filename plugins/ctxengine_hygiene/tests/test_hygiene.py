@@ -1,4 +1,4 @@
-"""Gateway session hygiene (SPEC §4): the 85 % safety net before the agent runs."""
+"""Gateway session hygiene: the 85 % safety net before the agent runs."""
 
 from __future__ import annotations
 

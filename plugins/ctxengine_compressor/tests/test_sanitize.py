@@ -1,4 +1,4 @@
-"""ctxengine.sanitize.sanitize_tool_pairs: repairs broken tool pairs, nothing else."""
+"""ctxengine.messages.sanitize_tool_pairs: repairs broken tool pairs, nothing else."""
 
 from __future__ import annotations
 

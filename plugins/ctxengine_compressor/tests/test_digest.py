@@ -8,24 +8,17 @@ from typing import Any
 
 import pytest
 
+from ctxengine import DIGEST_LABEL_PREFIX, SUMMARY_HEADINGS, split_summary
 from ctxengine._messages.conversation import Format
-from ctxengine.testing.transcripts import TRANSCRIPTS
-from ctxengine_compressor.digest import (
-    DIGEST_LABEL_PREFIX,
-    SUMMARY_HEADINGS,
-    build_digest,
-    min_digest_tokens,
-    split_summary,
-)
+from ctxengine.testing.transcripts import load_sessions
+from ctxengine_compressor.digest import build_digest, min_digest_tokens
 from ctxengine_compressor.ledger import build_ledger
-from tests.test_ledger import anthropic_conversation, openai_conversation
+
+from .test_ledger import anthropic_conversation, openai_conversation
 
 
 def _sessions(fmt: str) -> list[dict[str, Any]]:
-    path = TRANSCRIPTS / f"claude_code_spotter.{fmt}.jsonl"
-    if not path.exists():
-        pytest.skip(f"transcripts not available at {path}")
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    rows = load_sessions(f"claude_code_spotter.{fmt}.jsonl")
     return [row for row in rows if row["metadata"]["kind"] == "main_session"]
 
 
