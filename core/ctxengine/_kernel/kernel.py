@@ -18,7 +18,6 @@ everything at once.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
@@ -333,6 +332,8 @@ class Kernel:
         last_prompt_tokens: int | None = None,
     ) -> HygieneReport:
         """:meth:`hygiene` in a worker thread, for async gateways."""
+        import asyncio  # only async hosts pay for it
+
         return await asyncio.to_thread(
             self.hygiene,
             session_id,

@@ -8,7 +8,6 @@ threads. Async variants run the same code in a worker thread, since engines may 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -326,6 +325,8 @@ class Session:
         stage: Stage = "agent",
     ) -> CompressResult:
         """:meth:`compress` in a worker thread, for async hosts."""
+        import asyncio  # only async hosts pay for it
+
         return await asyncio.to_thread(
             self.compress, messages, system, force=force, focus=focus, stage=stage
         )
@@ -334,8 +335,12 @@ class Session:
         self, messages: Sequence[Message], system: SystemPrompt | None = None
     ) -> CompressResult | None:
         """:meth:`maybe_compress` in a worker thread, for async hosts."""
+        import asyncio  # only async hosts pay for it
+
         return await asyncio.to_thread(self.maybe_compress, messages, system)
 
     async def acall_tool(self, name: str, arguments: Mapping[str, Any] | str) -> str:
         """:meth:`call_tool` in a worker thread (tools may query a store or a model)."""
+        import asyncio  # only async hosts pay for it
+
         return await asyncio.to_thread(self.call_tool, name, arguments)
