@@ -86,10 +86,7 @@ def cache_strategy(
     The first breakpoint shortfall of a session is logged once at INFO (short conversations start
     below the minimum); see :class:`StrategyState` for what is measured when.
     """
-    state = ctx.state.get(STATE_KEY)
-    if not isinstance(state, StrategyState):
-        state = StrategyState()
-        ctx.state[STATE_KEY] = state
+    state = ctx.plugin_state(STATE_KEY, StrategyState)
     marked = apply_system_and_3(
         request, ttl=settings.ttl, native=settings.native, clean=state.clean
     )

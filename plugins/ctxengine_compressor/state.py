@@ -56,8 +56,4 @@ class CompressorState:
 
 def get_state(ctx: EngineContext) -> CompressorState:
     """This session's compressor state, created on first use."""
-    state = ctx.state.get(STATE_KEY)
-    if not isinstance(state, CompressorState):
-        state = CompressorState()
-        ctx.state[STATE_KEY] = state
-    return state
+    return ctx.plugin_state(STATE_KEY, CompressorState)

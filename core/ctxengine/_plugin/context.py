@@ -6,7 +6,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
 
@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from ctxengine._accounting.usage import Usage
     from ctxengine._config.core import Config
     from ctxengine._summarize import SummaryProvider
+
+T = TypeVar("T")
 
 Route = Literal["anthropic", "openrouter", "anthropic-compatible", "openai-compatible"]
 """Where requests go: the native Anthropic API, OpenRouter (OpenAI envelope), an
@@ -66,6 +68,14 @@ class EngineContext:
     clock: Callable[[], float] = time.monotonic
     log: logging.Logger = attrs.field(factory=lambda: logging.getLogger("ctxengine"))
     env: Mapping[str, str] = attrs.field(factory=lambda: os.environ, repr=False)
+
+    def plugin_state(self, key: str, factory: Callable[[], T]) -> T:
+        """This session's state object of one plugin, ``ctx.state[key]``, created with
+        ``factory()`` on first use (or when something else was stored under ``key``)."""
+        state = self.state.get(key)
+        if state is None or (isinstance(factory, type) and not isinstance(state, factory)):
+            state = self.state[key] = factory()
+        return state
 
     @property
     def window(self) -> int:

@@ -70,10 +70,7 @@ class TrimState:
 
 
 def state(ctx: EngineContext) -> TrimState:
-    found = ctx.state.get(NAME)
-    if not isinstance(found, TrimState):
-        found = ctx.state[NAME] = TrimState()
-    return found
+    return ctx.plugin_state(NAME, TrimState)
 
 
 @hookimpl

@@ -438,11 +438,7 @@ class LcmState:
 
 
 def get_state(ctx: EngineContext) -> LcmState:
-    state = ctx.state.get(ENGINE_NAME)
-    if not isinstance(state, LcmState):
-        state = LcmState()
-        ctx.state[ENGINE_NAME] = state
-    return state
+    return ctx.plugin_state(ENGINE_NAME, LcmState)
 
 
 def record_saving(ctx: EngineContext, before: int, after: int) -> None:
