@@ -311,3 +311,20 @@ def test_a_compaction_frees_the_counts_of_what_it_replaced(kernel: ctxengine.Ker
     assert len(session.ctx.tokens) >= len(messages)
     result = session.compress(messages)
     assert len(session.ctx.tokens) <= len(result.messages)
+
+
+def test_a_config_evolved_in_code_keeps_its_values() -> None:
+    import attrs
+
+    from ctxengine import Config
+    from ctxengine_compressor.settings import SETTINGS
+
+    base = ctxengine.config_from_mapping({"compression": {"threshold": 0.4}}, specs=[SETTINGS])
+    evolved = attrs.evolve(base, compression=attrs.evolve(base.compression, enabled=False))
+    kernel = ctxengine.load(evolved)
+    assert kernel.config.compression.enabled is False
+    # The plugins' keys still come from the layers they were written in.
+    assert kernel.config.settings(SETTINGS).threshold == 0.4
+    _, messages = samples.conversation("openai", turns=60)
+    assert kernel.session("s").should_compress(messages) is False
+    assert ctxengine.load(Config()).config.compression.enabled is True

@@ -68,6 +68,8 @@ def cmd_engines(args: argparse.Namespace, out: TextIO) -> int:
             status = f"shadowed by {entry.shadowed_by}"
         elif entry.name in selected or entry.always_on:
             status = "selected" if entry.name in selected else "always on"
+        elif entry.kind == "extension":
+            status = "available (opt in with context.extensions)"
         else:
             status = "available"
         rows.append((entry.name, entry.kind, entry.source, entry.location, status))

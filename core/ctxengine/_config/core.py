@@ -411,6 +411,11 @@ class Config:
         with self._lock:
             return tuple(self._validated)
 
+    def validated_values(self) -> dict[SettingsSpec[Any], Any]:
+        """A copy of the plugin values validated so far (spec -> built value)."""
+        with self._lock:
+            return dict(self._validated)
+
 
 def build_value(spec: SettingsSpec[T], values: Mapping[str, Any]) -> T:
     """``spec.build(**values)``, or the values as a read-only mapping without a builder."""
@@ -471,7 +476,7 @@ class LoadedConfig:
         for owned in self.specs:
             for field in owned.spec.fields:
                 key = owned.spec.key(field.name)
-                value = self.values.get(key, core.get(key, field.default))
+                value = core[key] if key in core else self.values.get(key, field.default)
                 if field.name == "api_key" and value is not None:
                     value = "***"
                 rows.append(ConfigRow(key, value, self.sources.get(key, "default"), owned.owner))

@@ -207,13 +207,16 @@ class Kernel:
                 f"({failure.describe()}); its keys are not validated"
             )
         order = {name: index for index, name in enumerate(self.hooks.plugin_names)}
-        self.loaded = resolve_loaded(
+        resolved = resolve_loaded(
             loaded.config.raw,
             loaded.path,
             sorted(registry.specs, key=lambda owned: order.get(owned.owner, len(order))),
             engine_trigger=_engine_trigger(registry, self.engine),
         )
-        self.config = self.loaded.config
+        # The kernel's own values stay as given (a host or replay may pass a Config it evolved
+        # in code); the plugins' values come from the layers they were declared for.
+        self.config = attrs.evolve(loaded.config, validated=resolved.config.validated_values())
+        self.loaded = attrs.evolve(resolved, config=self.config)
         for unused in self.loaded.unused:
             log.info("config: %s is not read by any selected plugin (%s)", unused.key, unused.note)
         self.notices = notices
