@@ -1,9 +1,13 @@
-"""A local stand-in for the Anthropic Messages API and the OpenAI chat completions API.
+"""A local stand-in for the Anthropic Messages API and the OpenAI chat completions and Responses
+APIs.
 
 :class:`FakeAPI` is a threaded HTTP server on ``127.0.0.1`` (a free port) that the real
 ``anthropic`` and ``openai`` SDKs can talk to. Tests queue scripted responses (text, content
 blocks, HTTP errors with the right error envelope, delays, unparsable bodies) and read back every
 request it received. When the queue is empty it answers with a deterministic summary-shaped text.
+A request with ``"stream": true`` gets the same reply as server-sent events
+(:mod:`ctxengine.testing.fake_streams`); ``/v1/responses`` is served by
+:mod:`ctxengine.testing.fake_responses`.
 
 Anthropic ``/v1/messages`` requests are checked the way the real API checks them (required fields,
 alternating roles, block shapes, tool_use/tool_result pairing, cache_control breakpoints) and get a
@@ -41,6 +45,8 @@ import attrs
 from ctxengine import SUMMARY_HEADINGS
 from ctxengine._accounting.cachesim import PromptCacheSimulator
 from ctxengine._accounting.tokens import RoughCounter, estimate_tokens
+from ctxengine.testing import fake_streams
+from ctxengine.testing.fake_responses import check_responses_request, responses_body
 
 Api = Literal["anthropic", "openai", "unknown"]
 StepKind = Literal["text", "blocks", "empty", "error", "garbage", "context_length", "default"]
@@ -395,7 +401,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_error(api, 400, "; ".join(problems[:5]))
                 return
         if api == "openai":
-            problems = check_openai_request(body)
+            problems = (
+                check_responses_request(body)
+                if _is_responses(path)
+                else check_openai_request(body)
+            )
             if problems:
                 self._send_error(api, 400, "; ".join(problems[:5]))
                 return
@@ -404,7 +414,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not fake._wait(step.delay):
             self._send_error(api, 503, "FakeAPI is shutting down")
             return
-        self._respond(api, step, body)
+        self._respond(api, step, body, responses=_is_responses(path))
 
     def _count_tokens(self, body: Any) -> None:
         problems = check_anthropic_request(body, endpoint="count_tokens")
@@ -413,7 +423,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send_json(200, {"input_tokens": _prompt_tokens(body)})
 
-    def _respond(self, api: Api, step: Step, body: Mapping[str, Any]) -> None:
+    def _respond(
+        self, api: Api, step: Step, body: Mapping[str, Any], *, responses: bool = False
+    ) -> None:
         if step.kind == "error":
             self._send_error(api, step.status, step.text, step.error_type, step.code)
             return
@@ -439,10 +451,31 @@ class _Handler(BaseHTTPRequestHandler):
             blocks = []
         else:
             blocks = [{"type": "text", "text": _echo_summary(body, api)}]
+        stream = body.get("stream") is True
         if api == "anthropic":
-            self._send_json(200, self._anthropic_message(body, blocks))
+            message = self._anthropic_message(body, blocks)
+            if stream:
+                self._send_events(fake_streams.anthropic_events(message))
+            else:
+                self._send_json(200, message)
+        elif responses:
+            reply = responses_body(body, blocks, self.server.fake._next_id())
+            if stream:
+                self._send_events(fake_streams.responses_events(reply))
+            else:
+                self._send_json(200, reply)
         else:
-            self._send_json(200, self._openai_completion(body, blocks))
+            completion = self._openai_completion(body, blocks)
+            if stream:
+                options = body.get("stream_options")
+                include_usage = isinstance(options, Mapping) and bool(
+                    options.get("include_usage")
+                )
+                self._send_events(
+                    fake_streams.chat_chunks(completion, include_usage=include_usage)
+                )
+            else:
+                self._send_json(200, completion)
 
     def _anthropic_message(
         self, body: Mapping[str, Any], blocks: list[Mapping[str, Any]]
@@ -550,6 +583,16 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_json(self, status: int, payload: object) -> None:
         self._send_raw(status, json.dumps(payload).encode())
 
+    def _send_events(self, events: list[fake_streams.SSEvent]) -> None:
+        """Send a ``text/event-stream`` body; the closed connection ends it (HTTP/1.0)."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.send_header("request-id", "req_fake")
+        self.end_headers()
+        self.wfile.write(fake_streams.encode(events))
+
     def _send_raw(self, status: int, data: bytes) -> None:
         self.send_response(status, _REASONS.get(status))
         self.send_header("content-type", "application/json")
@@ -563,9 +606,13 @@ class _Handler(BaseHTTPRequestHandler):
 def _api_for(path: str) -> Api:
     if path in ("/v1/messages", "/v1/messages/count_tokens"):
         return "anthropic"
-    if path in ("/v1/chat/completions", "/chat/completions"):
+    if path in ("/v1/chat/completions", "/chat/completions") or _is_responses(path):
         return "openai"
     return "unknown"
+
+
+def _is_responses(path: str) -> bool:
+    return path in ("/v1/responses", "/responses")
 
 
 def _prompt_tokens(body: Mapping[str, Any]) -> int:
@@ -580,7 +627,9 @@ def _prompt_tokens(body: Mapping[str, Any]) -> int:
 
 
 def _last_user_text(body: Mapping[str, Any]) -> str:
-    for message in reversed(body.get("messages") or []):
+    if isinstance(body.get("input"), str):  # a Responses request with a plain-text input
+        return str(body["input"])
+    for message in reversed(body.get("messages") or body.get("input") or []):
         if not isinstance(message, Mapping) or message.get("role") != "user":
             continue
         content = message.get("content")
