@@ -79,11 +79,13 @@ if TYPE_CHECKING:
         conform_to_template,
         split_summary,
     )
+    from ctxengine._wrap import CallRecord, RoundRecord, WrappedClient, wrap
 
 # Public name -> defining private module, imported on first attribute access.
 _LAZY = {
     "COOLDOWN_SECONDS": "ctxengine._plugin.guards",
     "CacheSettings": "ctxengine._plugin.context",
+    "CallRecord": "ctxengine._wrap",
     "Command": "ctxengine._plugin.commands",
     "CommandRegistry": "ctxengine._plugin.commands",
     "CompactionGuard": "ctxengine._plugin.guards",
@@ -113,6 +115,7 @@ _LAZY = {
     "PrefixCounter": "ctxengine._accounting.tokens",
     "RawSection": "ctxengine._config.fields",
     "RegisteredTool": "ctxengine._plugin.tools",
+    "RoundRecord": "ctxengine._wrap",
     "Route": "ctxengine._plugin.context",
     "SUMMARY_HEADINGS": "ctxengine._summarize.template",
     "Session": "ctxengine._kernel.session",
@@ -130,6 +133,7 @@ _LAZY = {
     "Tool": "ctxengine._plugin.tools",
     "ToolError": "ctxengine._plugin.tools",
     "Usage": "ctxengine._accounting.usage",
+    "WrappedClient": "ctxengine._wrap",
     "cache_line": "ctxengine._accounting.cache_stats",
     "classify_error": "ctxengine._summarize",
     "config_from_mapping": "ctxengine._config.core",
@@ -148,6 +152,7 @@ _LAZY = {
     "strip_reasoning": "ctxengine._summarize",
     "unregister_engine": "ctxengine._kernel.resolve",
     "usable_window": "ctxengine._plugin.context",
+    "wrap": "ctxengine._wrap",
 }
 
 __all__ = [
@@ -158,6 +163,7 @@ __all__ = [
     "THRASH_RUN",
     "THRASH_SAVING",
     "CacheSettings",
+    "CallRecord",
     "Command",
     "CommandRegistry",
     "CompactionGuard",
@@ -185,6 +191,7 @@ __all__ = [
     "PrefixCounter",
     "RawSection",
     "RegisteredTool",
+    "RoundRecord",
     "Route",
     "Session",
     "SessionCacheStats",
@@ -199,6 +206,7 @@ __all__ = [
     "Tool",
     "ToolError",
     "Usage",
+    "WrappedClient",
     "__version__",
     "cache_line",
     "classify_error",
@@ -219,6 +227,7 @@ __all__ = [
     "strip_reasoning",
     "unregister_engine",
     "usable_window",
+    "wrap",
 ]
 
 

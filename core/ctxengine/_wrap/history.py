@@ -1,0 +1,102 @@
+"""The wrapper's view of a history the host owns and re-sends on every call.
+
+A host using a wrapped client keeps appending to its own message list and passes all of it on
+each call. What the wrapper sends can differ from it: after a compaction, the compacted
+conversation stands in for everything before; after the wrapper answered an engine tool, the
+assistant's tool call and its result sit between the host's messages. :class:`HistoryView`
+remembers, after each call, which host messages were covered and what was sent for them, and
+on the next call sends that, followed by whatever the host added since.
+
+Matching is by the host's own message objects: the covered part must be exactly what the host
+passes again (the same objects, or equal ones). If it is not (the host edited, truncated or
+replaced its history), the view is dropped and the host's history is sent as it is; the call's
+record says so. Messages are never copied or changed here, only referenced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from ctxengine.conversation import Message, SystemPrompt
+
+
+@attrs.frozen
+class ResolvedHistory:
+    """What to send for one call, before any compaction.
+
+    :ivar messages: the messages to send, in the form the kernel reads.
+    :ivar system: the system prompt to send (Anthropic), else ``None``.
+    :ivar reset: the host's history did not continue the covered one; the view was dropped.
+    """
+
+    messages: list[Message]
+    system: SystemPrompt | None
+    reset: bool
+
+
+class HistoryView:
+    """Which of the host's messages the wrapper covered, and what it sent for them."""
+
+    def __init__(self) -> None:
+        self._host: list[Any] = []
+        self._host_system: Any = None
+        self._sent: list[Message] = []
+        self._sent_system: SystemPrompt | None = None
+        self.pending: dict[str, tuple[str, str]] = {}
+        """Engine tool results not yet sent: call id -> (tool name, result text)."""
+
+    @property
+    def covered(self) -> int:
+        """How many of the host's messages the view stands for."""
+        return len(self._host)
+
+    @property
+    def sent(self) -> list[Message]:
+        """What was last sent for the covered host messages (do not mutate)."""
+        return self._sent
+
+    def resolve(
+        self,
+        host: Sequence[Any],
+        host_system: Any,
+        to_engine: Callable[[Sequence[Any]], list[Message]],
+    ) -> ResolvedHistory:
+        """What to send for ``host`` (the host's whole history for this call).
+
+        ``to_engine`` converts host messages the view has not seen yet into the kernel's form.
+        """
+        covered = len(self._host)
+        reset = False
+        if covered and (len(host) < covered or list(host[:covered]) != self._host):
+            reset = True
+            self.clear()
+            covered = 0
+        new = to_engine(host[covered:])
+        if not covered:
+            return ResolvedHistory(messages=new, system=host_system, reset=reset)
+        system = self._sent_system if host_system == self._host_system else host_system
+        return ResolvedHistory(messages=[*self._sent, *new], system=system, reset=False)
+
+    def commit(
+        self,
+        host: Sequence[Any],
+        host_system: Any,
+        sent: list[Message],
+        sent_system: SystemPrompt | None,
+    ) -> None:
+        """Remember that ``sent`` (with ``sent_system``) stood for ``host`` in this call."""
+        self._host = list(host)
+        self._host_system = host_system
+        self._sent = sent
+        self._sent_system = sent_system
+
+    def clear(self) -> None:
+        """Forget everything: the next call sends the host's history as given."""
+        self._host = []
+        self._host_system = None
+        self._sent = []
+        self._sent_system = None
+        self.pending = {}

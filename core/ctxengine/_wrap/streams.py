@@ -1,0 +1,458 @@
+"""Streamed calls: one round's stream per API, and the stream objects the host iterates.
+
+A streamed call may take several rounds (the model used an engine tool, the wrapper answered
+it and asked again). The host gets one stream that yields every event of every round, exactly
+as the SDK produced them, so streaming keeps streaming; the usage of each round is recorded from
+its final events. The round sources collect each round's whole response from its events:
+
+- Anthropic raw events (``messages.create(stream=True)``): ``message_start`` opens the message,
+  ``content_block_*`` events build its blocks (text, tool input JSON, thinking and signature,
+  citations), ``message_delta`` sets the stop reason and the final, cumulative usage;
+- Anthropic ``messages.stream()``: the SDK's own ``get_final_message()``;
+- chat completion chunks: content, reasoning and tool-call deltas by index, and the usage chunk
+  (``stream_options.include_usage`` is added when the host did not ask for it, and that chunk is
+  then not passed on, so the host sees the stream it asked for);
+- Responses events: the response carried by ``response.completed`` (or ``.incomplete`` /
+  ``.failed``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from types import TracebackType
+from typing import Any
+
+from ctxengine._wrap.dialects import plain
+
+_END = object()
+
+
+# -- collecting a round's response from its events ------------------------------------------------
+
+
+class AnthropicCollector:
+    """Builds the whole Message (as a dict) from raw Messages stream events."""
+
+    def __init__(self) -> None:
+        self.message: dict[str, Any] | None = None
+        self._json: dict[int, str] = {}
+
+    def feed(self, event: Any) -> None:
+        data = plain(event)
+        kind = data.get("type")
+        if kind == "message_start":
+            self.message = {**data["message"], "content": list(data["message"].get("content", []))}
+            return
+        if self.message is None:
+            return
+        content: list[dict[str, Any]] = self.message["content"]
+        if kind == "content_block_start":
+            content.append(dict(data["content_block"]))
+        elif kind == "content_block_delta":
+            self._delta(content[data["index"]], data["index"], data["delta"])
+        elif kind == "content_block_stop":
+            index = data["index"]
+            if index in self._json:
+                text = self._json.pop(index)
+                content[index]["input"] = json.loads(text) if text.strip() else {}
+        elif kind == "message_delta":
+            delta = data.get("delta") or {}
+            for key in ("stop_reason", "stop_sequence"):
+                if key in delta:
+                    self.message[key] = delta[key]
+            # message_delta usage is cumulative: its counts replace those of message_start.
+            self.message["usage"] = {**self.message.get("usage", {}), **data.get("usage", {})}
+
+    def _delta(self, block: dict[str, Any], index: int, delta: dict[str, Any]) -> None:
+        kind = delta.get("type")
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + delta.get("text", "")
+        elif kind == "input_json_delta":
+            self._json[index] = self._json.get(index, "") + delta.get("partial_json", "")
+        elif kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+        elif kind == "signature_delta":
+            block["signature"] = delta.get("signature", "")
+        elif kind == "citations_delta":
+            block.setdefault("citations", []).append(delta.get("citation"))
+
+    def final(self) -> dict[str, Any]:
+        if self.message is None:
+            raise ValueError("the Messages stream ended before message_start")
+        return self.message
+
+
+class ChatCollector:
+    """Builds the whole chat completion (as a dict) from its chunks."""
+
+    def __init__(self) -> None:
+        self.content = ""
+        self.reasoning = ""
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+
+    def feed(self, chunk: Any) -> None:
+        data = plain(chunk)
+        if data.get("usage"):
+            self.usage = data["usage"]
+        for choice in data.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            self.content += delta.get("content") or ""
+            self.reasoning += delta.get("reasoning_content") or ""
+            for call in delta.get("tool_calls") or []:
+                slot = self.calls.setdefault(
+                    call.get("index", 0),
+                    {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+                )
+                if call.get("id"):
+                    slot["id"] = call["id"]
+                function = call.get("function") or {}
+                slot["function"]["name"] += function.get("name") or ""
+                slot["function"]["arguments"] += function.get("arguments") or ""
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+
+    def final(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        if self.calls:
+            message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+        if self.reasoning:
+            message["reasoning_content"] = self.reasoning
+        choice = {"index": 0, "message": message, "finish_reason": self.finish_reason}
+        return {"choices": [choice], "usage": self.usage}
+
+
+class ResponsesCollector:
+    """Keeps the response a Responses stream ends with."""
+
+    _FINAL = ("response.completed", "response.incomplete", "response.failed")
+
+    def __init__(self) -> None:
+        self.response: Any = None
+
+    def feed(self, event: Any) -> None:
+        if getattr(event, "type", None) in self._FINAL:
+            self.response = event.response
+
+    def final(self) -> Any:
+        if self.response is None:
+            raise ValueError("the Responses stream ended without response.completed")
+        return self.response
+
+
+Collector = AnthropicCollector | ChatCollector | ResponsesCollector
+
+
+# -- one round's stream ---------------------------------------------------------------------------
+
+
+def _is_usage_chunk(chunk: Any) -> bool:
+    return not getattr(chunk, "choices", None) and getattr(chunk, "usage", None) is not None
+
+
+class RawRound:
+    """One round of a ``create(stream=True)`` call: the SDK's stream and a collector."""
+
+    def __init__(self, stream: Any, collector: Collector, *, hide_usage: bool = False) -> None:
+        self.stream = stream
+        self.collector = collector
+        self.hide_usage = hide_usage
+
+    @property
+    def response(self) -> Any:
+        return self.stream.response
+
+    def events(self) -> Iterator[Any]:
+        for event in self.stream:
+            self.collector.feed(event)
+            if not (self.hide_usage and _is_usage_chunk(event)):
+                yield event
+
+    def final(self) -> Any:
+        return self.collector.final()
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+class AsyncRawRound:
+    """:class:`RawRound` for async clients."""
+
+    def __init__(self, stream: Any, collector: Collector, *, hide_usage: bool = False) -> None:
+        self.stream = stream
+        self.collector = collector
+        self.hide_usage = hide_usage
+
+    @property
+    def response(self) -> Any:
+        return self.stream.response
+
+    async def events(self) -> AsyncIterator[Any]:
+        async for event in self.stream:
+            self.collector.feed(event)
+            if not (self.hide_usage and _is_usage_chunk(event)):
+                yield event
+
+    def final(self) -> Any:
+        return self.collector.final()
+
+    async def close(self) -> None:
+        await self.stream.close()
+
+
+class HelperRound:
+    """One round of Anthropic's ``messages.stream()``: the SDK's manager and its stream."""
+
+    def __init__(self, manager: Any) -> None:
+        self.manager = manager
+        self.stream = manager.__enter__()
+
+    @property
+    def response(self) -> Any:
+        return self.stream.response
+
+    def events(self) -> Iterator[Any]:
+        yield from self.stream
+
+    def final(self) -> Any:
+        return self.stream.get_final_message()
+
+    def close(self) -> None:
+        self.manager.__exit__(None, None, None)
+
+
+class AsyncHelperRound:
+    """:class:`HelperRound` for async clients (open it with :meth:`open`)."""
+
+    def __init__(self, manager: Any) -> None:
+        self.manager = manager
+        self.stream: Any = None
+
+    async def open(self) -> AsyncHelperRound:
+        self.stream = await self.manager.__aenter__()
+        return self
+
+    @property
+    def response(self) -> Any:
+        return self.stream.response
+
+    async def events(self) -> AsyncIterator[Any]:
+        async for event in self.stream:
+            yield event
+
+    def final(self) -> Any:
+        return self.stream.current_message_snapshot
+
+    async def close(self) -> None:
+        await self.manager.__aexit__(None, None, None)
+
+
+# -- what the host iterates -----------------------------------------------------------------------
+
+
+class ChainedStream:
+    """The stream a wrapped ``create(stream=True)`` returns: every event of every round.
+
+    Iterate it like the SDK's stream; ``response`` is the current round's HTTP response and
+    ``close()`` releases it. The first round is opened when the call is made, so request errors
+    are raised there, as the SDK does.
+    """
+
+    def __init__(self, make_events: Callable[[Callable[[Any], None]], Iterator[Any]]) -> None:
+        self.current: Any = None
+        self._events = make_events(self.opened)
+        self._first: Any = next(self._events, _END)
+
+    def opened(self, source: Any) -> None:
+        """Called by the driver with each round's source."""
+        self.current = source
+
+    @property
+    def response(self) -> Any:
+        return self.current.response if self.current is not None else None
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._first is not _END:
+            first, self._first = self._first, _END
+            yield first
+        yield from self._events
+
+    def __next__(self) -> Any:
+        if self._first is not _END:
+            first, self._first = self._first, _END
+            return first
+        return next(self._events)
+
+    def close(self) -> None:
+        close = getattr(self._events, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> ChainedStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncChainedStream:
+    """:class:`ChainedStream` for async clients (await :meth:`start` before handing it out)."""
+
+    def __init__(
+        self, make_events: Callable[[Callable[[Any], None]], AsyncIterator[Any]]
+    ) -> None:
+        self.current: Any = None
+        self._events = make_events(self.opened)
+        self._first: Any = _END
+
+    async def start(self) -> AsyncChainedStream:
+        try:
+            self._first = await self._events.__anext__()
+        except StopAsyncIteration:
+            self._first = _END
+        return self
+
+    def opened(self, source: Any) -> None:
+        self.current = source
+
+    @property
+    def response(self) -> Any:
+        return self.current.response if self.current is not None else None
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._first is not _END:
+            first, self._first = self._first, _END
+            return first
+        return await self._events.__anext__()
+
+    async def close(self) -> None:
+        close = getattr(self._events, "aclose", None)
+        if callable(close):
+            await close()
+
+    async def __aenter__(self) -> AsyncChainedStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _text_of(event: Any) -> str | None:
+    if getattr(event, "type", None) == "content_block_delta":
+        delta = event.delta
+        if getattr(delta, "type", None) == "text_delta":
+            return str(delta.text)
+    return None
+
+
+class MessageStreamChain(ChainedStream):
+    """What ``with wrapped.messages.stream(...) as stream`` gives: the SDK's ``MessageStream``
+    interface over every round (``text_stream``, ``get_final_message()``, ``get_final_text()``,
+    ``until_done()``, ``current_message_snapshot``); the final message is the last round's."""
+
+    def __init__(self, make_events: Callable[[Callable[[Any], None]], Iterator[Any]]) -> None:
+        super().__init__(make_events)
+        self.text_stream: Iterator[str] = self._texts()
+
+    def _texts(self) -> Iterator[str]:
+        for event in self:
+            text = _text_of(event)
+            if text is not None:
+                yield text
+
+    def until_done(self) -> None:
+        for _ in self:
+            pass
+
+    def get_final_message(self) -> Any:
+        self.until_done()
+        return self.current.stream.get_final_message()
+
+    def get_final_text(self) -> str:
+        self.until_done()
+        return str(self.current.stream.get_final_text())
+
+    @property
+    def current_message_snapshot(self) -> Any:
+        return self.current.stream.current_message_snapshot
+
+
+class AsyncMessageStreamChain(AsyncChainedStream):
+    """:class:`MessageStreamChain` for async clients."""
+
+    def __init__(
+        self, make_events: Callable[[Callable[[Any], None]], AsyncIterator[Any]]
+    ) -> None:
+        super().__init__(make_events)
+        self.text_stream: AsyncIterator[str] = self._texts()
+
+    async def _texts(self) -> AsyncIterator[str]:
+        async for event in self:
+            text = _text_of(event)
+            if text is not None:
+                yield text
+
+    async def until_done(self) -> None:
+        async for _ in self:
+            pass
+
+    async def get_final_message(self) -> Any:
+        await self.until_done()
+        return await self.current.stream.get_final_message()
+
+    async def get_final_text(self) -> str:
+        await self.until_done()
+        return str(await self.current.stream.get_final_text())
+
+    @property
+    def current_message_snapshot(self) -> Any:
+        return self.current.stream.current_message_snapshot
+
+
+class StreamManager:
+    """What a wrapped ``messages.stream(...)`` returns: enter it to start the call."""
+
+    def __init__(self, start: Callable[[], MessageStreamChain]) -> None:
+        self._start = start
+        self._stream: MessageStreamChain | None = None
+
+    def __enter__(self) -> MessageStreamChain:
+        self._stream = self._start()
+        return self._stream
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._stream is not None:
+            self._stream.close()
+
+
+class AsyncStreamManager:
+    """:class:`StreamManager` for async clients (``async with``)."""
+
+    def __init__(self, start: Callable[[], Any]) -> None:
+        self._start = start
+        self._stream: AsyncMessageStreamChain | None = None
+
+    async def __aenter__(self) -> AsyncMessageStreamChain:
+        self._stream = await self._start()
+        return self._stream
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._stream is not None:
+            await self._stream.close()

@@ -1,0 +1,377 @@
+"""One wrapped call, whatever the API: compact when due, prepare, send, record, answer tools.
+
+A :class:`Turn` holds the state of one call from the host's arguments to the value returned; the
+drivers at the bottom (:func:`run`, :func:`arun`, :func:`stream_rounds`, :func:`astream_rounds`)
+run its steps around the SDK calls, so synchronous, asynchronous and streaming calls share every
+decision and differ only in how they wait:
+
+1. the host's history is resolved against the conversation's :class:`HistoryView` (what was
+   sent last time stands in for what it covered), and engine tool results a previous response
+   handed back are supplied;
+2. before each request, :meth:`Session.should_compress` and, when due, :meth:`Session.compress`;
+3. the engine's tools are added to ``tools`` and the request is prepared (cache markers);
+4. after each response, :meth:`Session.update_usage`; if the model called only engine tools,
+   the wrapper runs them and asks again (at most ``max_tool_rounds`` requests per call);
+5. at the end the view is updated and a :class:`CallRecord` is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+from ctxengine._wrap.dialects import (
+    AnthropicDialect,
+    Api,
+    ChatDialect,
+    Dialect,
+    EngineCall,
+    ResponsesDialect,
+    given,
+    plain,
+)
+from ctxengine._wrap.history import HistoryView
+from ctxengine._wrap.record import CallRecord, RoundRecord
+from ctxengine.caching import marker_positions
+from ctxengine.conversation import Message, SystemPrompt
+from ctxengine.results import CompressResult
+from ctxengine.session import Session
+
+ToolMode = Literal["answer", "return", "off"]
+TOOL_MODES: tuple[ToolMode, ...] = ("answer", "return", "off")
+
+_DIALECTS: Mapping[Api, Callable[[], Dialect]] = {
+    "anthropic.messages": AnthropicDialect,
+    "openai.chat": ChatDialect,
+    "openai.responses": ResponsesDialect,
+}
+
+
+class WrappedConversation:
+    """The state a wrapped client keeps for its session: views, records and options.
+
+    :param tools: ``"answer"`` (run engine tools for the host), ``"return"`` (add them, hand
+        every call back) or ``"off"`` (do not offer them).
+    :param max_tool_rounds: requests one call may send while answering engine tools (>= 1).
+    :param keep_records: how many :class:`CallRecord` objects :attr:`records` keeps.
+    :param on_record: called with each call's record as it is made.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        tools: ToolMode = "answer",
+        max_tool_rounds: int = 8,
+        keep_records: int = 1000,
+        on_record: Callable[[CallRecord], None] | None = None,
+    ) -> None:
+        if tools not in TOOL_MODES:
+            raise ValueError(f"tools must be one of {', '.join(TOOL_MODES)}; got {tools!r}")
+        if isinstance(max_tool_rounds, bool) or not isinstance(max_tool_rounds, int):
+            raise TypeError(f"max_tool_rounds must be an integer, got {max_tool_rounds!r}")
+        if max_tool_rounds < 1:
+            raise ValueError(f"max_tool_rounds must be at least 1, got {max_tool_rounds}")
+        if keep_records < 1:
+            raise ValueError(f"keep_records must be at least 1, got {keep_records}")
+        self.session = session
+        self.tools: ToolMode = tools
+        self.max_tool_rounds = max_tool_rounds
+        self.records: collections.deque[CallRecord] = collections.deque(maxlen=keep_records)
+        self.on_record = on_record
+        self._views: dict[Api, HistoryView] = {}
+        self._dialects: dict[Api, Dialect] = {}
+        self._schemas: dict[Api, list[dict[str, Any]]] = {}
+
+    def dialect(self, api: Api) -> Dialect:
+        if api not in self._dialects:
+            self._dialects[api] = _DIALECTS[api]()
+        return self._dialects[api]
+
+    def view(self, api: Api) -> HistoryView:
+        if api not in self._views:
+            self._views[api] = HistoryView()
+        return self._views[api]
+
+    def engine_schemas(self, api: Api) -> list[dict[str, Any]]:
+        """The engine's tools as ``api`` declares them ([] with ``tools="off"``)."""
+        if self.tools == "off":
+            return []
+        if api not in self._schemas:
+            self._schemas[api] = self.dialect(api).engine_tools(self.session)
+        return self._schemas[api]
+
+    def engine_tool_names(self) -> frozenset[str]:
+        """Names of the tools the engine offers (whatever the mode)."""
+        return frozenset(entry.tool.name for entry in self.session.tools())
+
+    def reset(self) -> None:
+        """Forget the compacted views: the next call sends the host's history as given."""
+        for view in self._views.values():
+            view.clear()
+
+    def add_record(self, record: CallRecord) -> None:
+        self.records.append(record)
+        if self.on_record is not None:
+            self.on_record(record)
+
+
+class Turn:
+    """The steps of one call (see the module docstring)."""
+
+    def __init__(
+        self, conversation: WrappedConversation, api: Api, kwargs: Mapping[str, Any], *, stream: bool
+    ) -> None:
+        self.conversation = conversation
+        self.session = conversation.session
+        self.api: Api = api
+        self.stream = stream
+        self.dialect = conversation.dialect(api)
+        self.view = conversation.view(api)
+        self.kwargs = dict(kwargs)
+        self.host, self.host_system = self.dialect.split(self.kwargs)
+        self.stateful = self.dialect.stateful(self.kwargs)
+        self.compactions: list[CompressResult] = []
+        self.rounds: list[RoundRecord] = []
+        self.notes: list[str] = []
+        self.handed_back: list[tuple[str, str]] = []
+        self.tools_added: tuple[str, ...] = ()
+        self.supplied = 0
+        self.reset = False
+        self._request: dict[str, Any] = {}
+        self._deferred = False
+        self.messages: list[Message] = []
+        self.system: SystemPrompt | None = None
+        if self.stateful:
+            self.notes.append(
+                "the history is kept by the server (previous_response_id / conversation): "
+                "sent as given, without compaction or engine tools"
+            )
+            return
+        resolved = self.view.resolve(self.host, self.host_system, self.dialect.to_engine)
+        self.messages, self.system, self.reset = resolved.messages, resolved.system, resolved.reset
+        if self.reset:
+            self.notes.append(
+                "the history does not continue the one sent last time; the compacted view was "
+                "dropped and the history sent as given"
+            )
+        if self.view.pending:
+            answers = {call_id: text for call_id, (_, text) in self.view.pending.items()}
+            self.messages, self.supplied = self.dialect.supply(self.messages, answers)
+            self.view.pending = {}
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def compaction_due(self) -> bool:
+        """Whether the engine wants to compact the history before the next request."""
+        return not self.stateful and self.session.should_compress(self.messages, self.system)
+
+    def compact(self) -> CompressResult:
+        """Compact now (blocking); :func:`arun` runs this in a worker thread."""
+        result = self.session.compress(self.messages, self.system, format=self.dialect.format)
+        self.compactions.append(result)
+        if result.compacted:
+            self.messages = list(result.messages)
+            self.system = result.system
+        return result
+
+    def request(self) -> dict[str, Any]:
+        """The arguments for the next SDK call."""
+        if self.stateful:
+            self._request = dict(self.kwargs)
+            return self._request
+        request = self.dialect.join(self.kwargs, self.messages, self.system)
+        request = self._with_tools(request)
+        self._request = self.dialect.prepare(self.session, request)
+        return self._request
+
+    def _with_tools(self, request: dict[str, Any]) -> dict[str, Any]:
+        schemas = self.conversation.engine_schemas(self.api)
+        if not schemas:
+            return request
+        host_tools = list(request["tools"]) if given(request.get("tools")) else []
+        host_names = dict(zip(self.dialect.tool_names(host_tools), host_tools))
+        engine_names = self.dialect.tool_names(schemas)
+        added = []
+        for name, schema in zip(engine_names, schemas):
+            if name not in host_names:
+                added.append(schema)
+            elif plain(host_names[name]) != schema:
+                raise ValueError(
+                    f"the request's tools already hold a tool named {name!r}, which the "
+                    f"{self.session.ctx.engine!r} engine offers; rename the host's tool or wrap "
+                    "the client with tools='off'"
+                )
+        self.tools_added = tuple(self.dialect.tool_names(added))
+        if added:
+            request["tools"] = [*host_tools, *added]
+        return request
+
+    def settle(self, response: Any) -> list[EngineCall]:
+        """Record ``response``; the engine tool calls to run now (empty: the call is done)."""
+        usage = self.session.update_usage(self.dialect.usage(response))
+        breakpoints = len(marker_positions(self._request)) if self.api != "openai.responses" else 0
+        round_ = RoundRecord(
+            usage=usage, breakpoints=breakpoints, messages=self.dialect.count_items(self._request)
+        )
+        self.rounds.append(round_)
+        if self.stateful or self.conversation.tools == "off":
+            return []
+        names = self.conversation.engine_tool_names()
+        calls = self.dialect.calls(response)
+        engine = [call for call in calls if call.name in names]
+        if not engine:
+            return []
+        if self.conversation.tools == "return":
+            self.handed_back.extend((call.name, call.id) for call in engine)
+            return []
+        self._deferred = len(engine) < len(calls)
+        if not self._deferred and len(self.rounds) >= self.conversation.max_tool_rounds:
+            self._deferred = True
+            self.notes.append(
+                f"stopped after {len(self.rounds)} requests (max_tool_rounds); the engine's "
+                "results go with the next call"
+            )
+        return engine
+
+    def answered(self, response: Any, answers: Sequence[tuple[EngineCall, str]]) -> bool:
+        """Take the engine tools' results; whether to send another request now."""
+        self.rounds[-1] = RoundRecord(
+            usage=self.rounds[-1].usage,
+            breakpoints=self.rounds[-1].breakpoints,
+            messages=self.rounds[-1].messages,
+            tools_answered=tuple(call.name for call, _ in answers),
+        )
+        if self._deferred:
+            # The response also asks for the host's own tools (or the round limit is reached):
+            # it goes back to the host, and the engine's results join the next request.
+            self.view.pending.update({call.id: (call.name, text) for call, text in answers})
+            self.handed_back.extend((call.name, call.id) for call, _ in answers)
+            return False
+        self.messages = [
+            *self.messages,
+            *self.dialect.assistant(response),
+            *self.dialect.results(answers),
+        ]
+        return True
+
+    def finish(self) -> CallRecord:
+        """Remember what was sent and store the call's record."""
+        if not self.stateful:
+            self.view.commit(self.host, self.host_system, self.messages, self.system)
+            if isinstance(self.dialect, ResponsesDialect):
+                self.dialect.items.retain(self.messages)
+        record = CallRecord(
+            api=self.api,
+            stream=self.stream,
+            compactions=tuple(self.compactions),
+            rounds=tuple(self.rounds),
+            tools_added=self.tools_added,
+            handed_back=tuple(self.handed_back),
+            results_supplied=self.supplied,
+            history_reset=self.reset,
+            notes=tuple(self.notes),
+        )
+        self.conversation.add_record(record)
+        return record
+
+    def run_tools(self, calls: Sequence[EngineCall]) -> list[tuple[EngineCall, str]]:
+        return [(call, self.session.call_tool(call.name, call.arguments)) for call in calls]
+
+
+# -- drivers ---------------------------------------------------------------------------------
+
+
+def run(turn: Turn, send: Callable[..., Any]) -> Any:
+    """Run ``turn`` with the SDK method ``send``; returns the last response, as the SDK gave it."""
+    while True:
+        if turn.compaction_due():
+            turn.compact()
+        response = send(**turn.request())
+        calls = turn.settle(response)
+        if not calls or not turn.answered(response, turn.run_tools(calls)):
+            turn.finish()
+            return response
+
+
+async def arun(turn: Turn, send: Callable[..., Awaitable[Any]]) -> Any:
+    """:func:`run` for async clients (compaction and tools run in a worker thread)."""
+    while True:
+        if turn.compaction_due():
+            await asyncio.to_thread(turn.compact)
+        response = await send(**turn.request())
+        calls = turn.settle(response)
+        if not calls or not turn.answered(response, await asyncio.to_thread(turn.run_tools, calls)):
+            turn.finish()
+            return response
+
+
+class RoundStream(Protocol):
+    """One round's stream as the drivers see it."""
+
+    def events(self) -> Iterator[Any]:
+        """The events to hand to the host, in order."""
+
+    def final(self) -> Any:
+        """The whole response, once :meth:`events` is exhausted."""
+
+    def close(self) -> None:
+        """Release the connection."""
+
+
+class AsyncRoundStream(Protocol):
+    """:class:`RoundStream` for async clients."""
+
+    def events(self) -> AsyncIterator[Any]:
+        """The events to hand to the host, in order."""
+
+    def final(self) -> Any:
+        """The whole response, once :meth:`events` is exhausted."""
+
+    async def close(self) -> None:
+        """Release the connection."""
+
+
+def stream_rounds(
+    turn: Turn, open_round: Callable[[dict[str, Any]], RoundStream], on_open: Callable[[Any], None]
+) -> Iterator[Any]:
+    """Every event of every round of a streamed call; ``on_open`` sees each round's stream."""
+    while True:
+        if turn.compaction_due():
+            turn.compact()
+        source = open_round(turn.request())
+        on_open(source)
+        try:
+            yield from source.events()
+        finally:
+            source.close()
+        final = source.final()
+        calls = turn.settle(final)
+        if not calls or not turn.answered(final, turn.run_tools(calls)):
+            turn.finish()
+            return
+
+
+async def astream_rounds(
+    turn: Turn,
+    open_round: Callable[[dict[str, Any]], Awaitable[AsyncRoundStream]],
+    on_open: Callable[[Any], None],
+) -> AsyncIterator[Any]:
+    """:func:`stream_rounds` for async clients."""
+    while True:
+        if turn.compaction_due():
+            await asyncio.to_thread(turn.compact)
+        source = await open_round(turn.request())
+        on_open(source)
+        try:
+            async for event in source.events():
+                yield event
+        finally:
+            await source.close()
+        final = source.final()
+        calls = turn.settle(final)
+        if not calls or not turn.answered(final, await asyncio.to_thread(turn.run_tools, calls)):
+            turn.finish()
+            return
