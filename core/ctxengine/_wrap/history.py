@@ -10,7 +10,8 @@ on the next call sends that, followed by whatever the host added since.
 Matching is by the host's own message objects: the covered part must be exactly what the host
 passes again (the same objects, or equal ones). If it is not (the host edited, truncated or
 replaced its history), the view is dropped and the host's history is sent as it is; the call's
-record says so. Messages are never copied or changed here, only referenced.
+record says so. The host's messages are never copied or changed here, only referenced; the list
+the view sends is its own and grows in place from call to call.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class HistoryView:
         self._host: list[Any] = []
         self._host_system: Any = None
         self._sent: list[Message] = []
+        self._committed = 0
         self._sent_system: SystemPrompt | None = None
         self.pending: dict[str, tuple[str, str]] = {}
         """Engine tool results not yet sent: call id -> (tool name, result text)."""
@@ -77,8 +79,15 @@ class HistoryView:
         new = to_engine(host[covered:])
         if not covered:
             return ResolvedHistory(messages=new, system=host_system, reset=reset)
+        if len(self._sent) != self._committed:
+            # A call that failed after resolving left its messages here: start from a copy of
+            # what was committed, so nothing that counted this list mistakes it for the old one.
+            self._sent = self._sent[: self._committed]
+        # The view's own list grows in place, like a host appending to its history: the token
+        # counter and the cache strategy then only look at the new messages.
+        self._sent.extend(new)
         system = self._sent_system if host_system == self._host_system else host_system
-        return ResolvedHistory(messages=[*self._sent, *new], system=system, reset=False)
+        return ResolvedHistory(messages=self._sent, system=system, reset=False)
 
     def commit(
         self,
@@ -91,6 +100,7 @@ class HistoryView:
         self._host = list(host)
         self._host_system = host_system
         self._sent = sent
+        self._committed = len(sent)
         self._sent_system = sent_system
 
     def clear(self) -> None:
@@ -98,5 +108,6 @@ class HistoryView:
         self._host = []
         self._host_system = None
         self._sent = []
+        self._committed = 0
         self._sent_system = None
         self.pending = {}

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from itertools import compress
+from operator import is_not
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
@@ -141,6 +143,7 @@ class Turn:
         self.supplied = 0
         self.reset = False
         self._request: dict[str, Any] = {}
+        self._breakpoints = 0
         self._deferred = False
         self.messages: list[Message] = []
         self.system: SystemPrompt | None = None
@@ -185,6 +188,7 @@ class Turn:
         request = self.dialect.join(self.kwargs, self.messages, self.system)
         request = self._with_tools(request)
         self._request = self.dialect.prepare(self.session, request)
+        self._breakpoints = _markers_added(request, self._request)
         return self._request
 
     def _with_tools(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -212,9 +216,10 @@ class Turn:
     def settle(self, response: Any) -> list[EngineCall]:
         """Record ``response``; the engine tool calls to run now (empty: the call is done)."""
         usage = self.session.update_usage(self.dialect.usage(response))
-        breakpoints = len(marker_positions(self._request)) if self.api != "openai.responses" else 0
         round_ = RoundRecord(
-            usage=usage, breakpoints=breakpoints, messages=self.dialect.count_items(self._request)
+            usage=usage,
+            breakpoints=self._breakpoints,
+            messages=self.dialect.count_items(self._request),
         )
         self.rounds.append(round_)
         if self.stateful or self.conversation.tools == "off":
@@ -279,6 +284,26 @@ class Turn:
 
     def run_tools(self, calls: Sequence[EngineCall]) -> list[tuple[EngineCall, str]]:
         return [(call, self.session.call_tool(call.name, call.arguments)) for call in calls]
+
+
+def _markers_added(before: Mapping[str, Any], after: Mapping[str, Any]) -> int:
+    """The ``cache_control`` markers in ``after``, the prepared form of ``before``.
+
+    A cache strategy copies only what it marks (and strips markers from what it copies), so the
+    markers are in the parts that are no longer the same objects: only those are walked, which
+    keeps this O(messages) identity checks instead of a walk through every block.
+    """
+    changed: dict[str, list[Any]] = {}
+    for key in ("tools", "system", "messages"):
+        old, new = before.get(key), after.get(key)
+        if new is old or not isinstance(new, list):
+            continue
+        if key == "messages" and isinstance(old, list):
+            # map/compress keep the per-message identity check in C.
+            changed[key] = [*compress(new, map(is_not, new, old)), *new[len(old) :]]
+        else:
+            changed[key] = new
+    return len(marker_positions(changed))
 
 
 # -- drivers ---------------------------------------------------------------------------------
