@@ -34,8 +34,9 @@ nox.options.reuse_existing_virtualenvs = True
 
 
 def install_project(session: nox.Session, *extras: str) -> None:
-    """Editable installs of the root distribution and every workspace package."""
-    packages = [arg for name in PACKAGES for arg in ("-e", f"packages/{name}")]
+    """Editable installs of the root distribution and every workspace package, each with its
+    ``test`` extra (the framework adapters pin the real framework there)."""
+    packages = [arg for name in PACKAGES for arg in ("-e", f"packages/{name}[test]")]
     wanted = ",".join(("test", *extras))
     session.install(*packages, "-e", f".[{wanted}]")
 

@@ -39,6 +39,7 @@ from ctxengine._messages.markers import (
     strip_cache_markers,
 )
 from ctxengine._messages.memo import ListProgress
+from ctxengine._messages.opening import COMPACTED_OPENING, user_first
 from ctxengine._messages.read import (
     ANTHROPIC_BLOCK_TYPES,
     ANTHROPIC_ROLES,
@@ -70,6 +71,7 @@ from ctxengine._messages.validate import ensure_valid, validate
 
 __all__ = [
     "ANTHROPIC_BLOCK_TYPES",
+    "COMPACTED_OPENING",
     "ANTHROPIC_ROLES",
     "MAX_BREAKPOINTS",
     "OPENAI_PART_TYPES",
@@ -120,6 +122,7 @@ __all__ = [
     "tool_groups",
     "tool_result_ids",
     "tool_results",
+    "user_first",
     "validate",
     "visible_text",
 ]
