@@ -69,7 +69,7 @@ def anthropic_case(kernel: ctxengine.Kernel) -> tuple[Callable[[bool], None], Ca
         }
     )
     client = anthropic.Anthropic(api_key="bench", base_url="http://127.0.0.1:9")
-    client.messages.create = lambda **_: response  # type: ignore[method-assign]
+    client.messages.create = lambda **_: response  # type: ignore[method-assign,assignment]
     wrapped = ctxengine.wrap(client, kernel=kernel, session_id="bench-wrap-anthropic")
     wrapped.session.update_usage(USAGE_ANTHROPIC)
     bare = kernel.session("bench-bare-anthropic")
@@ -118,7 +118,7 @@ def chat_case(kernel: ctxengine.Kernel) -> tuple[Callable[[bool], None], Callabl
         }
     )
     client = openai.OpenAI(api_key="bench", base_url="http://127.0.0.1:9/v1")
-    client.chat.completions.create = lambda **_: response  # type: ignore[method-assign]
+    client.chat.completions.create = lambda **_: response  # type: ignore[method-assign,assignment]
     wrapped = ctxengine.wrap(client, kernel=kernel, session_id="bench-wrap-chat")
     wrapped.session.update_usage(USAGE_CHAT)
     bare = kernel.session("bench-bare-chat")
@@ -158,7 +158,9 @@ def main() -> None:
         by_hand()
         bare = median_of(by_hand)
         for label, new_list in (("same list", False), ("new list", True)):
-            wrapper = median_of(lambda new_list=new_list: through_wrapper(new_list))
+            wrapper = median_of(
+                lambda run=through_wrapper, new_list=new_list: run(new_list)  # type: ignore[misc]
+            )
             print(
                 f"wrapper_vs_kernel[{name}, {label}]\t{wrapper / bare:.2f}x "
                 f"({wrapper * 1e3:.2f} ms vs {bare * 1e3:.2f} ms)\ttarget<=1.1x"

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from _endpoint import FILLER, endpoint
 from pydantic_ai import Agent
 from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 
 import ctxengine
-from _endpoint import FILLER, endpoint
 from ctxengine_pydantic_ai import Ctxengine
 
 
@@ -21,15 +21,19 @@ def main() -> None:
     with endpoint("ANTHROPIC_API_KEY") as where:
         kernel = ctxengine.load(where.config)
         capability = Ctxengine(kernel, session_id="example")
-        model = AnthropicModel("claude-sonnet-4-6", provider=AnthropicProvider(**where.client_args()))
+        model = AnthropicModel(
+            "claude-sonnet-4-6", provider=AnthropicProvider(**where.client_args())
+        )
         agent = Agent(model, instructions="You are terse.", capabilities=[capability])
         history: list[Any] = []
         for turn in range(8):
             result = agent.run_sync(f"Turn {turn}: what failed? {FILLER}", message_history=history)
             history = result.all_messages()
             compacted = sum(r.compacted for r in capability.compactions)
-            print(f"turn {turn}: {len(history)} messages in the history; "
-                  f"{compacted} compaction(s) so far")
+            print(
+                f"turn {turn}: {len(history)} messages in the history; "
+                f"{compacted} compaction(s) so far"
+            )
         kernel.close()
 
 

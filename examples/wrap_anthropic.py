@@ -7,9 +7,9 @@ a local fake otherwise). Each turn prints what the wrapper did.
 from __future__ import annotations
 
 import anthropic
+from _endpoint import FILLER, endpoint
 
 import ctxengine
-from _endpoint import FILLER, endpoint
 from ctxengine.accounting import cache_line
 
 
@@ -25,14 +25,18 @@ def main() -> None:
             if turn % 2:
                 # Streaming keeps streaming; usage comes from the stream's final event.
                 with client.messages.stream(
-                    model="claude-sonnet-4-6", max_tokens=512, system="You are terse.",
+                    model="claude-sonnet-4-6",
+                    max_tokens=512,
+                    system="You are terse.",
                     messages=messages,
                 ) as stream:
                     text = "".join(stream.text_stream)
                     reply = stream.get_final_message()
             else:
                 reply = client.messages.create(
-                    model="claude-sonnet-4-6", max_tokens=512, system="You are terse.",
+                    model="claude-sonnet-4-6",
+                    max_tokens=512,
+                    system="You are terse.",
                     messages=messages,
                 )
                 text = "".join(b.text for b in reply.content if b.type == "text")

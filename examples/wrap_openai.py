@@ -10,9 +10,9 @@ import asyncio
 from typing import Any
 
 import openai
+from _endpoint import FILLER, endpoint
 
 import ctxengine
-from _endpoint import FILLER, endpoint
 
 MODEL = "gpt-4o-mini"
 
@@ -26,8 +26,10 @@ def chat(kernel: ctxengine.Kernel, client_args: dict[str, Any]) -> None:
         messages.append(completion.choices[0].message)
         record = client.last_record
         assert record is not None
-        print(f"chat turn {turn}: compacted={record.compacted}; "
-              f"prompt tokens={record.usage.prompt_tokens}")
+        print(
+            f"chat turn {turn}: compacted={record.compacted}; "
+            f"prompt tokens={record.usage.prompt_tokens}"
+        )
 
 
 async def responses(kernel: ctxengine.Kernel, client_args: dict[str, Any]) -> None:
@@ -46,8 +48,10 @@ async def responses(kernel: ctxengine.Kernel, client_args: dict[str, Any]) -> No
         items.extend(final.output)
         record = client.last_record
         assert record is not None
-        print(f"responses turn {turn}: compacted={record.compacted}; "
-              f"prompt tokens={record.usage.prompt_tokens}")
+        print(
+            f"responses turn {turn}: compacted={record.compacted}; "
+            f"prompt tokens={record.usage.prompt_tokens}"
+        )
 
 
 def main() -> None:

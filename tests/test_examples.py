@@ -36,6 +36,4 @@ def test_example_runs_and_compacts(script: Path, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
-    assert "compacted=True" in out or any(
-        f"{n} compaction(s)" in out for n in range(1, 10)
-    ), out
+    assert "compacted=True" in out or any(f"{n} compaction(s)" in out for n in range(1, 10)), out

@@ -16,7 +16,7 @@ from ctxengine.testing.fake_responses import check_responses_request
 from ctxengine.testing.fake_streams import DELTA_CHARS
 
 TEXT = "A reply long enough to be cut into several deltas by the fake."
-BLOCKS = [
+BLOCKS: list[dict[str, Any]] = [
     {"type": "thinking", "thinking": "First, think it over.", "signature": "sig-9"},
     {"type": "text", "text": TEXT},
     {"type": "tool_use", "id": "call_1", "name": "read_file", "input": {"path": "src/app.py"}},
@@ -51,10 +51,12 @@ def test_messages_stream_matches_the_unstreamed_reply(api: FakeAPI) -> None:
         deltas = list(stream.text_stream)
         final = stream.get_final_message()
     assert len(deltas) == -(-len(TEXT) // DELTA_CHARS) and "".join(deltas) == TEXT
-    assert [b.type for b in final.content] == [b.type for b in whole.content]
-    assert final.content[1].text == whole.content[1].text == TEXT
-    assert final.content[2].input == whole.content[2].input == {"path": "src/app.py"}
-    assert final.content[0].signature == "sig-9"
+    streamed: list[Any] = list(final.content)
+    unstreamed: list[Any] = list(whole.content)
+    assert [b.type for b in streamed] == [b.type for b in unstreamed]
+    assert streamed[1].text == unstreamed[1].text == TEXT
+    assert streamed[2].input == unstreamed[2].input == {"path": "src/app.py"}
+    assert streamed[0].signature == "sig-9"
     assert final.stop_reason == "tool_use"
     assert final.usage.input_tokens == whole.usage.input_tokens
     assert final.usage.output_tokens == whole.usage.output_tokens
@@ -91,9 +93,10 @@ def test_responses_create_and_stream(api: FakeAPI) -> None:
     response = client.responses.create(model="gpt-4o", input="hi", instructions="Be brief.")
     assert [item.type for item in response.output] == ["reasoning", "message", "function_call"]
     assert response.output_text == TEXT
-    call = response.output[2]
+    call: Any = response.output[2]
     assert call.call_id == "call_1" and json.loads(call.arguments) == {"path": "src/app.py"}
-    assert response.usage.input_tokens > 0 and response.usage.output_tokens_details.reasoning_tokens > 0
+    assert response.usage is not None and response.usage.input_tokens > 0
+    assert response.usage.output_tokens_details.reasoning_tokens > 0
 
     api.reply_blocks(BLOCKS)
     with client.responses.stream(model="gpt-4o", input=[{"role": "user", "content": "hi"}]) as s:
@@ -102,7 +105,8 @@ def test_responses_create_and_stream(api: FakeAPI) -> None:
     assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
     assert "response.output_text.delta" in kinds
     assert "response.function_call_arguments.delta" in kinds
-    assert final.output_text == TEXT and final.usage.total_tokens > 0
+    assert final.output_text == TEXT
+    assert final.usage is not None and final.usage.total_tokens > 0
 
 
 def test_async_clients_read_the_streams(api: FakeAPI) -> None:
@@ -133,8 +137,16 @@ def test_responses_requests_are_checked(api: FakeAPI) -> None:
         {
             "input": [
                 {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
-                {"role": "user", "content": [{"type": "input_text", "text": "next",
-                                              "cache_control": {"type": "ephemeral"}}]},
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "input_text",
+                            "text": "next",
+                            "cache_control": {"type": "ephemeral"},
+                        }
+                    ],
+                },
                 {"type": "bogus"},
             ],
             "tools": [{"type": "function", "function": {"name": "f"}}],
@@ -147,6 +159,9 @@ def test_responses_requests_are_checked(api: FakeAPI) -> None:
     assert "tools[0].name" in text and "tools[0].function" in text
     assert "Unknown parameter: 'cache_control'." in text
     # With stored state, an output may answer a call made in an earlier response.
-    stateful = {"model": "m", "previous_response_id": "r1",
-                "input": [{"type": "function_call_output", "call_id": "x", "output": "y"}]}
+    stateful = {
+        "model": "m",
+        "previous_response_id": "r1",
+        "input": [{"type": "function_call_output", "call_id": "x", "output": "y"}],
+    }
     assert check_responses_request(stateful) == []

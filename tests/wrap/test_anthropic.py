@@ -121,7 +121,9 @@ def test_stream_helper_async(
         assert "".join(texts) == "".join(b.text for b in final.content if b.type == "text")
         return stream, final
 
-    run_conversation(api, _host(lambda h: loop.run_until_complete(one(h))), wrapped.engine_tool_names)
+    run_conversation(
+        api, _host(lambda h: loop.run_until_complete(one(h))), wrapped.engine_tool_names
+    )
     check_outcome(api, wrapped, markers=True)
 
 

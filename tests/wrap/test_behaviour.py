@@ -66,7 +66,10 @@ def test_return_mode_hands_engine_calls_back(
     result = wrapped.session.call_tool("lcm_grep", {"pattern": "x"})
     messages += [
         {"role": "assistant", "content": reply.content},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": result}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "c1", "content": result}],
+        },
     ]
     _create(wrapped, messages)
     assert wrapped.last_record.results_supplied == 0
@@ -84,7 +87,7 @@ def test_a_host_tool_named_like_an_engine_tool_is_an_error(
 ) -> None:
     wrapped = _anthropic(api, lcm_kernel())
     clash = {"name": "lcm_grep", "description": "mine", "input_schema": {"type": "object"}}
-    with pytest.raises(ValueError, match="already hold a tool named 'lcm_grep'.*tools='off'"):
+    with pytest.raises(ValueError, match=r"already hold a tool named 'lcm_grep'.*tools='off'"):
         _create(wrapped, [{"role": "user", "content": "hi"}], tools=[clash])
     # The engine's own schema, passed by a host migrating from the explicit loop, is accepted.
     own = wrapped.session.tool_schemas("anthropic")
@@ -99,7 +102,9 @@ def test_the_host_request_is_kept_apart_from_what_ctxengine_adds(
     wrapped = _anthropic(api, lcm_kernel())
     messages = [{"role": "user", "content": "hi"}]
     before = json.dumps(messages)
-    _create(wrapped, messages, stop_sequences=["END"], metadata={"user_id": "u1"}, system="Be brief.")
+    _create(
+        wrapped, messages, stop_sequences=["END"], metadata={"user_id": "u1"}, system="Be brief."
+    )
     body = api.requests[-1].body
     assert body["stop_sequences"] == ["END"] and body["metadata"] == {"user_id": "u1"}
     assert json.dumps(messages) == before  # the host's objects are never changed
@@ -112,7 +117,11 @@ def test_a_diverging_history_drops_the_view(
     wrapped = _anthropic(api, lcm_kernel())
     first = [{"role": "user", "content": "one"}]
     reply = _create(wrapped, first)
-    second = [*first, {"role": "assistant", "content": reply.content}, {"role": "user", "content": "two"}]
+    second = [
+        *first,
+        {"role": "assistant", "content": reply.content},
+        {"role": "user", "content": "two"},
+    ]
     _create(wrapped, second)
     assert not wrapped.last_record.history_reset
     _create(wrapped, [{"role": "user", "content": "a new conversation"}])
@@ -138,12 +147,17 @@ def test_the_round_limit_defers_engine_results(
     api: FakeAPI, lcm_kernel: Callable[..., Kernel]
 ) -> None:
     wrapped = _anthropic(api, lcm_kernel(), max_tool_rounds=1)
-    api.reply_blocks([{"type": "tool_use", "id": "c9", "name": "lcm_grep", "input": {"pattern": "x"}}])
+    api.reply_blocks(
+        [{"type": "tool_use", "id": "c9", "name": "lcm_grep", "input": {"pattern": "x"}}]
+    )
     messages: list[Any] = [{"role": "user", "content": "find x"}]
     reply = _create(wrapped, messages)
     assert wrapped.last_record.handed_back == (("lcm_grep", "c9"),)
     assert "max_tool_rounds" in wrapped.last_record.notes[0]
-    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "and?"}]
+    messages += [
+        {"role": "assistant", "content": reply.content},
+        {"role": "user", "content": "and?"},
+    ]
     _create(wrapped, messages)
     sent = api.requests[-1].body["messages"][-1]["content"]
     assert sent[0]["type"] == "tool_result" and sent[0]["tool_use_id"] == "c9"
@@ -160,16 +174,25 @@ def test_records_reach_the_callback(api: FakeAPI, lcm_kernel: Callable[..., Kern
 
 
 def test_responses_items_round_trip_keeps_every_item() -> None:
-    items = [
+    items: list[dict[str, Any]] = [
         {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
-        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "hm"}],
-         "encrypted_content": "opaque"},
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "hm"}],
+            "encrypted_content": "opaque",
+        },
         {"type": "function_call", "id": "fc_1", "call_id": "a", "name": "f", "arguments": "{}"},
         {"type": "function_call", "id": "fc_2", "call_id": "b", "name": "g", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "a", "output": "1"},
         {"type": "function_call_output", "call_id": "b", "output": "2"},
-        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-         "content": [{"type": "output_text", "text": "done", "annotations": []}]},
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "done", "annotations": []}],
+        },
     ]
     converter = ItemsConverter()
     chat = converter.to_chat(items)
@@ -179,8 +202,12 @@ def test_responses_items_round_trip_keeps_every_item() -> None:
     assert converter.to_items(chat) == items
     # A changed tool result is rebuilt; a changed call keeps its item id and the reasoning.
     changed = [*chat[:2], {**chat[2], "content": "[pruned]"}, *chat[3:]]
-    changed[1] = {**chat[1], "tool_calls": [{**chat[1]["tool_calls"][0],
-                                             "function": {"name": "f", "arguments": '{"x":1}'}}]}
+    changed[1] = {
+        **chat[1],
+        "tool_calls": [
+            {**chat[1]["tool_calls"][0], "function": {"name": "f", "arguments": '{"x":1}'}}
+        ],
+    }
     rebuilt = converter.to_items(changed)
     assert rebuilt[1]["encrypted_content"] == "opaque"
     assert rebuilt[2] == {**items[2], "arguments": '{"x":1}'}
@@ -188,8 +215,11 @@ def test_responses_items_round_trip_keeps_every_item() -> None:
 
 
 def test_user_first_opens_a_compacted_history_with_a_user() -> None:
-    history = [{"role": "system", "content": "s"}, {"role": "assistant", "content": "summary"},
-               {"role": "user", "content": "next"}]
+    history = [
+        {"role": "system", "content": "s"},
+        {"role": "assistant", "content": "summary"},
+        {"role": "user", "content": "next"},
+    ]
     fixed = user_first(history)
     assert fixed[1] == {"role": "user", "content": COMPACTED_OPENING} and fixed[2:] == history[1:]
     assert user_first(fixed) == fixed

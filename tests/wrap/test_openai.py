@@ -19,7 +19,7 @@ from tests.wrap.scenario import HOST_TOOL, Host, check_outcome, run_conversation
 
 MODEL = "claude-sonnet-4-6"  # a Claude model behind an OpenAI-compatible route takes markers
 SYSTEM = "You are a careful coding agent."
-CHAT_TOOL = {
+CHAT_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": HOST_TOOL["name"],
@@ -57,8 +57,8 @@ def _chat_host(send: Callable[[list[Any]], tuple[Any, Any]]) -> Host:
     def tool_calls(final: Any) -> list[tuple[str, str, dict[str, Any]]]:
         calls = final.get("tool_calls") if isinstance(final, dict) else final.tool_calls
         out = []
-        for call in calls or []:
-            call = call if isinstance(call, dict) else call.to_dict()
+        for raw in calls or []:
+            call = raw if isinstance(raw, dict) else raw.to_dict()
             function = call["function"]
             out.append((call["id"], function["name"], json.loads(function["arguments"])))
         return out
@@ -118,8 +118,10 @@ def _message_from_chunks(chunks: list[Any]) -> dict[str, Any]:
     calls: dict[int, dict[str, Any]] = {}
     for chunk in last:
         for call in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
-            slot = calls.setdefault(call.index, {"id": call.id, "type": "function",
-                                                 "function": {"name": "", "arguments": ""}})
+            slot = calls.setdefault(
+                call.index,
+                {"id": call.id, "type": "function", "function": {"name": "", "arguments": ""}},
+            )
             slot["function"]["name"] += call.function.name or ""
             slot["function"]["arguments"] += call.function.arguments or ""
     message: dict[str, Any] = {"role": "assistant", "content": content or None}
@@ -157,8 +159,9 @@ def test_chat_stream_async_keeps_the_usage_chunk_the_host_asked_for(
         assert chunks[-1].usage is not None and not chunks[-1].choices
         return stream, _message_from_chunks(chunks)
 
-    run_conversation(api, _chat_host(lambda h: loop.run_until_complete(one(h))),
-                     wrapped.engine_tool_names)
+    run_conversation(
+        api, _chat_host(lambda h: loop.run_until_complete(one(h))), wrapped.engine_tool_names
+    )
     check_outcome(api, wrapped, markers=True)
 
 

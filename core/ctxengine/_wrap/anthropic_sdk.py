@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxengine._wrap.base import Passthrough, WrappedClient, unsupported
+from ctxengine._wrap.dialects import Api
 from ctxengine._wrap.streams import (
     AnthropicCollector,
     AsyncChainedStream,
@@ -21,7 +22,7 @@ from ctxengine._wrap.streams import (
 )
 from ctxengine._wrap.turn import Turn, WrappedConversation, arun, astream_rounds, run, stream_rounds
 
-API = "anthropic.messages"
+API: Api = "anthropic.messages"
 
 
 class Messages(Passthrough):
@@ -91,9 +92,7 @@ class AsyncMessages(Passthrough):
             return await AsyncHelperRound(self._wrapped.stream(**request)).open()
 
         async def start() -> AsyncMessageStreamChain:
-            chain = AsyncMessageStreamChain(
-                lambda opened: astream_rounds(turn, open_round, opened)
-            )
+            chain = AsyncMessageStreamChain(lambda opened: astream_rounds(turn, open_round, opened))
             await chain.start()
             return chain
 

@@ -180,7 +180,7 @@ class AnthropicDialect(Dialect):
             if message.get("role") != "assistant" or not isinstance(content, list):
                 continue
             ids = [
-                b.get("id")
+                str(b.get("id"))
                 for b in content
                 if isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("id") in answers
             ]
@@ -263,7 +263,9 @@ class ChatDialect(Dialect):
         return [kept]
 
     def results(self, answers: Sequence[tuple[EngineCall, str]]) -> list[Message]:
-        return [{"role": "tool", "tool_call_id": call.id, "content": text} for call, text in answers]
+        return [
+            {"role": "tool", "tool_call_id": call.id, "content": text} for call, text in answers
+        ]
 
     def supply(
         self, messages: list[Message], answers: Mapping[str, str]

@@ -139,10 +139,8 @@ class ItemsConverter:
         return messages
 
     def _assistant(self, items: list[Item]) -> Message:
-        text = "".join(
-            _text(item.get("content")) for item in items if item_kind(item) == "message"
-        )
-        calls = [
+        text = "".join(_text(item.get("content")) for item in items if item_kind(item) == "message")
+        calls: list[dict[str, Any]] = [
             {
                 "id": str(item.get("call_id")),
                 "type": "function",

@@ -302,9 +302,7 @@ class ChainedStream:
 class AsyncChainedStream:
     """:class:`ChainedStream` for async clients (await :meth:`start` before handing it out)."""
 
-    def __init__(
-        self, make_events: Callable[[Callable[[Any], None]], AsyncIterator[Any]]
-    ) -> None:
+    def __init__(self, make_events: Callable[[Callable[[Any], None]], AsyncIterator[Any]]) -> None:
         self.current: Any = None
         self._events = make_events(self.opened)
         self._first: Any = _END
@@ -387,9 +385,7 @@ class MessageStreamChain(ChainedStream):
 class AsyncMessageStreamChain(AsyncChainedStream):
     """:class:`MessageStreamChain` for async clients."""
 
-    def __init__(
-        self, make_events: Callable[[Callable[[Any], None]], AsyncIterator[Any]]
-    ) -> None:
+    def __init__(self, make_events: Callable[[Callable[[Any], None]], AsyncIterator[Any]]) -> None:
         super().__init__(make_events)
         self.text_stream: AsyncIterator[str] = self._texts()
 

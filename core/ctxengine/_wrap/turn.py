@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from itertools import compress
 from operator import is_not
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from ctxengine._wrap.dialects import (
@@ -124,7 +124,12 @@ class Turn:
     """The steps of one call (see the module docstring)."""
 
     def __init__(
-        self, conversation: WrappedConversation, api: Api, kwargs: Mapping[str, Any], *, stream: bool
+        self,
+        conversation: WrappedConversation,
+        api: Api,
+        kwargs: Mapping[str, Any],
+        *,
+        stream: bool,
     ) -> None:
         self.conversation = conversation
         self.session = conversation.session
@@ -196,10 +201,10 @@ class Turn:
         if not schemas:
             return request
         host_tools = list(request["tools"]) if given(request.get("tools")) else []
-        host_names = dict(zip(self.dialect.tool_names(host_tools), host_tools))
+        host_names = dict(zip(self.dialect.tool_names(host_tools), host_tools, strict=True))
         engine_names = self.dialect.tool_names(schemas)
         added = []
-        for name, schema in zip(engine_names, schemas):
+        for name, schema in zip(engine_names, schemas, strict=True):
             if name not in host_names:
                 added.append(schema)
             elif plain(host_names[name]) != schema:

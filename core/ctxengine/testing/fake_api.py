@@ -402,9 +402,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         if api == "openai":
             problems = (
-                check_responses_request(body)
-                if _is_responses(path)
-                else check_openai_request(body)
+                check_responses_request(body) if _is_responses(path) else check_openai_request(body)
             )
             if problems:
                 self._send_error(api, 400, "; ".join(problems[:5]))
@@ -453,27 +451,23 @@ class _Handler(BaseHTTPRequestHandler):
             blocks = [{"type": "text", "text": _echo_summary(body, api)}]
         stream = body.get("stream") is True
         if api == "anthropic":
-            message = self._anthropic_message(body, blocks)
+            reply = self._anthropic_message(body, blocks)
             if stream:
-                self._send_events(fake_streams.anthropic_events(message))
-            else:
-                self._send_json(200, message)
-        elif responses:
-            reply = responses_body(body, blocks, self.server.fake._next_id())
-            if stream:
-                self._send_events(fake_streams.responses_events(reply))
+                self._send_events(fake_streams.anthropic_events(reply))
             else:
                 self._send_json(200, reply)
+        elif responses:
+            response = responses_body(body, blocks, self.server.fake._next_id())
+            if stream:
+                self._send_events(fake_streams.responses_events(response))
+            else:
+                self._send_json(200, response)
         else:
             completion = self._openai_completion(body, blocks)
             if stream:
                 options = body.get("stream_options")
-                include_usage = isinstance(options, Mapping) and bool(
-                    options.get("include_usage")
-                )
-                self._send_events(
-                    fake_streams.chat_chunks(completion, include_usage=include_usage)
-                )
+                include_usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
+                self._send_events(fake_streams.chat_chunks(completion, include_usage=include_usage))
             else:
                 self._send_json(200, completion)
 

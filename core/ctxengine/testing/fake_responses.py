@@ -126,8 +126,7 @@ def _check_items(items: Sequence[Any], problems: list[str], *, stateful: bool) -
                 open_calls.remove(call_id)
             elif call_id not in seen_calls and not stateful:
                 problems.append(
-                    f"No tool call found for function call output with call_id {call_id}. "
-                    f"({where})"
+                    f"No tool call found for function call output with call_id {call_id}. ({where})"
                 )
         elif kind == "reasoning":
             if not isinstance(item.get("summary"), list):

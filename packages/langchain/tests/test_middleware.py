@@ -9,8 +9,10 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import SecretStr
 
 from ctxengine.kernel import Kernel
 from ctxengine.testing.fake_api import FakeAPI, check_anthropic_request
@@ -29,7 +31,12 @@ def read_file(path: str) -> str:
 
 def _agent(api: FakeAPI, middleware: CtxengineMiddleware) -> Any:
     model = ChatAnthropic(
-        model="claude-sonnet-4-6", base_url=api.base_url, api_key="k", max_retries=0
+        model_name="claude-sonnet-4-6",
+        base_url=api.base_url,
+        api_key=SecretStr("k"),
+        max_retries=0,
+        timeout=30,
+        stop=None,
     )
     return create_agent(
         model,
@@ -42,14 +49,20 @@ def _agent(api: FakeAPI, middleware: CtxengineMiddleware) -> Any:
 
 def _script(api: FakeAPI, turn: int) -> None:
     if turn == 3:
-        api.reply_blocks([{"type": "tool_use", "id": "t_host", "name": "read_file",
-                           "input": {"path": "a.py"}}])
+        api.reply_blocks(
+            [{"type": "tool_use", "id": "t_host", "name": "read_file", "input": {"path": "a.py"}}]
+        )
     if turn == 6:
-        api.reply_blocks([{"type": "tool_use", "id": "t_lcm", "name": "lcm_grep",
-                           "input": {"pattern": "mod1"}}])
+        api.reply_blocks(
+            [{"type": "tool_use", "id": "t_lcm", "name": "lcm_grep", "input": {"pattern": "mod1"}}]
+        )
     if turn == THINKING_TURN:
-        api.reply_blocks([{"type": "thinking", "thinking": "Let me think.", "signature": "sig-1"},
-                          {"type": "text", "text": f"Thought about turn {turn}."}])
+        api.reply_blocks(
+            [
+                {"type": "thinking", "thinking": "Let me think.", "signature": "sig-1"},
+                {"type": "text", "text": f"Thought about turn {turn}."},
+            ]
+        )
         return
     api.reply_text(f"Done with turn {turn}. " + "ok " * 40)
 
@@ -65,7 +78,7 @@ def _check(
     assert len(history) < 2 * TURNS
     # The history is valid for LangChain (it ran on it) and for the provider: every request
     # passed the fake's checks, and the history converts to a valid Anthropic request.
-    converted = [m for m in Converter().to_dicts(history)]
+    converted = Converter().to_dicts(history)
     assert all(m["role"] in ("user", "assistant", "tool") for m in converted)
     last = requests[-1].body
     assert check_anthropic_request(last) == []
@@ -83,8 +96,13 @@ def _check(
     # Ids and reasoning survive: the thinking turn is in the kept tail with its signature, and
     # it was sent back to the provider (the fake checks thinking blocks) on the last request.
     assert all(m.id for m in history)
-    thought = [m for m in history if isinstance(m, AIMessage) and isinstance(m.content, list)
-               and any(b.get("signature") == "sig-1" for b in m.content)]
+    thought = [
+        m
+        for m in history
+        if isinstance(m, AIMessage)
+        and isinstance(m.content, list)
+        and any(isinstance(b, dict) and b.get("signature") == "sig-1" for b in m.content)
+    ]
     assert len(thought) == 1
     assert "sig-1" in json.dumps(last)
 
@@ -92,7 +110,7 @@ def _check(
 def test_agent_loop_compacts_its_own_history(api: FakeAPI, kernel: Kernel) -> None:
     middleware = CtxengineMiddleware(kernel)
     agent = _agent(api, middleware)
-    config = {"configurable": {"thread_id": "t1"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t1"}}
     state: dict[str, Any] = {}
     for turn in range(TURNS):
         _script(api, turn)
@@ -105,7 +123,7 @@ def test_agent_loop_compacts_its_own_history(api: FakeAPI, kernel: Kernel) -> No
 def test_async_agent_loop(api: FakeAPI, kernel: Kernel) -> None:
     middleware = CtxengineMiddleware(kernel, session_id="async")
     agent = _agent(api, middleware)
-    config = {"configurable": {"thread_id": "ignored"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "ignored"}}
 
     async def run() -> dict[str, Any]:
         state: dict[str, Any] = {}
@@ -125,8 +143,11 @@ def test_usage_from_metadata_splits_cache_reads_and_writes() -> None:
             "input_tokens": 1000,
             "output_tokens": 50,
             "total_tokens": 1050,
-            "input_token_details": {"cache_read": 600, "ephemeral_1h_input_tokens": 100,
-                                    "ephemeral_5m_input_tokens": 200},
+            "input_token_details": {
+                "cache_read": 600,
+                "ephemeral_1h_input_tokens": 100,
+                "ephemeral_5m_input_tokens": 200,
+            },
             "output_token_details": {"reasoning": 20},
         }
     )

@@ -39,14 +39,20 @@ def _agent(api: FakeAPI, capability: Ctxengine) -> Agent[None, str]:
 
 def _script(api: FakeAPI, turn: int) -> None:
     if turn == 3:
-        api.reply_blocks([{"type": "tool_use", "id": "t_host", "name": "read_file",
-                           "input": {"path": "a.py"}}])
+        api.reply_blocks(
+            [{"type": "tool_use", "id": "t_host", "name": "read_file", "input": {"path": "a.py"}}]
+        )
     if turn == 6:
-        api.reply_blocks([{"type": "tool_use", "id": "t_lcm", "name": "lcm_grep",
-                           "input": {"pattern": "mod1"}}])
+        api.reply_blocks(
+            [{"type": "tool_use", "id": "t_lcm", "name": "lcm_grep", "input": {"pattern": "mod1"}}]
+        )
     if turn == THINKING_TURN:
-        api.reply_blocks([{"type": "thinking", "thinking": "Let me think.", "signature": "sig-1"},
-                          {"type": "text", "text": f"Thought about turn {turn}."}])
+        api.reply_blocks(
+            [
+                {"type": "thinking", "thinking": "Let me think.", "signature": "sig-1"},
+                {"type": "text", "text": f"Thought about turn {turn}."},
+            ]
+        )
         return
     api.reply_text(f"Done with turn {turn}. " + "ok " * 40)
 
@@ -66,11 +72,21 @@ def _check(api: FakeAPI, capability: Ctxengine, history: list[Any], session: Any
     assert tokens.ratio != 1.0
     answered = [r for r in requests if "t_lcm" in (t := json.dumps(r.body)) and "hits" in t]
     assert answered, "the lcm_grep result never reached the model"
-    returns = [p for m in history if isinstance(m, ModelRequest) for p in m.parts
-               if isinstance(p, ToolReturnPart) and p.tool_name == "lcm_grep"]
+    returns = [
+        p
+        for m in history
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart) and p.tool_name == "lcm_grep"
+    ]
     assert returns or capability.compactions
-    thought = [p for m in history if isinstance(m, ModelResponse) for p in m.parts
-               if isinstance(p, ThinkingPart) and p.signature == "sig-1"]
+    thought = [
+        p
+        for m in history
+        if isinstance(m, ModelResponse)
+        for p in m.parts
+        if isinstance(p, ThinkingPart) and p.signature == "sig-1"
+    ]
     assert len(thought) == 1
     assert "sig-1" in json.dumps(requests[-1].body)
 
@@ -81,8 +97,9 @@ def test_agent_loop_compacts_its_own_history(api: FakeAPI, kernel: Kernel) -> No
     history: list[Any] = []
     for turn in range(TURNS):
         _script(api, turn)
-        result = agent.run_sync(f"turn {turn}: look at src/mod{turn}.py. {FILLER}",
-                                message_history=history)
+        result = agent.run_sync(
+            f"turn {turn}: look at src/mod{turn}.py. {FILLER}", message_history=history
+        )
         history = result.all_messages()
     _check(api, capability, history, kernel.session("p1"))
 
@@ -95,8 +112,11 @@ def test_async_agent_loop_on_the_conversation_id(api: FakeAPI, kernel: Kernel) -
         history: list[Any] = []
         for turn in range(TURNS):
             _script(api, turn)
-            result = await agent.run(f"turn {turn}: look at src/mod{turn}.py. {FILLER}",
-                                     message_history=history, conversation_id="conv-1")
+            result = await agent.run(
+                f"turn {turn}: look at src/mod{turn}.py. {FILLER}",
+                message_history=history,
+                conversation_id="conv-1",
+            )
             history = result.all_messages()
         return history
 
@@ -106,8 +126,13 @@ def test_async_agent_loop_on_the_conversation_id(api: FakeAPI, kernel: Kernel) -
 
 def test_usage_keeps_cache_reads_and_writes_apart() -> None:
     usage = usage_from_pydantic_ai(
-        RequestUsage(input_tokens=1000, cache_read_tokens=600, cache_write_tokens=300,
-                     cache_write_1h_tokens=100, output_tokens=50)
+        RequestUsage(
+            input_tokens=1000,
+            cache_read_tokens=600,
+            cache_write_tokens=300,
+            cache_write_1h_tokens=100,
+            output_tokens=50,
+        )
     )
     assert (usage.input_tokens, usage.cache_read_tokens) == (100, 600)
     assert (usage.cache_write_5m_tokens, usage.cache_write_1h_tokens) == (200, 100)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import (
     AIMessage,
@@ -29,6 +29,7 @@ from langchain_core.messages import (
 )
 
 Message = dict[str, Any]
+MessageT = TypeVar("MessageT", bound=BaseMessage)
 _HIDDEN_BLOCKS = ("thinking", "redacted_thinking", "reasoning", "tool_use")
 
 
@@ -64,9 +65,7 @@ def _reasoning(content: Any) -> str:
 def _plain_text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return "".join(
-        str(p.get("text", "")) for p in content or [] if isinstance(p, Mapping)
-    )
+    return "".join(str(p.get("text", "")) for p in content or [] if isinstance(p, Mapping))
 
 
 class Converter:
@@ -155,17 +154,19 @@ class Converter:
                 }
                 for call in message.get("tool_calls") or []
             ]
-            base = next(
-                (self._by_call[c["id"]] for c in calls if c["id"] in self._by_call), None
-            )
+            base = next((self._by_call[c["id"]] for c in calls if c["id"] in self._by_call), None)
             if isinstance(base, AIMessage):
-                kept = [b for b in base.content if isinstance(b, Mapping)] if isinstance(
-                    base.content, list
-                ) else []
+                kept = (
+                    [b for b in base.content if isinstance(b, Mapping)]
+                    if isinstance(base.content, list)
+                    else []
+                )
                 hidden = [b for b in kept if b.get("type") in ("thinking", "redacted_thinking")]
-                new_content: Any = [*hidden, {"type": "text", "text": _plain_text(content)}] if (
-                    hidden
-                ) else _plain_text(content)
+                new_content: Any = (
+                    [*hidden, {"type": "text", "text": _plain_text(content)}]
+                    if (hidden)
+                    else _plain_text(content)
+                )
                 return base.model_copy(update={"content": new_content, "tool_calls": calls})
             return AIMessage(content=_plain_text(content) if content else "", tool_calls=calls)
         if role == "system":
@@ -190,7 +191,7 @@ def _arguments(arguments: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_value": value}
 
 
-def with_cache_marker(message: BaseMessage, marker: Mapping[str, Any]) -> BaseMessage:
+def with_cache_marker(message: MessageT, marker: Mapping[str, Any]) -> MessageT:
     """A copy of ``message`` whose last content block carries ``marker`` (``cache_control``).
 
     The marker goes on the message's own content, so reasoning and tool blocks stay as they
@@ -203,7 +204,9 @@ def with_cache_marker(message: BaseMessage, marker: Mapping[str, Any]) -> BaseMe
             return message
         blocks: list[Any] = [{"type": "text", "text": content}]
     else:
-        blocks = [dict(b) if isinstance(b, Mapping) else {"type": "text", "text": b} for b in content]
+        blocks = [
+            dict(b) if isinstance(b, Mapping) else {"type": "text", "text": b} for b in content
+        ]
     for index in range(len(blocks) - 1, -1, -1):
         block = blocks[index]
         if block.get("type") in ("thinking", "redacted_thinking"):
@@ -215,7 +218,7 @@ def with_cache_marker(message: BaseMessage, marker: Mapping[str, Any]) -> BaseMe
     return message
 
 
-def strip_cache_markers(message: BaseMessage) -> BaseMessage:
+def strip_cache_markers(message: MessageT) -> MessageT:
     """``message`` without ``cache_control`` in its content (the same object when it has none)."""
     content = message.content
     if not isinstance(content, list) or not any(

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, RemoveMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -70,7 +70,7 @@ def usage_from_metadata(metadata: Mapping[str, Any]) -> ctxengine.Usage:
     )
 
 
-class CtxengineMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class CtxengineMiddleware(AgentMiddleware):
     """ctxengine behind a LangChain agent (see the module docstring).
 
     :param kernel: the kernel (engine, cache strategy, accounting); default
@@ -180,7 +180,7 @@ class CtxengineMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     # -- the model call ---------------------------------------------------------------------
 
-    def _marked(self, request: ModelRequest) -> ModelRequest:  # type: ignore[type-arg]
+    def _marked(self, request: ModelRequest) -> ModelRequest:
         session = self.session()
         converter = self._converter()
         system = request.system_message
@@ -188,19 +188,18 @@ class CtxengineMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         dicts = [*head, *converter.to_dicts(request.messages)]
         prepared = session.prepare({"model": session.ctx.model.name, "messages": dicts})
         sent = prepared.get("messages") or dicts
-        originals: list[BaseMessage] = [*([system] if system is not None else []), *request.messages]
-        marked = list(originals)
-        for i, (before, after) in enumerate(zip(dicts, sent)):
-            if after is before:
+        offset = 1 if system is not None else 0
+        new_system = system
+        messages: list[AnyMessage] = list(request.messages)
+        for i, (before, after) in enumerate(zip(dicts, sent, strict=True)):
+            marker = None if after is before else _marker_of(after)
+            if marker is None:
                 continue
-            marker = _marker_of(after)
-            if marker is not None:
-                marked[i] = with_cache_marker(originals[i], marker)
-        if system is not None:
-            new_system = marked[0]
-            assert isinstance(new_system, SystemMessage)
-            return request.override(system_message=new_system, messages=marked[1:])
-        return request.override(messages=marked)
+            if i < offset and system is not None:
+                new_system = with_cache_marker(system, marker)
+            else:
+                messages[i - offset] = with_cache_marker(messages[i - offset], marker)
+        return request.override(system_message=new_system, messages=messages)
 
     def _record(self, response: Any) -> None:
         messages = response.result if isinstance(response, ModelResponse) else [response]
@@ -210,8 +209,8 @@ class CtxengineMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     def wrap_model_call(
         self,
-        request: ModelRequest,  # type: ignore[type-arg]
-        handler: Callable[[ModelRequest], Any],  # type: ignore[type-arg]
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Any],
     ) -> Any:
         """Mark the request for prompt caching, call the model, record its usage."""
         response = handler(self._marked(request))
@@ -220,8 +219,8 @@ class CtxengineMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     async def awrap_model_call(
         self,
-        request: ModelRequest,  # type: ignore[type-arg]
-        handler: Callable[[ModelRequest], Awaitable[Any]],  # type: ignore[type-arg]
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[Any]],
     ) -> Any:
         """:meth:`wrap_model_call` for async runs."""
         response = await handler(self._marked(request))

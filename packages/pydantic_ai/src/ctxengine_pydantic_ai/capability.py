@@ -23,7 +23,7 @@ import asyncio
 import collections
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -31,11 +31,13 @@ from pydantic_ai.messages import (
     CachePoint,
     ModelMessage,
     ModelRequest,
+    ModelRequestPart,
     ModelResponse,
     SystemPromptPart,
     UserPromptPart,
 )
 from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import FunctionToolset
 
@@ -176,7 +178,7 @@ class Ctxengine(AbstractCapability[Any]):
         sent = prepared.get("messages") or dicts
         marked_users: set[int] = set()
         flags: dict[str, Any] = {}
-        for index, (before, after) in enumerate(zip(dicts, sent)):
+        for index, (before, after) in enumerate(zip(dicts, sent, strict=True)):
             if after is before or not _has_marker(after):
                 continue
             origin = converter._known(before)
@@ -188,7 +190,8 @@ class Ctxengine(AbstractCapability[Any]):
             elif index == len(dicts) - 1:
                 flags["anthropic_cache_messages"] = settings.ttl
         if flags:
-            request_context.model_settings = {**(request_context.model_settings or {}), **flags}  # type: ignore[typeddict-item]
+            merged = {**(request_context.model_settings or {}), **flags}
+            request_context.model_settings = cast(ModelSettings, merged)
         if not marked_users:
             return messages
         return [_with_cache_points(m, marked_users) for m in messages]
@@ -218,10 +221,11 @@ def _with_cache_points(message: ModelMessage, marked: set[int]) -> ModelMessage:
     """A copy of ``message`` with a ``CachePoint`` after each marked user prompt."""
     if not isinstance(message, ModelRequest) or not any(id(p) in marked for p in message.parts):
         return message
-    parts = []
+    parts: list[ModelRequestPart] = []
     for part in message.parts:
         if id(part) in marked and isinstance(part, UserPromptPart):
             content = [part.content] if isinstance(part.content, str) else list(part.content)
-            part = dataclasses.replace(part, content=[*content, CachePoint()])
-        parts.append(part)
+            parts.append(dataclasses.replace(part, content=[*content, CachePoint()]))
+        else:
+            parts.append(part)
     return dataclasses.replace(message, parts=parts)

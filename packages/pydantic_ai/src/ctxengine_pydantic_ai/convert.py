@@ -45,7 +45,9 @@ Message = dict[str, Any]
 def _user_text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return "".join(item if isinstance(item, str) else f"[{type(item).__name__}]" for item in content)
+    return "".join(
+        item if isinstance(item, str) else f"[{type(item).__name__}]" for item in content
+    )
 
 
 def _return_text(content: Any) -> str:
@@ -155,21 +157,27 @@ class Converter:
             parts = [k[1] for k in known]  # type: ignore[index]
             if isinstance(original, ModelRequest) and list(original.parts) == parts:
                 return [original]
-        parts = [k[1] if k is not None else self._new_part(d) for k, d in zip(known, group)]
+        parts = [
+            k[1] if k is not None else self._new_part(d) for k, d in zip(known, group, strict=True)
+        ]
         return [ModelRequest(parts=parts)]
 
     def _new_part(self, converted: Message) -> ModelRequestPart:
         role = converted.get("role")
         content = converted.get("content")
-        text = content if isinstance(content, str) else _user_text(
-            [p.get("text", "") for p in content or [] if isinstance(p, Mapping)]
+        text = (
+            content
+            if isinstance(content, str)
+            else _user_text([p.get("text", "") for p in content or [] if isinstance(p, Mapping)])
         )
         if role == "tool":
             call_id = str(converted.get("tool_call_id"))
             base = self._part_by_call(call_id)
             if isinstance(base, ToolReturnPart):
                 return dataclasses.replace(base, content=text)
-            name = base.tool_name if isinstance(base, RetryPromptPart) and base.tool_name else "tool"
+            name = (
+                base.tool_name if isinstance(base, RetryPromptPart) and base.tool_name else "tool"
+            )
             return ToolReturnPart(tool_name=name, content=text, tool_call_id=call_id)
         if role == "system":
             return SystemPromptPart(content=text)
@@ -191,8 +199,10 @@ class Converter:
         if base is not None:
             parts.extend(p for p in base.parts if isinstance(p, ThinkingPart))
         content = converted.get("content")
-        text = content if isinstance(content, str) else _user_text(
-            [p.get("text", "") for p in content or [] if isinstance(p, Mapping)]
+        text = (
+            content
+            if isinstance(content, str)
+            else _user_text([p.get("text", "") for p in content or [] if isinstance(p, Mapping)])
         )
         if text:
             parts.append(TextPart(content=text))
