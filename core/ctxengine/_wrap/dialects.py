@@ -49,6 +49,16 @@ def plain(obj: Any) -> Any:
     return obj
 
 
+def listed(value: Any) -> list[Any]:
+    """``value`` as a list: the host's own list when it is one (never mutated), else a copy."""
+    return value if isinstance(value, list) else list(value)
+
+
+def _field(obj: Any, key: str) -> Any:
+    """``obj[key]`` for a mapping, ``obj.key`` for an SDK object (read without dumping it)."""
+    return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
+
+
 def _needs_dump(message: Any) -> bool:
     """Whether ``message`` holds SDK objects (a response's content appended as is)."""
     if not isinstance(message, dict):
@@ -136,7 +146,7 @@ class AnthropicDialect(Dialect):
 
     def split(self, kwargs: Mapping[str, Any]) -> tuple[list[Any], Any]:
         system = kwargs.get("system")
-        return list(kwargs.get("messages") or []), system if given(system) else None
+        return listed(kwargs.get("messages") or []), system if given(system) else None
 
     def join(
         self, kwargs: Mapping[str, Any], messages: list[Message], system: SystemPrompt | None
@@ -150,13 +160,16 @@ class AnthropicDialect(Dialect):
         return [str(plain(tool).get("name")) for tool in tools]
 
     def calls(self, response: Any) -> list[EngineCall]:
-        content = plain(response.get("content") if isinstance(response, Mapping) else response)
-        if isinstance(content, Mapping):
-            content = content.get("content")
+        # Read the blocks' fields directly: dumping the whole response costs more than the rest
+        # of the wrapper's work on a response without tool calls.
         return [
-            EngineCall(id=str(b["id"]), name=str(b["name"]), arguments=b.get("input") or {})
-            for b in content or []
-            if isinstance(b, Mapping) and b.get("type") == "tool_use"
+            EngineCall(
+                id=str(_field(block, "id")),
+                name=str(_field(block, "name")),
+                arguments=_field(block, "input") or {},
+            )
+            for block in _field(response, "content") or []
+            if _field(block, "type") == "tool_use"
         ]
 
     def assistant(self, response: Any) -> list[Message]:
@@ -221,7 +234,7 @@ class ChatDialect(Dialect):
     format: Format = "openai"
 
     def split(self, kwargs: Mapping[str, Any]) -> tuple[list[Any], Any]:
-        return list(kwargs.get("messages") or []), None
+        return listed(kwargs.get("messages") or []), None
 
     def join(
         self, kwargs: Mapping[str, Any], messages: list[Message], system: SystemPrompt | None
@@ -236,6 +249,23 @@ class ChatDialect(Dialect):
             names.append(str(function.get("name") if isinstance(function, Mapping) else None))
         return names
 
+    def calls(self, response: Any) -> list[EngineCall]:
+        choices = _field(response, "choices") or []
+        if not choices:
+            raise ValueError("the chat completion carries no choices")
+        calls = _field(_field(choices[0], "message"), "tool_calls") or []
+        found = []
+        for call in calls:
+            function = _field(call, "function")
+            found.append(
+                EngineCall(
+                    id=str(_field(call, "id")),
+                    name=str(_field(function, "name")),
+                    arguments=_field(function, "arguments") or "",
+                )
+            )
+        return found
+
     def _message(self, response: Any) -> Mapping[str, Any]:
         data = plain(response)
         choices = data.get("choices") or []
@@ -243,16 +273,6 @@ class ChatDialect(Dialect):
             raise ValueError("the chat completion carries no choices")
         message: Mapping[str, Any] = choices[0].get("message") or {}
         return message
-
-    def calls(self, response: Any) -> list[EngineCall]:
-        return [
-            EngineCall(
-                id=str(call.get("id")),
-                name=str(call["function"].get("name")),
-                arguments=call["function"].get("arguments") or "",
-            )
-            for call in self._message(response).get("tool_calls") or []
-        ]
 
     def assistant(self, response: Any) -> list[Message]:
         message = self._message(response)

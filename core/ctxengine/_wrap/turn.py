@@ -230,6 +230,8 @@ class Turn:
         if self.stateful or self.conversation.tools == "off":
             return []
         names = self.conversation.engine_tool_names()
+        if not names:  # an engine without tools: nothing in the response can be ours
+            return []
         calls = self.dialect.calls(response)
         engine = [call for call in calls if call.name in names]
         if not engine:
