@@ -7,8 +7,8 @@ stored. The baseline is the same loop written by hand with the kernel: ``should_
 ``prepare`` (with ``tool_schemas``) + ``update_usage``. Both run on the largest real session
 with the SDK's own response object and no network: the SDK method is replaced by a function
 returning a prebuilt response, so only ctxengine's work is timed. Reported as the ratio
-wrapper / bare kernel, as medians of batches timed alternately, for two ways a host hands the history over: the same list
-every turn, and a new list of the same dicts (target <= 1.1x).
+wrapper / bare kernel, as medians of batches timed alternately, for two ways a host hands the
+history over: the same list every turn, and a new list of the same dicts (target <= 1.1x).
 
 Run: ``python benchmarks/bench_wrappers.py``. Prints ``name<TAB>value<TAB>target`` lines.
 """

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import ctxengine
-import ctxengine_lcm
 from ctxengine.kernel import Kernel
-from ctxengine.resolve import register_engine, unregister_engine
 from ctxengine.testing.fake_api import FakeAPI
-from ctxengine_lcm.testing import lcm_config
+from ctxengine_lcm.testing import lcm_kernel as lcm_kernel_on
 
 
 @pytest.fixture
@@ -24,20 +22,13 @@ def api() -> Iterator[FakeAPI]:
 
 @pytest.fixture
 def lcm_kernel(tmp_path: Path) -> Iterator[Callable[..., Kernel]]:
-    """Kernels on the lcm engine with a small window, so a few turns reach the threshold."""
-    kernels: list[Kernel] = []
-    register_engine("lcm", ctxengine_lcm)
+    """Makes kernels on the lcm engine with a small window, so a few turns reach the threshold."""
+    with ExitStack() as stack:
+        count = 0
 
-    def make(*, caching: bool | str = True, **options: Any) -> Kernel:
-        config = lcm_config(tmp_path / f"lcm{len(kernels)}.db", context_length=8000, **options)
-        config["prompt_caching"] = {"enabled": caching}
-        kernel = ctxengine.load(config, env={"CTXENGINE_HOME": str(tmp_path / "home")})
-        kernels.append(kernel)
-        return kernel
+        def make(**options: Any) -> Kernel:
+            nonlocal count
+            count += 1
+            return stack.enter_context(lcm_kernel_on(tmp_path / f"lcm{count}.db", **options))
 
-    try:
         yield make
-    finally:
-        for kernel in kernels:
-            kernel.close()
-        unregister_engine("lcm")

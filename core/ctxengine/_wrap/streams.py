@@ -154,8 +154,8 @@ def _is_usage_chunk(chunk: Any) -> bool:
     return not getattr(chunk, "choices", None) and getattr(chunk, "usage", None) is not None
 
 
-class RawRound:
-    """One round of a ``create(stream=True)`` call: the SDK's stream and a collector."""
+class _CollectingRound:
+    """What both raw rounds share: the SDK's stream, a collector, the usage-chunk filter."""
 
     def __init__(self, stream: Any, collector: Collector, *, hide_usage: bool = False) -> None:
         self.stream = stream
@@ -166,39 +166,34 @@ class RawRound:
     def response(self) -> Any:
         return self.stream.response
 
-    def events(self) -> Iterator[Any]:
-        for event in self.stream:
-            self.collector.feed(event)
-            if not (self.hide_usage and _is_usage_chunk(event)):
-                yield event
+    def _passes(self, event: Any) -> bool:
+        """Collect ``event``; whether the host gets to see it."""
+        self.collector.feed(event)
+        return not (self.hide_usage and _is_usage_chunk(event))
 
     def final(self) -> Any:
         return self.collector.final()
+
+
+class RawRound(_CollectingRound):
+    """One round of a ``create(stream=True)`` call: the SDK's stream and a collector."""
+
+    def events(self) -> Iterator[Any]:
+        for event in self.stream:
+            if self._passes(event):
+                yield event
 
     def close(self) -> None:
         self.stream.close()
 
 
-class AsyncRawRound:
+class AsyncRawRound(_CollectingRound):
     """:class:`RawRound` for async clients."""
-
-    def __init__(self, stream: Any, collector: Collector, *, hide_usage: bool = False) -> None:
-        self.stream = stream
-        self.collector = collector
-        self.hide_usage = hide_usage
-
-    @property
-    def response(self) -> Any:
-        return self.stream.response
 
     async def events(self) -> AsyncIterator[Any]:
         async for event in self.stream:
-            self.collector.feed(event)
-            if not (self.hide_usage and _is_usage_chunk(event)):
+            if self._passes(event):
                 yield event
-
-    def final(self) -> Any:
-        return self.collector.final()
 
     async def close(self) -> None:
         await self.stream.close()

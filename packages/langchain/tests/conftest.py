@@ -7,12 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import ctxengine
-import ctxengine_lcm
 from ctxengine.kernel import Kernel
-from ctxengine.resolve import register_engine, unregister_engine
 from ctxengine.testing.fake_api import FakeAPI
-from ctxengine_lcm.testing import lcm_config
+from ctxengine_lcm.testing import lcm_kernel
 
 
 @pytest.fixture
@@ -24,12 +21,5 @@ def api() -> Iterator[FakeAPI]:
 @pytest.fixture
 def kernel(tmp_path: Path) -> Iterator[Kernel]:
     """lcm with a small window (a few turns reach its threshold) and caching on."""
-    register_engine("lcm", ctxengine_lcm)
-    config = lcm_config(tmp_path / "lcm.db", context_length=8000)
-    config["prompt_caching"] = {"enabled": True}
-    loaded = ctxengine.load(config, env={"CTXENGINE_HOME": str(tmp_path / "home")})
-    try:
+    with lcm_kernel(tmp_path / "lcm.db") as loaded:
         yield loaded
-    finally:
-        loaded.close()
-        unregister_engine("lcm")

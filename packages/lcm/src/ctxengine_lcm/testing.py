@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ctxengine.kernel import Kernel
 
 
 def lcm_config(db_path: Path, *, context_length: int = 16_000, **options: Any) -> dict[str, Any]:
@@ -17,3 +22,30 @@ def lcm_config(db_path: Path, *, context_length: int = 16_000, **options: Any) -
         "auxiliary": {"compression": {"provider": "extractive"}},
         "engines": {"lcm": {"db_path": str(db_path), **options}},
     }
+
+
+@contextmanager
+def lcm_kernel(
+    db_path: Path, *, context_length: int = 8000, caching: bool | str = True, **options: Any
+) -> Iterator[Kernel]:
+    """A kernel on the lcm engine for tests of code built on ctxengine (wrappers, adapters).
+
+    The engine is registered at run time (no installed metadata needed) and unregistered on
+    exit, when the kernel is closed too. The default window of 8,000 tokens reaches lcm's
+    threshold in a few turns; ``caching`` is ``prompt_caching.enabled``; keyword options go to
+    ``engines.lcm``. Configuration comes only from the arguments (``CTXENGINE_HOME`` is the
+    store's folder).
+    """
+    import ctxengine
+    import ctxengine_lcm
+    from ctxengine.resolve import register_engine, unregister_engine
+
+    register_engine("lcm", ctxengine_lcm)
+    config = lcm_config(db_path, context_length=context_length, **options)
+    config["prompt_caching"] = {"enabled": caching}
+    kernel = ctxengine.load(config, env={"CTXENGINE_HOME": str(db_path.parent / "home")})
+    try:
+        yield kernel
+    finally:
+        kernel.close()
+        unregister_engine("lcm")
