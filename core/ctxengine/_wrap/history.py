@@ -72,7 +72,10 @@ class HistoryView:
         """
         covered = len(self._host)
         reset = False
-        if covered and (len(host) < covered or list(host[:covered]) != self._host):
+        # A slice compares in C, by identity first: O(covered) pointer checks for a host that
+        # re-sends the same message objects.
+        prefix = host[:covered] if isinstance(host, list) else list(host[:covered])
+        if covered and (len(host) < covered or prefix != self._host):
             reset = True
             self.clear()
             covered = 0

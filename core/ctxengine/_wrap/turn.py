@@ -86,6 +86,7 @@ class WrappedConversation:
         self._views: dict[Api, HistoryView] = {}
         self._dialects: dict[Api, Dialect] = {}
         self._schemas: dict[Api, list[dict[str, Any]]] = {}
+        self._names: frozenset[str] | None = None
 
     def dialect(self, api: Api) -> Dialect:
         if api not in self._dialects:
@@ -107,7 +108,10 @@ class WrappedConversation:
 
     def engine_tool_names(self) -> frozenset[str]:
         """Names of the tools the engine offers (whatever the mode)."""
-        return frozenset(entry.tool.name for entry in self.session.tools())
+        # The engine's tools are fixed for its session: read them once.
+        if self._names is None:
+            self._names = frozenset(entry.tool.name for entry in self.session.tools())
+        return self._names
 
     def reset(self) -> None:
         """Forget the compacted views: the next call sends the host's history as given."""
@@ -137,7 +141,7 @@ class Turn:
         self.stream = stream
         self.dialect = conversation.dialect(api)
         self.view = conversation.view(api)
-        self.kwargs = dict(kwargs)
+        self.kwargs = kwargs  # never mutated: every request is built as a new dict
         self.host, self.host_system = self.dialect.split(self.kwargs)
         self.stateful = self.dialect.stateful(self.kwargs)
         self.compactions: list[CompressResult] = []
