@@ -223,3 +223,25 @@ def test_user_first_opens_a_compacted_history_with_a_user() -> None:
     fixed = user_first(history)
     assert fixed[1] == {"role": "user", "content": COMPACTED_OPENING} and fixed[2:] == history[1:]
     assert user_first(fixed) == fixed
+
+
+def test_a_failed_call_supplies_the_engine_results_again(
+    api: FakeAPI, lcm_kernel: Callable[..., Kernel]
+) -> None:
+    wrapped = _anthropic(api, lcm_kernel(), max_tool_rounds=1)
+    call = {"type": "tool_use", "id": "c5", "name": "lcm_grep", "input": {"pattern": "x"}}
+    api.reply_blocks([call])
+    messages: list[Any] = [{"role": "user", "content": "find x"}]
+    reply = _create(wrapped, messages)
+    messages += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": "?"}]
+    api.fail(529, "Overloaded")
+    with pytest.raises(anthropic.APIStatusError):
+        _create(wrapped, messages)
+    _create(wrapped, messages)
+    sent = api.requests[-1].body["messages"][-1]["content"]
+    assert sent[0]["tool_use_id"] == "c5" and wrapped.last_record.results_supplied == 1
+    _create(
+        wrapped,
+        [*messages, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "."}],
+    )
+    assert wrapped.last_record.results_supplied == 0

@@ -154,6 +154,7 @@ class Turn:
         self._request: dict[str, Any] = {}
         self._breakpoints = 0
         self._deferred = False
+        self._supplied_ids: tuple[str, ...] = ()
         self.messages: list[Message] = []
         self.system: SystemPrompt | None = None
         if self.stateful:
@@ -172,7 +173,8 @@ class Turn:
         if self.view.pending:
             answers = {call_id: text for call_id, (_, text) in self.view.pending.items()}
             self.messages, self.supplied = self.dialect.supply(self.messages, answers)
-            self.view.pending = {}
+            # Forgotten only when the call succeeds (finish): a failed call supplies them again.
+            self._supplied_ids = tuple(answers)
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -277,6 +279,8 @@ class Turn:
         """Remember what was sent and store the call's record."""
         if not self.stateful:
             self.view.commit(self.host, self.host_system, self.messages, self.system)
+            for call_id in self._supplied_ids:
+                self.view.pending.pop(call_id, None)
             if isinstance(self.dialect, ResponsesDialect):
                 self.dialect.items.retain(self.messages)
         record = CallRecord(
