@@ -10,7 +10,6 @@ import anthropic
 from _endpoint import FILLER, endpoint
 
 import ctxengine
-from ctxengine.accounting import cache_line
 
 
 def main() -> None:
@@ -45,7 +44,7 @@ def main() -> None:
             assert record is not None
             print(
                 f"turn {turn}: {len(text)} chars; compacted={record.compacted}; "
-                f"rounds={len(record.rounds)}; {cache_line(record.usage)}"
+                f"rounds={len(record.rounds)}; {ctxengine.cache_line(record.usage)}"
             )
         kernel.close()
 

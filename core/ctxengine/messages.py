@@ -71,8 +71,8 @@ from ctxengine._messages.validate import ensure_valid, validate
 
 __all__ = [
     "ANTHROPIC_BLOCK_TYPES",
-    "COMPACTED_OPENING",
     "ANTHROPIC_ROLES",
+    "COMPACTED_OPENING",
     "MAX_BREAKPOINTS",
     "OPENAI_PART_TYPES",
     "OPENAI_ROLES",

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ctxengine.kernel import Kernel
+from ctxengine import Kernel
 from ctxengine.testing.fake_api import FakeAPI
 from ctxengine_lcm.testing import lcm_kernel as lcm_kernel_on
 

@@ -11,7 +11,7 @@ import pytest
 from anthropic.types import Message
 
 import ctxengine
-from ctxengine.kernel import Kernel
+from ctxengine import Kernel
 from ctxengine.testing.fake_api import FakeAPI
 from tests.wrap.scenario import HOST_TOOL, Host, check_outcome, run_conversation
 

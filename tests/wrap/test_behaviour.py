@@ -11,8 +11,8 @@ import openai
 import pytest
 
 import ctxengine
+from ctxengine import Kernel
 from ctxengine._wrap.responses_items import ItemsConverter
-from ctxengine.kernel import Kernel
 from ctxengine.messages import COMPACTED_OPENING, user_first
 from ctxengine.testing.fake_api import FakeAPI
 

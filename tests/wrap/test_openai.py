@@ -13,7 +13,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response
 
 import ctxengine
-from ctxengine.kernel import Kernel
+from ctxengine import Kernel
 from ctxengine.testing.fake_api import FakeAPI
 from tests.wrap.scenario import HOST_TOOL, Host, check_outcome, run_conversation
 

@@ -17,8 +17,8 @@ from ctxengine._wrap.record import CallRecord, RoundRecord
 from ctxengine._wrap.turn import ToolMode, WrappedConversation
 
 if TYPE_CHECKING:
-    from ctxengine.kernel import ConfigLike, Kernel
-    from ctxengine.session import Session
+    from ctxengine._kernel.kernel import ConfigLike, Kernel
+    from ctxengine._kernel.session import Session
 
 __all__ = ["CallRecord", "RoundRecord", "WrappedClient", "wrap"]
 
@@ -101,7 +101,7 @@ def wrap(
         if kernel is not None and config is not None:
             raise ValueError("pass either kernel or config, not both")
         if kernel is None:
-            from ctxengine.kernel import load
+            from ctxengine._kernel.kernel import load
 
             kernel = load(config)
         session = kernel.session(session_id or f"wrap-{uuid.uuid4().hex[:12]}")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxengine._kernel.session import Session
 from ctxengine._wrap.record import CallRecord
 from ctxengine._wrap.turn import WrappedConversation
-from ctxengine.session import Session
 
 
 class Passthrough:

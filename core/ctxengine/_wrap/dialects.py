@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 import attrs
 
+from ctxengine._kernel.session import Session
+from ctxengine._messages.conversation import Format, Message, SystemPrompt
 from ctxengine._wrap.responses_items import ItemsConverter, item_kind
-from ctxengine.conversation import Format, Message, SystemPrompt
-from ctxengine.session import Session
 
 Api = Literal["anthropic.messages", "openai.chat", "openai.responses"]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from ctxengine.conversation import Message, SystemPrompt
+from ctxengine._messages.conversation import Message, SystemPrompt
 
 
 @attrs.frozen

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import attrs
 
-from ctxengine.results import CompressResult
-from ctxengine.usage import Usage
+from ctxengine._accounting.usage import Usage
+from ctxengine._plugin.results import CompressResult
 
 
 @attrs.frozen

@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ctxengine.conversation import Message
+from ctxengine._messages.conversation import Message
 
 Item = dict[str, Any]
 _INPUT_ROLES = ("user", "system", "developer")

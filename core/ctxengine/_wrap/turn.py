@@ -24,6 +24,10 @@ from itertools import compress
 from operator import is_not
 from typing import Any, Literal, Protocol
 
+from ctxengine._kernel.session import Session
+from ctxengine._messages.conversation import Message, SystemPrompt
+from ctxengine._messages.markers import marker_positions
+from ctxengine._plugin.results import CompressResult
 from ctxengine._wrap.dialects import (
     AnthropicDialect,
     Api,
@@ -36,10 +40,6 @@ from ctxengine._wrap.dialects import (
 )
 from ctxengine._wrap.history import HistoryView
 from ctxengine._wrap.record import CallRecord, RoundRecord
-from ctxengine.caching import marker_positions
-from ctxengine.conversation import Message, SystemPrompt
-from ctxengine.results import CompressResult
-from ctxengine.session import Session
 
 ToolMode = Literal["answer", "return", "off"]
 TOOL_MODES: tuple[ToolMode, ...] = ("answer", "return", "off")

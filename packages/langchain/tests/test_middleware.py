@@ -14,7 +14,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import SecretStr
 
-from ctxengine.kernel import Kernel
+from ctxengine import Kernel
 from ctxengine.testing.fake_api import FakeAPI, check_anthropic_request
 from ctxengine_langchain import Converter, CtxengineMiddleware, usage_from_metadata
 

@@ -12,7 +12,7 @@ from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.usage import RequestUsage
 
-from ctxengine.kernel import Kernel
+from ctxengine import Kernel
 from ctxengine.testing.fake_api import FakeAPI, check_anthropic_request
 from ctxengine_pydantic_ai import Ctxengine, usage_from_pydantic_ai
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ctxengine.kernel import Kernel
+    from ctxengine import Kernel
 
 
 def lcm_config(db_path: Path, *, context_length: int = 16_000, **options: Any) -> dict[str, Any]:
@@ -38,7 +38,7 @@ def lcm_kernel(
     """
     import ctxengine
     import ctxengine_lcm
-    from ctxengine.resolve import register_engine, unregister_engine
+    from ctxengine import register_engine, unregister_engine
 
     register_engine("lcm", ctxengine_lcm)
     config = lcm_config(db_path, context_length=context_length, **options)
