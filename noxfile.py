@@ -95,6 +95,16 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session
+def fidelity(session: nox.Session) -> None:
+    """What the agent still knows after compaction: fact retention per kind (docs/fidelity.md).
+
+    Pass `-- --quick` for the bundled sessions only, `-- --json FILE` to keep the figures.
+    """
+    install_project(session)
+    session.run("python", "-m", "benchmarks.fidelity", *session.posargs, env=offline_env(session))
+
+
+@nox.session
 def demo(session: nox.Session) -> None:
     """The main job: replay a bundled real session and compare compaction and caching."""
     install_project(session, "plot")

@@ -4,9 +4,9 @@ APIs.
 :class:`FakeAPI` is a threaded HTTP server on ``127.0.0.1`` (a free port) that the real
 ``anthropic`` and ``openai`` SDKs can talk to. Tests queue scripted responses (text, content
 blocks, HTTP errors with the right error envelope, delays, unparsable bodies) and read back every
-request it received. When the queue is empty it answers with a deterministic summary-shaped text.
-A request with ``"stream": true`` gets the same reply as server-sent events
-(:mod:`ctxengine.testing.fake_streams`); ``/v1/responses`` is served by
+request it received. When the queue is empty it answers with its ``responder``'s text, or else a
+deterministic summary-shaped text. A request with ``"stream": true`` gets the same reply as
+server-sent events (:mod:`ctxengine.testing.fake_streams`); ``/v1/responses`` is served by
 :mod:`ctxengine.testing.fake_responses`.
 
 Anthropic ``/v1/messages`` requests are checked the way the real API checks them (required fields,
@@ -36,7 +36,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
@@ -101,8 +101,8 @@ class Step:
     Anthropic content blocks; translated for OpenAI), ``empty`` (no content), ``error``
     (``status`` with the API's error envelope), ``garbage`` (``raw`` sent as an
     ``application/json`` body that does not parse), ``context_length`` (the API's own
-    context-window error) and ``default`` (the deterministic echo summary). ``delay`` seconds pass
-    before anything is sent.
+    context-window error) and ``default`` (the responder's reply, else the deterministic echo
+    summary). ``delay`` seconds pass before anything is sent.
     """
 
     kind: StepKind
@@ -130,6 +130,9 @@ class FakeAPI:
     :param min_cacheable_tokens: prefixes shorter than this are never cached (the real minimum
         depends on the model; 0 caches everything so small test prompts show cache hits).
     :param validate: check Anthropic requests and answer 400 when they are malformed.
+    :param responder: answers every request that finds the script empty: called with the
+        parsed request body, returns the reply text (a scripted model that reads its prompt).
+        Without it the fake answers with a deterministic echo summary.
     """
 
     def __init__(
@@ -138,10 +141,12 @@ class FakeAPI:
         auth_token: str | None = None,
         min_cacheable_tokens: int = 0,
         validate: bool = True,
+        responder: Callable[[Mapping[str, Any]], str] | None = None,
     ) -> None:
         self.auth_token = auth_token
         self.min_cacheable_tokens = min_cacheable_tokens
         self.validate = validate
+        self.responder = responder
         self._lock = threading.Lock()
         self._steps: collections.deque[Step] = collections.deque()
         self._requests: list[RecordedRequest] = []
@@ -447,6 +452,8 @@ class _Handler(BaseHTTPRequestHandler):
             blocks = list(step.blocks)
         elif step.kind == "empty":
             blocks = []
+        elif self.server.fake.responder is not None:
+            blocks = [{"type": "text", "text": self.server.fake.responder(body)}]
         else:
             blocks = [{"type": "text", "text": _echo_summary(body, api)}]
         stream = body.get("stream") is True

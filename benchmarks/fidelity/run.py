@@ -1,0 +1,395 @@
+"""Run every fidelity scenario and print the report (``nox -s fidelity``).
+
+Scenarios, each with the local digest (provider ``extractive``) and with the scripted lossy
+model summary (:mod:`.lossy`, served by the local fake API to the real anthropic SDK):
+
+- one forced compaction at 32K, 64K and 200K windows, per fact kind and per agent style;
+- three successive compactions of a growing session at 32K: what the third still holds of
+  what the first kept;
+- lcm: a sample of facts lost from the prompt, searched with ``lcm_grep`` (literal) and
+  expanded with ``lcm_expand``.
+
+Usage: ``python -m benchmarks.fidelity [--quick] [--json FILE] [--no-lcm] [--no-model]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import attrs
+from benchmarks.fidelity.facts import KINDS, Fact, Haystack, contains
+from benchmarks.fidelity.generate import generated_sessions
+from benchmarks.fidelity.harness import (
+    Compaction,
+    KindRetention,
+    Session,
+    compact_at_window,
+    compact_successively,
+    describe,
+    present_anywhere,
+    retention,
+    span_facts,
+    total_of,
+)
+from benchmarks.fidelity.lcm_recall import RecallReport, measure_recall
+from benchmarks.fidelity.lossy import serve
+from benchmarks.fidelity.sessions import bundled_sessions
+
+from ctxengine_compressor.summary import summary_budget
+
+__all__ = ["FLOORS", "Figures", "main", "measure"]
+
+WINDOWS = (32_000, 64_000, 200_000)
+SUCCESSIVE_WINDOW = 32_000
+SUCCESSIVE_TIMES = 3
+PROVIDERS = ("digest", "model")
+
+FLOORS: dict[str, dict[str, float]] = {
+    "64K": {"path": 0.98, "command": 0.98, "error": 0.90, "ask": 1.0, "identifier": 0.90},
+    "32K": dict.fromkeys(KINDS, 0.85),
+    "successive": dict.fromkeys(KINDS, 0.90),
+}
+"""The promised floors: one compaction at 64K and at 32K, and three successive compactions."""
+
+Table = dict[str, KindRetention]
+
+
+@attrs.frozen
+class SizeFigures:
+    """Summary size of a scenario: median and aggregate summary/span token ratio, and the
+    largest summary relative to the compressor's summary budget for its span."""
+
+    compactions: int
+    median_ratio: float | None
+    total_ratio: float | None
+    worst_of_budget: float | None
+
+
+@attrs.frozen
+class Successive:
+    """Three successive compactions: of the facts the first kept (``kept_first``), how many the
+    conversation still holds after the third (``table``), and the resolved errors that were
+    let go with the summary saying so (``excused``)."""
+
+    sessions: int
+    table: Table
+    excused: int
+
+
+@attrs.frozen
+class Figures:
+    """Everything the report prints (see :func:`measure`)."""
+
+    single: dict[tuple[str, int], Table]
+    by_style: dict[tuple[str, int, str], Table]
+    sizes: dict[tuple[str, int], SizeFigures]
+    model_alone: dict[int, Table]
+    successive: dict[str, Successive]
+    recall: RecallReport | None
+    sessions: dict[str, int]
+
+
+def _label(window: int) -> str:
+    return f"{window // 1000}K"
+
+
+def _sizes(compactions: Sequence[Compaction], window: int) -> SizeFigures:
+    done = [c for c in compactions if c.status == "compacted" and c.span_tokens]
+    if not done:
+        return SizeFigures(0, None, None, None)
+    ratios = [c.summary_tokens / c.span_tokens for c in done]
+    limit = min(int(window * 0.05), 12_000)
+    worst = max(c.summary_tokens / summary_budget(c.span_tokens, limit) for c in done)
+    total = sum(c.summary_tokens for c in done) / sum(c.span_tokens for c in done)
+    return SizeFigures(len(done), statistics.median(ratios), total, worst)
+
+
+def _single(
+    sessions: Sequence[Session], window: int, provider: str
+) -> tuple[list[Compaction], list[Compaction], Table]:
+    """(compactions, same list, retention of the model's reply alone) for one scenario."""
+    if provider == "digest":
+        done = [compact_at_window(s, window) for s in sessions]
+        return done, done, {}
+    done = []
+    alone: list[Table] = []
+    with serve() as (model, summary_provider):
+        for session in sessions:
+            replies = len(model.replies)
+            compaction = compact_at_window(
+                session, window, provider=summary_provider, replier=model.for_session(session)
+            )
+            done.append(compaction)
+            if compaction.status == "compacted" and len(model.replies) > replies:
+                raw = attrs.evolve(compaction, summary=model.replies[-1])
+                alone.append(retention(raw, span_facts(compaction)))
+    return done, done, total_of(alone)
+
+
+def _successive(sessions: Sequence[Session], provider: str) -> Successive:
+    tables: list[Table] = []
+    excused = 0
+    measured = 0
+
+    def run(session: Session, **kw: object) -> list[Compaction]:
+        return compact_successively(session, SUCCESSIVE_WINDOW, SUCCESSIVE_TIMES, **kw)  # type: ignore[arg-type]
+
+    if provider == "digest":
+        runs = [run(s) for s in sessions]
+    else:
+        runs = []
+        with serve() as (model, summary_provider):
+            for session in sessions:
+                runs.append(
+                    run(session, provider=summary_provider, replier=model.for_session(session))
+                )
+    for steps in runs:
+        if len(steps) < SUCCESSIVE_TIMES:
+            continue
+        measured += 1
+        first, last = steps[0], steps[-1]
+        kept_first = [f for f in span_facts(first) if contains(Haystack.of(first.summary), f)]
+        later = {(f.kind, f.key): f for f in last.session.facts(last.upto)}
+        says_resolved = "resolved" in last.summary.lower()
+        facts: list[Fact] = []
+        for fact in kept_first:
+            now = later.get((fact.kind, fact.key), fact)
+            if now.kind == "error" and now.resolved_at is not None and says_resolved:
+                if not contains(Haystack.of(last.summary + "\n" + last.kept), now):
+                    excused += 1
+                    continue
+            facts.append(now)
+        tables.append(present_anywhere(last, facts))
+    return Successive(measured, total_of(tables), excused)
+
+
+def measure(
+    sessions: Sequence[Session],
+    *,
+    windows: Iterable[int] = WINDOWS,
+    providers: Iterable[str] = PROVIDERS,
+    successive: bool = True,
+    recall_sessions: Sequence[Session] = (),
+    log: bool = False,
+) -> Figures:
+    """Run the scenarios over ``sessions`` (lcm recall over ``recall_sessions`` when given)."""
+    single: dict[tuple[str, int], Table] = {}
+    by_style: dict[tuple[str, int, str], Table] = {}
+    sizes: dict[tuple[str, int], SizeFigures] = {}
+    alone: dict[int, Table] = {}
+    succ: dict[str, Successive] = {}
+    started = time.perf_counter()
+
+    def note(what: str) -> None:
+        if log:
+            print(f"  [{time.perf_counter() - started:6.1f} s] {what}", file=sys.stderr)
+
+    for provider in providers:
+        for window in windows:
+            done, _, model_alone = _single(sessions, window, provider)
+            tables: dict[str, list[Table]] = defaultdict(list)
+            for c in done:
+                if c.status == "compacted":
+                    tables[c.session.style].append(retention(c))
+            single[(provider, window)] = total_of([t for ts in tables.values() for t in ts])
+            for style, ts in tables.items():
+                by_style[(provider, window, style)] = total_of(ts)
+            sizes[(provider, window)] = _sizes(done, window)
+            if provider == "model":
+                alone[window] = model_alone
+            note(f"{provider} at {_label(window)}")
+        if successive:
+            succ[provider] = _successive(sessions, provider)
+            note(f"{provider}, {SUCCESSIVE_TIMES} successive compactions")
+    recall = measure_recall(recall_sessions) if recall_sessions else None
+    if recall_sessions:
+        note("lcm recall")
+    styles: dict[str, int] = defaultdict(int)
+    for s in sessions:
+        styles[s.style] += 1
+    return Figures(single, by_style, sizes, alone, succ, recall, dict(styles))
+
+
+# --- report --------------------------------------------------------------------------------------
+
+
+def _cell(value: KindRetention | None) -> str:
+    if value is None or value.total == 0:
+        return "-"
+    return f"{describe(value.ratio)} ({value.kept}/{value.total})"
+
+
+def _row(name: str, cells: Sequence[str], width: int = 22) -> str:
+    return f"{name:<18}" + "".join(f"{c:>{width}}" for c in cells)
+
+
+def report(figures: Figures) -> str:
+    """The printed report."""
+    out: list[str] = []
+    total = sum(figures.sessions.values())
+    out.append(
+        f"Fidelity: facts of the compacted span still present after compaction, excluding facts "
+        f"also in kept messages ({total} sessions: "
+        + ", ".join(f"{style} {n}" for style, n in sorted(figures.sessions.items()))
+        + ")"
+    )
+    windows = sorted({w for _, w in figures.single})
+    for provider in PROVIDERS:
+        if not any(p == provider for p, _ in figures.single):
+            continue
+        title = (
+            "local digest (extractive)"
+            if provider == "digest"
+            else ("scripted lossy model summary (drops ~half the facts) + ledger addendum")
+        )
+        out += ["", f"== One compaction, {title}"]
+        out.append(_row("kind", [_label(w) for w in windows]))
+        for kind in KINDS:
+            out.append(
+                _row(kind, [_cell(figures.single[(provider, w)].get(kind)) for w in windows])
+            )
+        if provider == "model":
+            out.append(
+                _row(
+                    "(model alone)", [_cell(_sum(figures.model_alone.get(w, {}))) for w in windows]
+                )
+            )
+        out.append(
+            _row("compactions", [str(figures.sizes[(provider, w)].compactions) for w in windows])
+        )
+        out.append(_row("summary/span", [_ratio(figures.sizes[(provider, w)]) for w in windows]))
+        out.append(
+            _row(
+                "max of budget",
+                [_pct(figures.sizes[(provider, w)].worst_of_budget) for w in windows],
+            )
+        )
+        for window in windows:
+            if _label(window) not in FLOORS:
+                continue
+            floor = FLOORS[_label(window)]
+            misses = [
+                f"{k} {describe(v.ratio)} < {describe(floor[k])}"
+                for k, v in figures.single[(provider, window)].items()
+                if v.ratio is not None and v.ratio < floor[k]
+            ]
+            out.append(
+                f"floors at {_label(window)}: "
+                + ("met" if not misses else "MISSED: " + "; ".join(misses))
+            )
+    digest64 = [k for k in figures.by_style if k[0] == "digest" and k[1] == 64_000]
+    if digest64:
+        out += ["", "== Per agent style, local digest, 64K"]
+        out.append(_row("style", list(KINDS), 18))
+        for key in sorted(digest64, key=lambda k: k[2]):
+            table = figures.by_style[key]
+            out.append(
+                _row(
+                    key[2],
+                    [
+                        _cell(table.get(k)).split(" (")[0] + f" ({table[k].total})"
+                        if table[k].total
+                        else "-"
+                        for k in KINDS
+                    ],
+                    18,
+                )
+            )
+    if figures.successive:
+        out += [
+            "",
+            f"== {SUCCESSIVE_TIMES} successive compactions at {_label(SUCCESSIVE_WINDOW)}: what the last still holds of what the first kept",
+        ]
+        out.append(_row("kind", list(figures.successive)))
+        for kind in KINDS:
+            out.append(_row(kind, [_cell(s.table.get(kind)) for s in figures.successive.values()]))
+        out.append(_row("sessions", [str(s.sessions) for s in figures.successive.values()]))
+        out.append(_row("resolved, dropped", [str(s.excused) for s in figures.successive.values()]))
+    if figures.recall is not None:
+        r = figures.recall
+        out += ["", "== lcm: facts lost from the prompt (32K replay through the lcm engine)"]
+        out.append(
+            f"{r.lost} lost facts over {r.sessions} sessions; sample of {r.sampled}: "
+            f"lcm_grep (literal) found {r.found} ({describe(r.found / max(r.sampled, 1))}), "
+            f"lcm_expand returned verbatim {r.expanded} ({describe(r.expanded / max(r.sampled, 1))})"
+        )
+        for miss in r.misses[:15]:
+            out.append(f"  miss: {miss}")
+    return "\n".join(out)
+
+
+def _sum(table: Table) -> KindRetention | None:
+    if not table:
+        return None
+    return sum(table.values(), KindRetention())
+
+
+def _ratio(size: SizeFigures) -> str:
+    if size.median_ratio is None or size.total_ratio is None:
+        return "-"
+    return f"{100 * size.median_ratio:.1f} % (all {100 * size.total_ratio:.1f} %)"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f} %"
+
+
+def _as_json(figures: Figures) -> dict[str, object]:
+    def table(t: Table) -> dict[str, object]:
+        return {k: {"kept": v.kept, "total": v.total} for k, v in t.items()}
+
+    return {
+        "single": {f"{p}@{w}": table(t) for (p, w), t in figures.single.items()},
+        "by_style": {f"{p}@{w}/{s}": table(t) for (p, w, s), t in figures.by_style.items()},
+        "sizes": {f"{p}@{w}": attrs.asdict(v) for (p, w), v in figures.sizes.items()},
+        "model_alone": {str(w): table(t) for w, t in figures.model_alone.items()},
+        "successive": {
+            p: {"sessions": s.sessions, "excused": s.excused, "table": table(s.table)}
+            for p, s in figures.successive.items()
+        },
+        "recall": None if figures.recall is None else attrs.asdict(figures.recall),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.fidelity", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--quick", action="store_true", help="bundled sessions only, no lcm")
+    parser.add_argument("--no-lcm", action="store_true", help="skip the lcm recall measurement")
+    parser.add_argument("--no-model", action="store_true", help="skip the scripted model summary")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--lost", type=int, default=0, help="print up to N lost facts per scenario")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    sessions = list(bundled_sessions())
+    if not args.quick:
+        sessions += generated_sessions()
+    recall = (
+        []
+        if args.quick or args.no_lcm
+        else [s for s in sessions if s.style != "tau_bench" or s.name.startswith("generated")]
+    )
+    figures = measure(
+        sessions,
+        providers=("digest",) if args.no_model else PROVIDERS,
+        recall_sessions=recall,
+        log=True,
+    )
+    print(report(figures))
+    if args.lost:
+        for key, table in figures.single.items():
+            for kind, value in table.items():
+                for fact in value.lost[: args.lost]:
+                    print(f"lost {key[0]}@{_label(key[1])} {kind}: {fact.key[:140]!r}")
+    print(f"\n(took {time.perf_counter() - started:.0f} s)")
+    if args.json:
+        args.json.write_text(json.dumps(_as_json(figures), indent=2), encoding="utf-8")
+    return 0
