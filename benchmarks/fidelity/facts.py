@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ctxengine.conversation import Format, Message
+from ctxengine import Format, Message
 from ctxengine.messages import is_real_user_message, tool_calls, tool_results, visible_text
 
 __all__ = [
@@ -160,11 +160,11 @@ def read_conversation(messages: Sequence[Message], fmt: Format) -> list[Step]:
         outputs = []
         for result in tool_results(msg, fmt):
             queue = waiting.get(result.call_id)
-            call = queue.pop(0) if queue else None
-            outputs.append(Output(call, _unwrap_output(result.text), result.is_error))
+            caller = queue.pop(0) if queue else None
+            outputs.append(Output(caller, _unwrap_output(result.text), result.is_error))
         if role == "user" and _is_observation(text):
-            call = last_text_actions[-1] if last_text_actions else None
-            steps.append(Step(index, "observation", "", (), (Output(call, text),)))
+            caller = last_text_actions[-1] if last_text_actions else None
+            steps.append(Step(index, "observation", "", (), (Output(caller, text),)))
             last_text_actions = ()
             continue
         ask = role == "user" and is_real_user_message(msg, fmt) and bool(text.strip())
@@ -387,7 +387,7 @@ _TEXT_PATH = re.compile(
     r"(?:~/[\w.@+-]+(?:/[\w.@+-]+)*"
     r"|/[\w.@+-]+(?:/[\w.@+-]+)+"
     r"|(?:\.{1,2}/)?[\w@+-][\w.@+-]*(?:/[\w.@+-]+)*/[\w@+-][\w.@+-]*\.[A-Za-z][A-Za-z0-9]{0,7})"
-    r"(?![\w/*{])"
+    r"(?![\w/*{@+-]|\.[\w/-])"
 )
 _NOT_FILES = ("/dev/", "/proc/", "/sys/")
 _PATCH_HEADER = re.compile(
@@ -691,9 +691,12 @@ class _Facts:
         old = self.facts.get(key)
         if old is None:
             self.facts[key] = fact
-        elif fact.action is not None and old.action is not None:
-            if _ACTION_RANK[fact.action] > _ACTION_RANK[old.action]:
-                self.facts[key] = attrs.evolve(old, action=fact.action)
+        elif (
+            fact.action is not None
+            and old.action is not None
+            and _ACTION_RANK[fact.action] > _ACTION_RANK[old.action]
+        ):
+            self.facts[key] = attrs.evolve(old, action=fact.action)
 
     def resolve(self, kind: Kind, key: str, at: int) -> None:
         old = self.facts.get((kind, key))
@@ -749,6 +752,15 @@ def _all_argument_text(step: Step) -> Iterable[str]:
         yield from _strings(call.arguments)
 
 
+_TOOL_ACTIONS: dict[str, Action] = {
+    "read": "read",
+    "edit": "edited",
+    "create": "created",
+    "delete": "deleted",
+    "list": "listed",
+}
+
+
 def _assistant_facts(step: Step, out: _Facts) -> None:
     for path in _text_paths(step.text):
         out.add(Fact("path", path, path, step.index, action="mentioned", raw=path))
@@ -777,15 +789,9 @@ def _assistant_facts(step: Step, out: _Facts) -> None:
                 for path, patch_action in _patch_paths(command):
                     out.add(Fact("path", path, path, step.index, action=patch_action, raw=path))
             continue
-        action: Action = {
-            "read": "read",
-            "edit": "edited",
-            "create": "created",
-            "delete": "deleted",
-            "list": "listed",
-        }.get(kind, "mentioned")  # type: ignore[assignment]
+        tool_action = _TOOL_ACTIONS.get(kind, "mentioned")
         for path in _argument_paths(call.arguments):
-            out.add(Fact("path", path, path, step.index, action=action, raw=path))
+            out.add(Fact("path", path, path, step.index, action=tool_action, raw=path))
         patch = _patch_text(call.arguments)
         if "*** Begin Patch" in patch:
             for path, patch_action in _patch_paths(patch):
@@ -896,7 +902,7 @@ _PATH_AFTER = re.compile(r"[\w/~@+-]")
 
 def _exit_on_one_line(text: str, command: str, status: int) -> bool:
     head = command[:60]
-    exit_re = re.compile(rf"(?i)exit\D{{0,16}}(?<!\d){status}(?!\d)")
+    exit_re = re.compile(rf"(?i)exit[^\n]{{0,40}}?(?<![\d-]){status}(?!\d)")
     start = text.find(head)
     while start >= 0:
         line_start = text.rfind("\n", 0, start) + 1

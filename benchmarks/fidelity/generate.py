@@ -32,7 +32,7 @@ from typing import Any, Literal
 import attrs
 from benchmarks.fidelity.harness import Session
 
-from ctxengine.conversation import Message
+from ctxengine import Message
 
 __all__ = ["CODING_STYLES", "generated_sessions"]
 
@@ -238,7 +238,8 @@ class _Project:
             arg = rng.choice(_WORDS)
             lines += [
                 "",
-                f"def {fn}({arg}: dict[str, object], *, strict: bool = False) -> dict[str, object]:",
+                f"def {fn}({arg}: dict[str, object], *, strict: bool = False) -> dict[str, "
+                f"object]:",
                 f'    """{fn.replace("_", " ").capitalize()} the {arg} record."""',
                 f"    if not {arg}:",
                 f'        raise ValueError("empty {arg}")',
@@ -300,7 +301,8 @@ def _pytest_failure(
         "",
         "=========================== short test summary info ============================",
         f"FAILED {test}::{case} - {exc}: {message}",
-        f"========================= 1 failed, {passed} passed in {rng.uniform(0.1, 4):.2f}s ==========================",
+        f"========================= 1 failed, {passed} passed in {rng.uniform(0.1, 4):.2f}s "
+        f"==========================",
     ]
     return "\n".join(body), f"FAILED {test}::{case} - {exc}: {message}"
 
@@ -409,7 +411,8 @@ def _coding_events(rng: random.Random, project: _Project, target_chars: int) -> 
                     "Traceback (most recent call last):",
                     f'  File "{project.root}/{script}", line {rng.randint(3, 30)}, in <module>',
                     "    main()",
-                    f'  File "{project.root}/{module}", line {rng.randint(20, 200)}, in {rng.choice(project.functions[module])}',
+                    f'  File "{project.root}/{module}", line {rng.randint(20, 200)}, in '
+                    f"{rng.choice(project.functions[module])}",
                     f"    value = record[{key!r}]",
                     f"{exc}: {key!r} missing from the {rng.choice(_WORDS)} table",
                 ]
@@ -440,7 +443,8 @@ def _coding_events(rng: random.Random, project: _Project, target_chars: int) -> 
                     "shell",
                     "Installing it.",
                     f"pip install {missing} 2>&1 | tail -1",
-                    f"Successfully installed {missing}-{rng.randint(1, 9)}.{rng.randint(0, 30)}.{rng.randint(0, 9)}",
+                    f"Successfully installed "
+                    f"{missing}-{rng.randint(1, 9)}.{rng.randint(0, 30)}.{rng.randint(0, 9)}",
                 )
             )
         elif roll < 0.89:
@@ -462,14 +466,16 @@ def _coding_events(rng: random.Random, project: _Project, target_chars: int) -> 
                     "shell",
                     "Building the package.",
                     f"make {target}",
-                    f"python -m build --{target}\nerror: invalid command '{target}_{rng.choice(_WORDS)}'\n"
+                    f"python -m build --{target}\nerror: invalid command "
+                    f"'{target}_{rng.choice(_WORDS)}'\n"
                     f"make: *** [Makefile:{line}: {target}] Error 2",
                     2,
                 )
             )
         elif roll < 0.94:
             log = "\n".join(
-                f"{h} {rng.choice(('Fix', 'Add', 'Refactor', 'Update'))} {rng.choice(_WORDS)} {rng.choice(_VERBS)}"
+                f"{h} {rng.choice(('Fix', 'Add', 'Refactor', 'Update'))} {rng.choice(_WORDS)} "
+                f"{rng.choice(_VERBS)}"
                 for h in hashes
             )
             events.append(
@@ -490,7 +496,8 @@ def _coding_events(rng: random.Random, project: _Project, target_chars: int) -> 
                 Action(
                     "shell",
                     "Starting the dev server to check the endpoint.",
-                    f"python -m {project.pkg}.server --port {project.port} > /tmp/server.log 2>&1 &",
+                    f"python -m {project.pkg}.server --port {project.port} > /tmp/server.log 2>&1 "
+                    f"&",
                     f"[1] {rng.randint(1000, 60000)}",
                 )
             )
@@ -509,11 +516,15 @@ def _coding_events(rng: random.Random, project: _Project, target_chars: int) -> 
                 Ask(
                     rng.choice(
                         (
-                            f"Also, please don't change the public signature of `{rng.choice(project.functions[module])}`; other teams import it.",
+                            f"Also, please don't change the public signature of "
+                            f"`{rng.choice(project.functions[module])}`; other teams import it.",
                             f"When you commit, reference ticket {project.ticket} in the message.",
-                            f"Make sure the tests in {test} pass before you move on, and never push to main.",
-                            f"Can you check whether {module} still needs the `{rng.choice(_WORDS)}` branch?",
-                            f"The staging box uses port {project.port + 1}; use that one for the manual check.",
+                            f"Make sure the tests in {test} pass before you move on, and never "
+                            f"push to main.",
+                            f"Can you check whether {module} still needs the "
+                            f"`{rng.choice(_WORDS)}` branch?",
+                            f"The staging box uses port {project.port + 1}; use that one for the "
+                            f"manual check.",
                         )
                     )
                 )
@@ -538,7 +549,7 @@ def _task(project: _Project) -> str:
     )
 
 
-# --- renderers: one per agent style ---------------------------------------------------------------
+# --- renderers: one per agent style --------------------------------------------------------------
 
 
 class _Writer:
@@ -578,7 +589,8 @@ def _openhands(project: _Project, events: list[Event], session: int) -> list[Mes
     out = _Writer("toolu")
     out.say(
         "system",
-        "You are OpenHands agent, a helpful AI assistant that can interact with a computer to solve tasks.",
+        "You are OpenHands agent, a helpful AI assistant that can interact with a computer to "
+        "solve tasks.",
     )
     out.say("user", f"<uploaded_files>\n{project.root}\n</uploaded_files>\n{_task(project)}")
     cwd = f"[Current working directory: {project.root}]\n[Python interpreter: /usr/bin/python]"
@@ -634,11 +646,13 @@ def _mini_swe_agent(project: _Project, events: list[Event], session: int) -> lis
     out = _Writer("unused")
     out.say(
         "system",
-        "You are a helpful assistant that can interact with a computer. Your response must contain exactly ONE bash code block with ONE command.",
+        "You are a helpful assistant that can interact with a computer. Your response must "
+        "contain exactly ONE bash code block with ONE command.",
     )
     out.say(
         "user",
-        f"<pr_description>\n{_task(project)}\n</pr_description>\n\n<instructions>Work in {project.root}.</instructions>",
+        f"<pr_description>\n{_task(project)}\n</pr_description>\n\n<instructions>Work in "
+        f"{project.root}.</instructions>",
     )
     for event in events:
         if isinstance(event, Ask):
@@ -661,7 +675,8 @@ def _mini_swe_agent(project: _Project, events: list[Event], session: int) -> lis
         out.say("user", f"<returncode>{event.exit}</returncode>\n<output>\n{output}\n</output>")
     out.say(
         "assistant",
-        "THOUGHT: Done.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached\n```",
+        "THOUGHT: Done.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && "
+        "git diff --cached\n```",
     )
     return out.messages
 
@@ -670,11 +685,13 @@ def _swe_agent(project: _Project, events: list[Event], session: int) -> list[Mes
     out = _Writer("call")
     out.say(
         "system",
-        "SETTING: You are an autonomous programmer, and you're working directly in the command line with a special interface.",
+        "SETTING: You are an autonomous programmer, and you're working directly in the command "
+        "line with a special interface.",
     )
     out.say(
         "user",
-        f"<uploaded_files>\n{project.root}\n</uploaded_files>\nI've uploaded a python code repository in the directory {project.root}. {_task(project)}",
+        f"<uploaded_files>\n{project.root}\n</uploaded_files>\nI've uploaded a python code "
+        f"repository in the directory {project.root}. {_task(project)}",
     )
     for event in events:
         if isinstance(event, Ask):
@@ -732,7 +749,10 @@ def _codex(project: _Project, events: list[Event], session: int) -> list[Message
             continue
         if event.kind in ("edit", "create"):
             if event.kind == "edit":
-                patch = f"*** Begin Patch\n*** Update File: {event.path}\n@@\n-{event.old}\n+{event.new}\n*** End Patch"
+                patch = (
+                    f"*** Begin Patch\n*** Update File: {event.path}\n@@\n"
+                    f"-{event.old}\n+{event.new}\n*** End Patch"
+                )
                 summary = f"M {event.path}"
             else:
                 body = "\n".join("+" + line for line in event.new.splitlines())
@@ -761,7 +781,8 @@ def _codex(project: _Project, events: list[Event], session: int) -> list[Message
         if newer:
             body = (
                 f"Chunk ID: {out.count:06x}\nWall time: 0.{out.count % 10} seconds\n"
-                f"Process exited with code {event.exit}\nOriginal token count: {len(event.output) // 4}\n"
+                f"Process exited with code {event.exit}\nOriginal token count: "
+                f"{len(event.output) // 4}\n"
                 f"Output:\n{event.output}"
             )
             out.call(
@@ -797,7 +818,7 @@ _RENDERERS: dict[str, Callable[[_Project, list[Event], int], list[Message]]] = {
 }
 
 
-# --- tau-bench style customer service ---------------------------------------------------------------
+# --- tau-bench style customer service ------------------------------------------------------------
 
 
 def _code(rng: random.Random, n: int = 6) -> str:
@@ -811,8 +832,9 @@ def _tau_session(rng: random.Random, target_chars: int, domain: str) -> list[Mes
         "action that updates the booking database you must list the details and obtain explicit "
         "user confirmation (yes)."
         if domain == "airline"
-        else "# Retail agent policy\n\nYou can help users cancel or modify pending orders, return or "
-        "exchange delivered orders. Authenticate the user by email or name and zip code first."
+        else "# Retail agent policy\n\nYou can help users cancel or modify pending orders, "
+        "return or exchange delivered orders. Authenticate the user by email or name and zip "
+        "code first."
     )
     out.say("system", policy)
     size = 0
@@ -826,7 +848,8 @@ def _tau_session(rng: random.Random, target_chars: int, domain: str) -> list[Mes
         first = False
         out.say(
             "user",
-            f"{hello} My user id is {user_id}. I need help with my {'reservations' if domain == 'airline' else 'orders'}.",
+            f"{hello} My user id is {user_id}. I need help with my "
+            f"{'reservations' if domain == 'airline' else 'orders'}.",
         )
         if domain == "airline":
             ids = [_code(rng) for _ in range(rng.randint(2, 5))]
@@ -851,7 +874,8 @@ def _tau_session(rng: random.Random, target_chars: int, domain: str) -> list[Mes
             target = rng.choice(ids)
             out.say(
                 "user",
-                f"The one with reservation id {target}. I want to change the flight to a later date.",
+                f"The one with reservation id {target}. I want to change the flight to a later "
+                f"date.",
             )
             for rid in ids:
                 flight = f"HAT{rng.randint(1, 299):03d}"
@@ -899,7 +923,8 @@ def _tau_session(rng: random.Random, target_chars: int, domain: str) -> list[Mes
             )
             out.say(
                 "assistant",
-                f"Flight {new_flight} on {date} is available. Shall I move reservation {target} to it? (yes/no)",
+                f"Flight {new_flight} on {date} is available. Shall I move reservation {target} "
+                f"to it? (yes/no)",
             )
             out.say("user", "yes")
             if rng.random() < 0.4:
@@ -984,7 +1009,8 @@ def _tau_session(rng: random.Random, target_chars: int, domain: str) -> list[Mes
             )
             out.say(
                 "assistant",
-                f"The return of item {item} from order {target} is requested; the refund goes to {gift}.",
+                f"The return of item {item} from order {target} is requested; the refund goes to "
+                f"{gift}.",
             )
         out.say(
             "user",
@@ -1000,7 +1026,7 @@ def _tau_session(rng: random.Random, target_chars: int, domain: str) -> list[Mes
     return out.messages
 
 
-# --- entry point ---------------------------------------------------------------------------------------
+# --- entry point ---------------------------------------------------------------------------------
 
 # (approximate size in characters of tool output) per generated session: one session above each
 # window's threshold, so every window has something to compact in every style.

@@ -24,16 +24,22 @@ from benchmarks.fidelity.facts import (
     message_plain_text,
 )
 
-from ctxengine.config import budgets, config_from_mapping
-from ctxengine.context import EngineContext
-from ctxengine.conversation import Conversation, Format, Message, SystemPrompt
+from ctxengine import (
+    CompressResult,
+    Conversation,
+    Format,
+    Message,
+    SummaryProvider,
+    SystemPrompt,
+    TokenCounter,
+)
+from ctxengine._accounting.models import model_for_settings
+from ctxengine._config.core import config_from_mapping
+from ctxengine._plugin.context import EngineContext
 from ctxengine.messages import visible_text
-from ctxengine.models import model_for_settings
-from ctxengine.results import CompressResult
-from ctxengine.summarize import SummaryProvider
-from ctxengine.tokens import TokenCounter
-from ctxengine_compressor.assemble import SUMMARY_PREFIX
+from ctxengine_compressor.assemble import SUMMARY_PREFIX, SUMMARY_SUFFIX
 from ctxengine_compressor.engine import compress
+from ctxengine_compressor.settings import budgets
 
 __all__ = [
     "Compaction",
@@ -122,10 +128,7 @@ def _context(window: int, provider: SummaryProvider | None) -> EngineContext:
 
 
 def _threshold(ctx: EngineContext) -> int:
-    settings = ctx.config
-    return budgets(
-        settings.compression, ctx.model.context_length, settings.model.max_tokens or None
-    ).threshold_tokens
+    return budgets(ctx).threshold_tokens
 
 
 def _at_request(messages: Sequence[Message], index: int) -> bool:
@@ -177,15 +180,17 @@ def _inspect(
     ):
         tail += 1
     summary_msg = out[where]
-    text = visible_text(summary_msg)
-    # A summary merged into the last head message (roles collided) stands after that message.
-    merged = not text.lstrip().startswith(SUMMARY_PREFIX)
+    summary = result.summary or ""
+    # A summary merged into the last head message (roles collided) stands after that message,
+    # whose own text and tool results stay in the prompt.
+    rest = message_plain_text(summary_msg, session.fmt).replace(summary.strip(), "")
+    merged = bool(rest.replace(SUMMARY_PREFIX, "").replace(SUMMARY_SUFFIX, "").strip())
     first = where + 1 if merged else where
     last = len(conversation) - tail
     replaced = range(first, last)
     span = frozenset(i for i in (origin[k] for k in replaced) if i is not None)
     kept = "\n".join(message_plain_text(m, session.fmt) for k, m in enumerate(out) if k != where)
-    summary = result.summary or ""
+    kept += "\n" + rest
     new_origin = [*origin[:where], None, *origin[last:]]
     if merged:
         new_origin = [*origin[: where + 1], *origin[last:]]

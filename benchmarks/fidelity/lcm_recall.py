@@ -22,7 +22,7 @@ from benchmarks.fidelity.facts import Fact, Haystack, contains, message_plain_te
 from benchmarks.fidelity.harness import Session
 
 import ctxengine
-from ctxengine.kernel import Kernel
+from ctxengine import Kernel
 from ctxengine_lcm.engine import get_state
 from ctxengine_lcm.ingest import message_hash
 from ctxengine_lcm.testing import lcm_config
@@ -45,9 +45,14 @@ class RecallReport:
     misses: tuple[str, ...] = ()
 
 
+def _key(session: Session) -> str:
+    """The lcm session id: a session's name is shared by its two format copies."""
+    return f"{session.name}/{session.fmt}"
+
+
 def _replay(kernel: Kernel, session: Session) -> list[dict[str, Any]]:
     """Feed ``session`` turn by turn, compacting when the engine says so; the final prompt."""
-    live = kernel.session(session.name)
+    live = kernel.session(_key(session))
     history: list[dict[str, Any]] = []
     for index, msg in enumerate(session.messages):
         history.append(msg)
@@ -63,7 +68,7 @@ def _replay(kernel: Kernel, session: Session) -> list[dict[str, Any]]:
 
 
 def _lost(session: Session, kernel: Kernel, prompt: Sequence[dict[str, Any]]) -> list[Fact]:
-    lcm = get_state(kernel.session(session.name).ctx).session
+    lcm = get_state(kernel.session(_key(session)).ctx).session
     assert lcm is not None
     ids = {row.content_hash: row.id for row in lcm.store.messages(lcm.conversation_id)}
     text = Haystack.of("\n".join(message_plain_text(m, session.fmt) for m in prompt))
@@ -79,7 +84,7 @@ def _lost(session: Session, kernel: Kernel, prompt: Sequence[dict[str, Any]]) ->
 
 def _check(kernel: Kernel, session: Session, fact: Fact) -> tuple[bool, bool]:
     """(found by lcm_grep literal, expanded verbatim) for one lost fact."""
-    live = kernel.session(session.name)
+    live = kernel.session(_key(session))
     tools = {entry.tool.name: entry.tool.handler for entry in live.tools()}
     lcm = get_state(live.ctx).session
     assert lcm is not None
@@ -142,7 +147,8 @@ def measure_recall(
                 expanded += verbatim
                 if not verbatim:
                     misses.append(
-                        f"{session.name}: {fact.kind} {fact.raw[:80]!r} ({'not expanded' if hit else 'not found'})"
+                        f"{session.name}: {fact.kind} {fact.raw[:80]!r} "
+                        f"({'not expanded' if hit else 'not found'})"
                     )
             return RecallReport(
                 len(sessions), len(pool), len(chosen), found, expanded, tuple(misses)

@@ -19,9 +19,9 @@ from typing import Any
 from benchmarks.fidelity.facts import Fact
 from benchmarks.fidelity.harness import Replier, Session
 
-from ctxengine.config import SummaryProviderSettings
-from ctxengine.conversation import Message
-from ctxengine.summarize import SummaryProvider, resolve_provider
+from ctxengine import Message, SummaryProvider
+from ctxengine._config.core import SummaryProviderSettings
+from ctxengine._summarize import resolve_provider
 from ctxengine.testing.fake_api import FakeAPI
 
 __all__ = ["LossyModel", "dropped", "serve"]

@@ -64,12 +64,15 @@ Table = dict[str, KindRetention]
 @attrs.frozen
 class SizeFigures:
     """Summary size of a scenario: median and aggregate summary/span token ratio, and the
-    largest summary relative to the compressor's summary budget for its span."""
+    largest summary relative to the compressor's summary budget for its span, in tokens
+    (``worst_of_budget``) and in the compressor's own estimate, characters / 4
+    (``worst_estimated``)."""
 
     compactions: int
     median_ratio: float | None
     total_ratio: float | None
     worst_of_budget: float | None
+    worst_estimated: float | None = None
 
 
 @attrs.frozen
@@ -81,6 +84,8 @@ class Successive:
     sessions: int
     table: Table
     excused: int
+    by_style: dict[str, Table] = attrs.field(factory=dict)
+    bundled: Table = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -107,8 +112,9 @@ def _sizes(compactions: Sequence[Compaction], window: int) -> SizeFigures:
     ratios = [c.summary_tokens / c.span_tokens for c in done]
     limit = min(int(window * 0.05), 12_000)
     worst = max(c.summary_tokens / summary_budget(c.span_tokens, limit) for c in done)
+    estimated = max(len(c.summary) / 4 / summary_budget(c.span_tokens, limit) for c in done)
     total = sum(c.summary_tokens for c in done) / sum(c.span_tokens for c in done)
-    return SizeFigures(len(done), statistics.median(ratios), total, worst)
+    return SizeFigures(len(done), statistics.median(ratios), total, worst, estimated)
 
 
 def _single(
@@ -135,6 +141,8 @@ def _single(
 
 def _successive(sessions: Sequence[Session], provider: str) -> Successive:
     tables: list[Table] = []
+    styles: dict[str, list[Table]] = defaultdict(list)
+    bundled: list[Table] = []
     excused = 0
     measured = 0
 
@@ -161,13 +169,27 @@ def _successive(sessions: Sequence[Session], provider: str) -> Successive:
         facts: list[Fact] = []
         for fact in kept_first:
             now = later.get((fact.kind, fact.key), fact)
-            if now.kind == "error" and now.resolved_at is not None and says_resolved:
-                if not contains(Haystack.of(last.summary + "\n" + last.kept), now):
-                    excused += 1
-                    continue
+            if (
+                now.kind == "error"
+                and now.resolved_at is not None
+                and says_resolved
+                and not contains(Haystack.of(last.summary + "\n" + last.kept), now)
+            ):
+                excused += 1
+                continue
             facts.append(now)
-        tables.append(present_anywhere(last, facts))
-    return Successive(measured, total_of(tables), excused)
+        table = present_anywhere(last, facts)
+        tables.append(table)
+        styles[last.session.style].append(table)
+        if not last.session.name.startswith("generated"):
+            bundled.append(table)
+    return Successive(
+        measured,
+        total_of(tables),
+        excused,
+        {style: total_of(ts) for style, ts in styles.items()},
+        total_of(bundled),
+    )
 
 
 def measure(
@@ -271,6 +293,12 @@ def report(figures: Figures) -> str:
                 [_pct(figures.sizes[(provider, w)].worst_of_budget) for w in windows],
             )
         )
+        out.append(
+            _row(
+                "  (chars / 4)",
+                [_pct(figures.sizes[(provider, w)].worst_estimated) for w in windows],
+            )
+        )
         for window in windows:
             if _label(window) not in FLOORS:
                 continue
@@ -305,24 +333,46 @@ def report(figures: Figures) -> str:
     if figures.successive:
         out += [
             "",
-            f"== {SUCCESSIVE_TIMES} successive compactions at {_label(SUCCESSIVE_WINDOW)}: what the last still holds of what the first kept",
+            f"== {SUCCESSIVE_TIMES} successive compactions at {_label(SUCCESSIVE_WINDOW)}: what "
+            f"the last still holds of what the first kept",
         ]
-        out.append(_row("kind", list(figures.successive)))
+        columns = [(p, "all") for p in figures.successive] + [
+            (p, "bundled") for p in figures.successive
+        ]
+        out.append(_row("kind", [f"{p}, {which}" for p, which in columns]))
         for kind in KINDS:
-            out.append(_row(kind, [_cell(s.table.get(kind)) for s in figures.successive.values()]))
+            cells = []
+            for p, which in columns:
+                result = figures.successive[p]
+                table = result.table if which == "all" else result.bundled
+                cells.append(_cell(table.get(kind)))
+            out.append(_row(kind, cells))
         out.append(_row("sessions", [str(s.sessions) for s in figures.successive.values()]))
         out.append(_row("resolved, dropped", [str(s.excused) for s in figures.successive.values()]))
+        digest = figures.successive.get("digest")
+        if digest is not None:
+            out += ["", "(successive, local digest, per agent style)"]
+            out.append(_row("style", list(KINDS), 18))
+            for style, table in sorted(digest.by_style.items()):
+                out.append(_row(style, [_short(table.get(k)) for k in KINDS], 18))
     if figures.recall is not None:
         r = figures.recall
         out += ["", "== lcm: facts lost from the prompt (32K replay through the lcm engine)"]
         out.append(
             f"{r.lost} lost facts over {r.sessions} sessions; sample of {r.sampled}: "
             f"lcm_grep (literal) found {r.found} ({describe(r.found / max(r.sampled, 1))}), "
-            f"lcm_expand returned verbatim {r.expanded} ({describe(r.expanded / max(r.sampled, 1))})"
+            f"lcm_expand returned verbatim {r.expanded} "
+            f"({describe(r.expanded / max(r.sampled, 1))})"
         )
         for miss in r.misses[:15]:
             out.append(f"  miss: {miss}")
     return "\n".join(out)
+
+
+def _short(value: KindRetention | None) -> str:
+    if value is None or value.total == 0:
+        return "-"
+    return f"{describe(value.ratio)} ({value.total})"
 
 
 def _sum(table: Table) -> KindRetention | None:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from benchmarks.fidelity.harness import Session
 
-from ctxengine.conversation import Format
+from ctxengine import Format
 from ctxengine.testing.transcripts import TRANSCRIPTS, load_sessions
 
 __all__ = ["bundled_sessions"]

@@ -21,6 +21,7 @@ __all__ = [
     "find_summary",
     "has_system_note",
     "unwrap_summary",
+    "without_summary",
     "wrap_summary",
 ]
 
@@ -81,6 +82,33 @@ def is_pure_summary_message(msg: Message) -> bool:
     end = text.find(SUMMARY_SUFFIX, start)
     outside = text[:start] + (text[end + len(SUMMARY_SUFFIX) :] if end >= 0 else "")
     return not outside.strip()
+
+
+def without_summary(msg: Message) -> Message:
+    """``msg`` with a summary merged into it cut out (the turn's own words stay); ``msg`` itself
+    when it holds none. Pure summary messages become empty."""
+    content = msg.get("content")
+    if isinstance(content, str):
+        return {**msg, "content": _cut_summary(content)} if SUMMARY_PREFIX in content else msg
+    if not isinstance(content, list) or not is_summary_message(msg):
+        return msg
+    blocks = [
+        {**b, "text": _cut_summary(b["text"])}
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        else b
+        for b in content
+    ]
+    return {**msg, "content": blocks}
+
+
+def _cut_summary(text: str) -> str:
+    start = text.find(SUMMARY_PREFIX)
+    while start >= 0:
+        end = text.find(SUMMARY_SUFFIX, start)
+        end = len(text) if end < 0 else end + len(SUMMARY_SUFFIX)
+        text = (text[:start].rstrip() + "\n\n" + text[end:].lstrip()).strip()
+        start = text.find(SUMMARY_PREFIX)
+    return text
 
 
 def find_summary(messages: Sequence[Message], start: int, end: int) -> tuple[int, str] | None:

@@ -1,26 +1,32 @@
 """The deterministic local digest: a summary of compacted turns built without any model.
 
 When the summary model fails in a way that does not abort the compaction, or the ``extractive``
-provider is configured, the middle of the conversation is replaced by :func:`build_digest`'s output
-instead of a model's summary. It uses the same template as the model
-(``ctxengine.SUMMARY_HEADINGS``), says on its first line that it was generated locally and why, and
-fills the sections from the critical-context ledger (:mod:`.ledger`) and the last turns:
+provider is configured, the middle of the conversation is replaced by :func:`build_digest`'s
+output instead of a model's summary. It uses the same template as the model
+(``ctxengine.SUMMARY_HEADINGS``), says on its first line that it was generated locally and why,
+and fills the sections from the critical-context ledger (:mod:`.ledger`) and the last turns:
 
-- Goal: the first user ask, then later asks;
+- Goal: the first user ask, then later asks, verbatim;
 - Constraints & Preferences: user sentences that state rules ("don't", "always", "must", ...);
-- Progress / Done: tools called with counts, every command with its exit code when shown;
+- Progress / Done: tools called with counts, commands with every exit code they reported;
 - Progress / In Progress: the last assistant text of the compacted part, truncated;
-- Progress / Blocked: commands that exited non-zero;
-- Relevant Files: every file path touched;
-- Next Steps: the last user ask of the compacted part;
-- Critical Context: error lines.
+- Progress / Blocked: commands whose last run failed;
+- Relevant Files: every file path touched, grouped by what was done to it;
+- Next Steps: a pointer to the last user ask;
+- Critical Context: error lines grouped by the command that produced them, and the ids the
+  conversation relies on, grouped by the argument they were passed as.
 
-A ``previous_summary`` (the summary an earlier compaction produced) is carried forward: its lines
-stay under their own headings ahead of the new items, so iterative compaction never loses what was
-summarised before. The output never exceeds ``max_tokens`` (estimated as characters / 4); when
-space runs out, ledger paths and commands are served first, then the carried summary, then errors
-and later asks, each list dropping its oldest and longest items first and saying how many it
-dropped. Secrets are redacted. Same input, same output.
+A ``previous_summary`` (the summary an earlier compaction produced) is carried forward: its
+ledger items (:func:`.ledger.parse_ledger`, or ``previous_ledger`` when the caller kept
+it) are merged with the new ones, and its other lines stay under their headings, so iterative
+compaction never loses what was summarised before while there is room. Items the messages kept
+verbatim after the compaction already show (``kept``) are not repeated when room is short.
+
+The output never exceeds ``max_tokens`` (estimated as characters / 4). When space runs out, what
+the agent is least likely to need goes first (listed-only paths, old successful commands,
+resolved errors, read-only paths, older summary lines), never an unresolved error, a changed
+file, a user ask or an identifier while anything else can go; each section says how many items
+it dropped. Secrets are redacted. Same input, same output.
 """
 
 from __future__ import annotations
@@ -28,35 +34,58 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import attrs
+
 from ctxengine import DIGEST_LABEL_PREFIX, SUMMARY_HEADINGS, Format, Message, split_summary
 from ctxengine.messages import has_visible_assistant_text, redact, visible_text
 from ctxengine_compressor.ledger import (
     Ledger,
-    bounded_bullets,
+    Unit,
     build_ledger,
-    code_span,
-    command_bullet,
+    fit_units,
+    ledger_units,
+    merge_ledgers,
+    missing_from,
+    parse_ledger,
+    readable_text,
+    units_ledger,
 )
 
-__all__ = ["build_digest", "min_digest_tokens"]
+__all__ = ["build_digest", "carried_ledger", "digest_and_ledger", "min_digest_tokens"]
 
 _CHARS_PER_TOKEN = 4
 _DEFAULT_REASON = "no summary model was used"
 _REASON_CHARS = 200
 _LAST_TEXT_CHARS = 1200
-_NEXT_ASK_CHARS = 400
+_LAST_TEXT_TIGHT = 300
 _EMPTY = "- (none recorded)"
-# Shares of the space left after the fixed parts, when not everything fits: ledger paths and
-# commands first, then the carried summary, then errors/later asks/failed commands/constraints.
-# A tier that needs less gives the rest to the others, in this order.
-_TIER_WEIGHTS = (0.55, 0.30, 0.15)
-_FAILED_COMMANDS = 8
+_NEXT_STEP = "- Pick up from the last user ask under Goal."
 
 _CONSTRAINT_CUE = re.compile(
     r"(?i)\b(?:don'?t|do not|never|always|must(?: not)?|should(?:n'?t| not)?|avoid|"
     r"make sure|prefer|only use|without)\b"
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# Lines of an earlier digest that the new one replaces rather than carries.
+_SUPERSEDED = ("- Last assistant update:", "- Pick up from the last", "- Commands run (")
+# Where non-ledger lines stand in the drop order (see .ledger): an earlier summary's
+# prose goes after recovered commands; constraint sentences (their asks stay) just before asks.
+_CARRIED_RANK = 5
+_CONSTRAINT_RANK = 6
+# What an empty section holds (a digest's, a conformed model summary's, a model's own).
+_PLACEHOLDERS = frozenset({_EMPTY, "- (none)", "None.", "- None.", "(none)", "None"})
+# Where the ledger's sections render in the template.
+_PLACES = {
+    "asks": "## Goal",
+    "constraints": "## Constraints & Preferences",
+    "done": "### Done",
+    "blocked": "### Blocked",
+    "files": "## Relevant Files",
+    "errors": "## Critical Context",
+    "ids": "## Critical Context",
+}
+# Headings by their bare titles (as parse_ledger reports them).
+_BY_TITLE = {h.lstrip("#").strip(): h for h in SUMMARY_HEADINGS}
 
 
 def min_digest_tokens(reason: str | None = None) -> int:
@@ -71,8 +100,8 @@ def _label(reason: str | None, count: int) -> str:
         why = why[: _REASON_CHARS - 1] + "…"
     return (
         f"{DIGEST_LABEL_PREFIX} because {why}. Built deterministically from {count} compacted "
-        "messages: user asks, tools, files, commands with exit codes and error lines are quoted "
-        "verbatim; reasoning between them is not reconstructed.]"
+        "messages: asks, files, commands with exit codes, errors and ids are quoted verbatim; "
+        "reasoning between them is not reconstructed.]"
     )
 
 
@@ -109,33 +138,52 @@ def _last_assistant_text(messages: Sequence[Message]) -> str:
     return ""
 
 
-def _allocate(needs: Sequence[int], room: int, weights: Sequence[float]) -> list[int]:
-    """Split ``room`` characters between parts needing ``needs``; unused shares move on."""
-    if sum(needs) <= room:
-        return list(needs)
-    alloc = [min(need, int(room * weight)) for need, weight in zip(needs, weights, strict=True)]
-    left = room - sum(alloc)
-    for i, need in enumerate(needs):
-        extra = min(need - alloc[i], left)
-        alloc[i] += extra
-        left -= extra
-    return alloc
+def carried_ledger(previous_summary: str | None, previous_ledger: Ledger | None = None) -> Ledger:
+    """The ledger an earlier summary carries: ``previous_ledger`` when the caller kept it, else
+    what :func:`~.ledger.parse_ledger` reads back from the summary text (a digest's
+    Goal lines count as asks)."""
+    if previous_ledger is not None:
+        return previous_ledger
+    if not previous_summary:
+        return Ledger()
+    asks_in = ("Goal",) if DIGEST_LABEL_PREFIX in previous_summary else ()
+    return parse_ledger(_in_template(redact(previous_summary)), asks_in=asks_in).ledger
 
 
-def _size(lines: Sequence[str]) -> int:
-    return sum(len(line) + 1 for line in lines)
+def _in_template(summary: str) -> str:
+    """``summary`` re-laid in the template's headings (unknown headings become bold lines of
+    the section they stand in, text before the first heading goes to Critical Context)."""
+    sections = split_summary(summary)
+    preamble = sections.pop("", [])
+    if preamble:
+        sections["## Critical Context"] = preamble + sections.get("## Critical Context", [])
+    return "\n".join(
+        f"{heading}\n" + "\n".join(sections[heading])
+        for heading in SUMMARY_HEADINGS
+        if heading in sections
+    )
 
 
-def _fit_group(parts: Sequence[tuple[list[str], str]], room: int) -> list[list[str]]:
-    """Fit several bullet lists into ``room`` characters, in proportion to their size."""
-    needs = [_size(lines) for lines, _ in parts]
-    total = sum(needs) or 1
-    weights = [need / total for need in needs]
-    alloc = _allocate(needs, room, weights)
-    return [
-        bounded_bullets(lines, chars, noun)
-        for (lines, noun), chars in zip(parts, alloc, strict=True)
+def _carried_units(previous_summary: str) -> tuple[list[Unit], int]:
+    """The earlier summary's lines that are not ledger items, as units under their headings,
+    and how many items its own omission notes counted."""
+    asks_in = ("Goal",) if DIGEST_LABEL_PREFIX in previous_summary else ()
+    parsed = parse_ledger(_in_template(redact(previous_summary)), asks_in=asks_in)
+    carried: list[tuple[str, str]] = []
+    for title, lines in parsed.other.items():
+        heading = _BY_TITLE.get(title, "## Critical Context")
+        if heading == "## Progress":
+            heading = "### Done"
+        carried += [
+            (heading, line)
+            for line in lines
+            if not line.startswith(_SUPERSEDED) and line.strip() not in _PLACEHOLDERS
+        ]
+    units = [
+        Unit(f"carried:{heading}", line, _CARRIED_RANK, i / len(carried), "earlier summary lines")
+        for i, (heading, line) in enumerate(carried)
     ]
+    return units, parsed.omitted
 
 
 def build_digest(
@@ -146,19 +194,50 @@ def build_digest(
     previous_summary: str | None = None,
     reason: str | None = None,
     ledger: Ledger | None = None,
+    previous_ledger: Ledger | None = None,
+    kept: Sequence[Message] = (),
 ) -> str:
     """A deterministic digest of ``messages`` in the summary template (see the module docstring).
 
     :param messages: the compacted turns, OpenAI chat or Anthropic Messages format (not mutated).
     :param fmt: ``"openai"`` or ``"anthropic"``.
     :param max_tokens: upper bound on the result, estimated as characters / 4.
-    :param previous_summary: an earlier summary to carry forward under its headings.
+    :param previous_summary: an earlier summary to carry forward.
     :param reason: why no model summary is used; shown on the label line.
     :param ledger: ``build_ledger(messages, fmt)`` when the caller already has it.
+    :param previous_ledger: the ledger ``previous_summary`` carried, when the caller kept it
+        (otherwise it is read back from the text).
+    :param kept: the messages that stay in the prompt; when room is short, ledger items they
+        already show are not repeated.
     :returns: the digest; its first line starts with :data:`DIGEST_LABEL_PREFIX`.
     :raises ValueError: for an unknown ``fmt``, or a ``max_tokens`` below
         :func:`min_digest_tokens` (the message says the minimum).
     """
+    return digest_and_ledger(
+        messages,
+        fmt,
+        max_tokens=max_tokens,
+        previous_summary=previous_summary,
+        reason=reason,
+        ledger=ledger,
+        previous_ledger=previous_ledger,
+        kept=kept,
+    )[0]
+
+
+def digest_and_ledger(
+    messages: Sequence[Message],
+    fmt: Format,
+    *,
+    max_tokens: int,
+    previous_summary: str | None = None,
+    reason: str | None = None,
+    ledger: Ledger | None = None,
+    previous_ledger: Ledger | None = None,
+    kept: Sequence[Message] = (),
+) -> tuple[str, Ledger]:
+    """:func:`build_digest`, and the ledger of the items the digest holds (to carry into the
+    next compaction)."""
     if fmt not in ("openai", "anthropic"):
         raise ValueError(f"unknown message format {fmt!r}; allowed: 'openai' or 'anthropic'")
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
@@ -177,89 +256,78 @@ def build_digest(
             f"max_tokens={max_tokens} is too small for the summary template; "
             f"at least {-(-fixed // _CHARS_PER_TOKEN)} is needed"
         )
+    merged = merge_ledgers(carried_ledger(previous_summary, previous_ledger), ledger)
 
-    # --- the parts, each a list of lines -----------------------------------------------------
-    asks = ledger.asks
-    goal_first = [f"- {asks[0]}"] if asks else []
-    later_asks = [f"- Later: {ask}" for ask in asks[1:]]
-    tool_line = (
-        ["- Tools called: " + ", ".join(f"{name} ×{n}" for name, n in ledger.tools)]
-        if ledger.tools
-        else []
-    )
-    commands_head = [f"- Commands run ({len(ledger.commands)}):"] if ledger.commands else []
-    commands = [
-        command_bullet(c, e) for c, e in zip(ledger.commands, ledger.exit_codes, strict=True)
-    ]
-    failed = [
-        command_bullet(c, e)
-        for c, e in zip(ledger.commands, ledger.exit_codes, strict=True)
-        if e not in (None, 0)
-    ][-_FAILED_COMMANDS:]
-    paths = [f"- {code_span(p)}" for p in ledger.paths]
-    errors = [f"- {e}" for e in ledger.errors]
-    constraints = _constraints(asks)
-    last_text = _one_line(redact(_last_assistant_text(messages)), _LAST_TEXT_CHARS)
-    in_progress = [f"- Last assistant update: {last_text}"] if last_text else []
-    next_steps = (
-        [f"- Pick up from the last request in these turns: {_one_line(asks[-1], _NEXT_ASK_CHARS)}"]
-        if asks
-        else []
-    )
-    carried = split_summary(redact(previous_summary)) if previous_summary else {}
-
-    # --- budget -------------------------------------------------------------------------------
-    essentials = goal_first + tool_line + commands_head + in_progress + next_steps
+    # --- fixed parts ---------------------------------------------------------------------------
     room = budget - fixed
-    if _size(essentials) > room // 4:
-        # Tiny budgets: essentials are cut to a quarter of the room.
-        cap = max(40, room // (4 * max(len(essentials), 1)))
-        goal_first = [_truncate(x, cap) for x in goal_first]
-        tool_line = [_truncate(x, cap) for x in tool_line]
-        in_progress = [_truncate(x, cap) for x in in_progress]
-        next_steps = [_truncate(x, cap) for x in next_steps]
-        essentials = goal_first + tool_line + commands_head + in_progress + next_steps
-    room -= _size(essentials)
+    tools = (
+        ["- Tools called: " + ", ".join(f"{name} ×{n}" for name, n in merged.tools)]
+        if merged.tools
+        else []
+    )
+    tools = [_truncate(line, max(40, room // 8)) for line in tools]
+    last_text = redact(_last_assistant_text(messages))
+    next_steps = [_NEXT_STEP] if merged.asks else []
+    omitted_before = 0
+    carried: list[Unit] = []
+    if previous_summary:
+        carried, omitted_before = _carried_units(previous_summary)
+    earlier = (
+        [f"- … earlier summaries omitted {omitted_before} items for space"]
+        if omitted_before
+        else []
+    )
+    essentials = _size(tools + next_steps + earlier) + 2
 
-    carried_parts = [(carried.get(h, []), "earlier summary lines") for h in (*SUMMARY_HEADINGS, "")]
-    secondary = [
-        (later_asks, "later asks"),
-        (constraints, "constraints"),
-        (failed, "failed commands"),
-        (errors, "error lines"),
-    ]
-    needs = [
-        _size(paths) + _size(commands),
-        sum(_size(lines) for lines, _ in carried_parts),
-        sum(_size(lines) for lines, _ in secondary),
-    ]
-    tier_room = _allocate(needs, max(room, 0), _TIER_WEIGHTS)
-    paths, commands = _fit_group([(paths, "files"), (commands, "commands")], tier_room[0])
-    fitted_carried = _fit_group(carried_parts, tier_room[1])
-    later_asks, constraints, failed, errors = _fit_group(secondary, tier_room[2])
-    prev = dict(zip((*SUMMARY_HEADINGS, ""), fitted_carried, strict=True))
+    shown = merged
+    units = _digest_units(shown, carried)
+    want = sum(u.size for u in units) + essentials
+    if kept and want + _LAST_TEXT_TIGHT > room:
+        # Short of room: what the kept messages already show is not repeated.
+        shown = attrs.evolve(missing_from(merged, readable_text(kept, fmt)), tools=merged.tools)
+        units = _digest_units(shown, carried)
+        want = sum(u.size for u in units) + essentials
+    # The last assistant update gets what the items leave, between 300 and 1,200 characters.
+    last_chars = _LAST_TEXT_CHARS if want + _LAST_TEXT_CHARS < room else _LAST_TEXT_TIGHT
+    in_progress = (
+        [f"- Last assistant update: {_one_line(last_text, last_chars)}"] if last_text else []
+    )
+    essentials += _size(in_progress)
+    lines, held = fit_units(units, max(room - essentials, 0))
 
-    # --- assembly -----------------------------------------------------------------------------
-    body: dict[str, list[str]] = {
-        "## Goal": prev["## Goal"] + goal_first + later_asks,
-        "## Constraints & Preferences": prev["## Constraints & Preferences"] + constraints,
-        "## Progress": [],
-        "### Done": prev["### Done"] + tool_line + commands_head + commands,
-        "### In Progress": prev["### In Progress"] + in_progress,
-        "### Blocked": prev["### Blocked"] + failed,
-        "## Key Decisions": prev["## Key Decisions"],
-        "## Relevant Files": prev["## Relevant Files"] + paths,
-        "## Next Steps": prev["## Next Steps"] + next_steps,
-        "## Critical Context": prev["## Critical Context"] + prev[""] + errors,
-    }
+    # --- assembly ------------------------------------------------------------------------------
+    body: dict[str, list[str]] = {h: [] for h in SUMMARY_HEADINGS}
+    for heading in SUMMARY_HEADINGS:
+        body[heading] += lines.get(f"carried:{heading}", [])
+    body["### Done"] = tools + body["### Done"]
+    body["### In Progress"] += in_progress
+    body["## Next Steps"] += next_steps
+    for section, heading in _PLACES.items():
+        body[heading] += lines.get(section, [])
+    body["## Critical Context"] += earlier
     sections = [label]
     for heading in SUMMARY_HEADINGS:
         if heading == "## Progress":
             continue  # no body of its own: it heads Done, In Progress and Blocked
-        lines = _dedupe(body[heading]) or [_EMPTY]
+        section_lines = _dedupe(body[heading]) or [_EMPTY]
         title = "## Progress\n### Done" if heading == "### Done" else heading
-        sections.append(title + "\n" + "\n".join(lines))
-    return _enforce("\n\n".join(sections), budget)
+        sections.append(title + "\n" + "\n".join(section_lines))
+    text = _enforce("\n\n".join(sections), budget)
+    return text, units_ledger(shown, units, held)
+
+
+def _digest_units(ledger: Ledger, carried: Sequence[Unit]) -> list[Unit]:
+    units = ledger_units(ledger, first_ask="- ", later_ask="- Later: ")
+    constraints = _constraints(ledger.asks)
+    units += [
+        Unit("constraints", line, _CONSTRAINT_RANK, i / len(constraints), "constraints")
+        for i, line in enumerate(constraints)
+    ]
+    return [*units, *carried]
+
+
+def _size(lines: Sequence[str]) -> int:
+    return sum(len(line) + 1 for line in lines)
 
 
 def _dedupe(lines: Sequence[str]) -> list[str]:

@@ -5,14 +5,19 @@ order."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ctxengine import COOLDOWN_SECONDS, CompressResult
+from ctxengine.messages import visible_text
 from ctxengine_compressor.assemble import (
     assemble,
     find_summary,
     has_system_note,
     is_pure_summary_message,
+    is_summary_message,
+    unwrap_summary,
+    without_summary,
 )
 from ctxengine_compressor.boundaries import find_boundaries
 from ctxengine_compressor.prune import prune
@@ -22,7 +27,7 @@ from ctxengine_compressor.state import get_state
 from ctxengine_compressor.summary import summarize, summary_budget
 
 if TYPE_CHECKING:
-    from ctxengine import Conversation, EngineContext, Stage
+    from ctxengine import Conversation, EngineContext, Message, Stage
 
 ENGINE = "compressor"
 
@@ -87,6 +92,14 @@ def compress(
     middle_tokens = sum(ctx.tokens.count_message(m) for m in middle)
     budget = summary_budget(middle_tokens, limits.max_summary_tokens)
 
+    pruned, _stats = prune(
+        messages, fmt, bounds.system_end, bounds.head_end, kept_from=bounds.tail_start
+    )
+    # What the old summary carried comes in through its ledger (kept by this engine, or read
+    # back from its text), not by mining the summary message as if it were a turn.
+    previous_ledger = None
+    if previous_text is not None and previous_text == state.previous_summary:
+        previous_ledger = state.previous_ledger
     outcome = summarize(
         ctx,
         middle,
@@ -94,8 +107,10 @@ def compress(
         previous=previous_text,
         focus=focus,
         budget=budget,
-        # The old summary is part of the middle: what it carried is carried on (within budget).
-        ledger_source=middle,
+        ledger_source=[without_summary(m) for m in middle if not is_pure_summary_message(m)],
+        previous_ledger=previous_ledger,
+        earlier=_older_summaries(middle, previous_text),
+        kept=[*pruned[: bounds.head_end], *messages[bounds.tail_start :]],
     )
     if outcome.aborted or outcome.text is None:
         reason = (
@@ -105,9 +120,6 @@ def compress(
         state.guard.start_cooldown(ctx.clock(), reason)
         return unchanged("aborted", reason, outcome.provider)
 
-    pruned, _stats = prune(
-        messages, fmt, bounds.system_end, bounds.head_end, kept_from=bounds.tail_start
-    )
     add_note = not state.system_note_added and previous is None
     add_note = add_note and not has_system_note(messages, fmt, system)
     new_messages, new_system = assemble(
@@ -138,6 +150,7 @@ def compress(
     state.compactions += 1
     state.retry_above_tokens = None
     state.previous_summary = outcome.text
+    state.previous_ledger = outcome.ledger
     state.system_note_added = state.system_note_added or add_note
     state.last_tokens_before = tokens_before
     # The real saving is measured against real prompt tokens: the last measured prompt when it
@@ -173,3 +186,15 @@ def compress(
         fallback_used=outcome.fallback_used,
         duration_s=time.perf_counter() - started,
     )
+
+
+def _older_summaries(middle: Sequence[Message], previous: str | None) -> list[str]:
+    """The summaries inside ``middle`` other than ``previous`` (the one being updated), oldest
+    first: a summary kept in an earlier head comes back into a later middle."""
+    found = []
+    for msg in middle:
+        if is_summary_message(msg):
+            text = unwrap_summary(visible_text(msg))
+            if text is not None and text != previous:
+                found.append(text)
+    return found

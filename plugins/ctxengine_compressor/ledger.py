@@ -1,33 +1,50 @@
 """The critical-context ledger: what a summary of a stretch of conversation must not lose.
 
-:func:`build_ledger` reads a message list (OpenAI chat or Anthropic Messages format) in one pass
-and collects, in order of first appearance and without duplicates:
+:func:`build_ledger` reads a message list (OpenAI chat or Anthropic Messages format, from any of
+the common agent styles) in one pass and collects, in order of first appearance and without
+duplicates:
 
-- **paths**: file paths touched: tool-call arguments (``file_path``, ``path``, ``paths``, ...),
-  path-looking tokens in shell commands and in user/assistant text (absolute paths, ``~/...``,
-  and relative paths with a directory and an extension such as ``lib/foo/bar.ex``);
-- **commands**: shell commands run (the ``command`` argument of Bash/terminal/shell tools),
-  shortened by :func:`shorten_command`, each with the last exit code seen in its results;
-- **errors**: error lines from tool results and user text (tracebacks, ``error:``, ``FAILED``,
-  ``fatal:``, ``panic:``, ``Exit code N`` ...), trimmed;
-- **asks**: the text of each real user message, truncated;
+- **paths** touched, each with what was done to it (``read``, ``edited``, ``created``,
+  ``deleted``, ``listed`` or ``mentioned``, the strongest seen): tool-call arguments
+  (``file_path``, ``path``, ``paths``, ...), ``apply_patch`` headers, path-looking tokens in shell
+  commands (the verb of each simple command says what happens to them: ``rm`` deletes, ``sed -i``
+  edits, a redirect creates) and in user/assistant text;
+- **commands**: shell commands run (the ``command``/``cmd`` argument of shell tools, an argv
+  ``["bash", "-lc", script]`` as its script, the fenced ``bash`` block of agents that act through
+  their text, such as mini-swe-agent), shortened by :func:`shorten_command`, each with the exit
+  codes its runs reported, in every common format (see :func:`exit_code_of`);
+- **errors**: distinctive error lines of tool results and user text (tracebacks, ``error:``,
+  ``FAILED``, ``fatal:``, ``panic:``, ``No such file``, ``command not found``, make's
+  ``Error 2`` ...), each with the command or tool that produced it and whether a later run of the
+  same command or call succeeded (``resolved``);
+- **asks**: the text of each real user message, truncated (observations of text-acting agents,
+  ``<returncode>…`` or ``OBSERVATION:`` user messages, are tool output, not asks);
+- **identifiers**: id-like tokens (``ZFA04Y``, ``mia_li_3668``, ``#123``, ``a1b2c3d``, ports)
+  that a user message or a tool result gave and a later assistant call or text used, with the
+  argument they were passed as;
 - **tools**: each tool's name with how often it was called.
 
 Every item is passed through :func:`ctxengine.messages.redact` on entry, so whatever renders the
-ledger (the local digest, the critical-context appendix of an LLM summary) carries no secrets and
+ledger (the local digest, the critical-context addendum of an LLM summary) carries no secrets and
 shows the items byte-for-byte as stored here: checking ``item in summary`` is meaningful.
 
-:func:`missing_from` tells which items a summary left out; :func:`render_ledger` renders a ledger
-as bounded Markdown bullet lists.
+When a summary cannot hold everything, :func:`fit_ledger` decides what goes, least needed first
+(listed-only paths, old successful commands, resolved errors, read-only paths) and never an
+unresolved error, an edited file, a user ask or an identifier while anything else can go; what it
+drops is counted in the rendered text, never silent. :func:`render_ledger` renders a ledger that
+way; :func:`parse_ledger` reads one back from a summary, and :func:`merge_ledgers` combines an
+earlier summary's ledger with the next span's, so items survive successive compactions.
+:func:`missing_from` tells which items a summary left out.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Literal
 
 import attrs
 
@@ -35,17 +52,30 @@ from ctxengine import Format, Message
 from ctxengine.messages import is_real_user_content, redact
 
 __all__ = [
+    "ACTIONS",
     "ASK_CHARS",
     "COMMAND_CHARS",
     "ERROR_CHARS",
+    "FittedLedger",
     "Ledger",
+    "ParsedSummary",
+    "Unit",
     "bounded_bullets",
     "build_ledger",
     "code_span",
     "command_bullet",
+    "exit_code_of",
+    "fit_ledger",
+    "fit_units",
+    "ledger_units",
+    "merge_ledgers",
     "missing_from",
+    "parse_ledger",
+    "present_in",
+    "readable_text",
     "render_ledger",
     "shorten_command",
+    "units_ledger",
 ]
 
 COMMAND_CHARS = 200
@@ -55,14 +85,26 @@ ASK_CHARS = 400
 ERROR_CHARS = 240
 """Error lines are cut to this many characters."""
 
+Action = Literal["read", "edited", "created", "deleted", "listed", "mentioned"]
+ACTIONS: tuple[Action, ...] = ("deleted", "created", "edited", "read", "listed", "mentioned")
+"""What can be done to a path, strongest first (a path keeps the strongest action seen)."""
+_STRENGTH: dict[str, int] = {action: len(ACTIONS) - i for i, action in enumerate(ACTIONS)}
+_CHANGED: frozenset[str] = frozenset({"deleted", "created", "edited"})
+
 _CHARS_PER_TOKEN = 4
 # Tool results are only searched for errors near their start and end: that is where shells,
 # compilers and test runners put them, and it keeps the pass cheap on 78k-character outputs.
 _RESULT_HEAD = 1000
 _RESULT_TAIL = 1500
-_ERRORS_PER_RESULT = 4
+_ERRORS_PER_RESULT = 6
 _LONG_ITEM = 160
 _BARE_ERROR_LINE = 20
+_EXIT_HISTORY = 4
+# Identifier uses: argument values longer than this are file contents or patches.
+_LONG_ARGUMENT = 300
+# An id counts when a user message before its first use, or one of this many tool results
+# before it, gave it: tools' ids are passed on soon, a user's may be used much later.
+_ID_LOOKBACK = 12
 
 
 @attrs.frozen
@@ -70,7 +112,13 @@ class Ledger:
     """Items a summary must carry, each tuple in order of first appearance, de-duplicated.
 
     ``exit_codes[i]`` is the last exit code seen for ``commands[i]`` (``None`` when no result
-    showed one). ``tools`` holds ``(tool name, number of calls)`` in order of first use.
+    showed one); ``exit_history[i]`` every code its runs reported, repeats collapsed (at most the
+    last four). ``actions[i]`` is what was done to ``paths[i]``. ``error_sources[i]`` is the
+    command (or tool) whose output held ``errors[i]``; ``resolved[i]`` says a later run of it
+    succeeded. ``identifier_keys[i]`` is the argument ``identifiers[i]`` was passed as (``""``
+    when only the assistant's text used it). ``tools`` holds ``(tool name, number of calls)`` in
+    order of first use. The parallel tuples other than ``exit_codes`` may be left empty, meaning
+    "mentioned", ``(code,)``, ``""``, ``False`` and ``""`` for every item.
     """
 
     paths: tuple[str, ...] = ()
@@ -79,6 +127,12 @@ class Ledger:
     asks: tuple[str, ...] = ()
     exit_codes: tuple[int | None, ...] = attrs.field(default=())
     tools: tuple[tuple[str, int], ...] = ()
+    actions: tuple[str, ...] = ()
+    exit_history: tuple[tuple[int, ...], ...] = ()
+    error_sources: tuple[str, ...] = ()
+    resolved: tuple[bool, ...] = ()
+    identifiers: tuple[str, ...] = ()
+    identifier_keys: tuple[str, ...] = ()
 
     @exit_codes.validator
     def _check_exit_codes(self, _: attrs.Attribute[Any], value: tuple[int | None, ...]) -> None:
@@ -88,8 +142,33 @@ class Ledger:
                 f"{len(self.commands)} commands; give one exit code (or None) per command"
             )
 
+    def __attrs_post_init__(self) -> None:
+        for name, of in (
+            ("actions", "paths"),
+            ("exit_history", "commands"),
+            ("error_sources", "errors"),
+            ("resolved", "errors"),
+            ("identifier_keys", "identifiers"),
+        ):
+            size, expected = len(getattr(self, name)), len(getattr(self, of))
+            if size not in (0, expected):
+                raise ValueError(
+                    f"Ledger.{name} has {size} entries but there are {expected} {of}; give one "
+                    f"per item or none"
+                )
+        for action in self.actions:
+            if action not in _STRENGTH:
+                raise ValueError(f"Ledger.actions holds {action!r}; allowed: {', '.join(ACTIONS)}")
+
     def __bool__(self) -> bool:
-        return bool(self.paths or self.commands or self.errors or self.asks or self.tools)
+        return bool(
+            self.paths
+            or self.commands
+            or self.errors
+            or self.asks
+            or self.tools
+            or self.identifiers
+        )
 
     def exit_code(self, command: str) -> int | None:
         """The exit code recorded for ``command`` (``None`` if unknown or not in the ledger)."""
@@ -97,6 +176,66 @@ class Ledger:
             return self.exit_codes[self.commands.index(command)]
         except ValueError:
             return None
+
+    def action(self, i: int) -> str:
+        """What was done to ``paths[i]``."""
+        return self.actions[i] if self.actions else "mentioned"
+
+    def history(self, i: int) -> tuple[int, ...]:
+        """The exit codes ``commands[i]`` reported, oldest first (empty when none showed)."""
+        if self.exit_history:
+            return self.exit_history[i]
+        code = self.exit_codes[i]
+        return () if code is None else (code,)
+
+    def source(self, i: int) -> str:
+        """The command or tool whose output held ``errors[i]`` (``""`` when unknown)."""
+        return self.error_sources[i] if self.error_sources else ""
+
+    def is_resolved(self, i: int) -> bool:
+        """Whether a later run of the source of ``errors[i]`` succeeded."""
+        return self.resolved[i] if self.resolved else False
+
+    def identifier_key(self, i: int) -> str:
+        """The argument ``identifiers[i]`` was passed as (``""``: used in text)."""
+        return self.identifier_keys[i] if self.identifier_keys else ""
+
+    def subset(
+        self,
+        *,
+        paths: Iterable[int] | None = None,
+        commands: Iterable[int] | None = None,
+        errors: Iterable[int] | None = None,
+        asks: Iterable[int] | None = None,
+        identifiers: Iterable[int] | None = None,
+        tools: bool = True,
+    ) -> Ledger:
+        """The ledger restricted to the given item indices (``None`` keeps a kind whole)."""
+
+        def pick(values: tuple[Any, ...], keep: list[int] | None) -> tuple[Any, ...]:
+            if keep is None or not values:
+                return values
+            return tuple(values[i] for i in keep)
+
+        p = None if paths is None else sorted(set(paths))
+        c = None if commands is None else sorted(set(commands))
+        e = None if errors is None else sorted(set(errors))
+        a = None if asks is None else sorted(set(asks))
+        d = None if identifiers is None else sorted(set(identifiers))
+        return Ledger(
+            paths=pick(self.paths, p),
+            commands=pick(self.commands, c),
+            errors=pick(self.errors, e),
+            asks=pick(self.asks, a),
+            exit_codes=pick(self.exit_codes, c),
+            tools=self.tools if tools else (),
+            actions=pick(self.actions, p),
+            exit_history=pick(self.exit_history, c),
+            error_sources=pick(self.error_sources, e),
+            resolved=pick(self.resolved, e),
+            identifiers=pick(self.identifiers, d),
+            identifier_keys=pick(self.identifier_keys, d),
+        )
 
 
 # --- extraction helpers --------------------------------------------------------------------------
@@ -132,16 +271,21 @@ _PATH_ARGUMENT_KEYS = frozenset(
         "path",
         "paths",
         "files",
+        "file_paths",
         "notebook_path",
         "target_file",
         "target_path",
+        "relative_path",
         "old_path",
         "new_path",
         "directory",
         "dir",
+        "dir_path",
         "cwd",
     }
 )
+# Arguments that hold paths (ledger items of their own) or a prose note, not ids to carry.
+_NO_ID_KEYS = _PATH_ARGUMENT_KEYS | {"description"}
 _FAILURE_STARTS = ("<tool_use_error>", "Error", "ERROR", "error", "fatal", "Failed", "failed")
 # Tools whose results are file contents or search hits: an "error" in them is usually code
 # (``{:error, reason}``), so only a result that itself reports a failure is searched.
@@ -161,6 +305,29 @@ _CONTENT_TOOL_MARKERS = (
     "str_replace",
     "create",
 )
+# What a tool does to the paths in its arguments, by markers in its (lower-cased) name, first
+# match wins. Editor tools (``str_replace_editor``) say it in their ``command`` argument.
+_TOOL_ACTIONS: tuple[tuple[str, Action], ...] = (
+    ("delete", "deleted"),
+    ("remove", "deleted"),
+    ("write", "created"),
+    ("create", "created"),
+    ("edit", "edited"),
+    ("replace", "edited"),
+    ("insert", "edited"),
+    ("patch", "edited"),
+    ("read", "read"),
+    ("view", "read"),
+    ("open", "read"),
+    ("cat", "read"),
+    ("glob", "listed"),
+    ("grep", "listed"),
+    ("find", "listed"),
+    ("search", "listed"),
+    ("list", "listed"),
+    ("ls", "listed"),
+)
+_EDITOR_VERBS: dict[str, Action] = {"view": "read", "create": "created"}
 
 
 @functools.lru_cache(maxsize=256)
@@ -169,10 +336,38 @@ def _is_shell_tool(name: str) -> bool:
     return low in _SHELL_TOOL_NAMES or "bash" in low or "shell" in low or "terminal" in low
 
 
+_NAME_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+@functools.lru_cache(maxsize=256)
+def _name_words(name: str) -> frozenset[str]:
+    """The words of a tool name, lower-cased: ``WebFetch`` -> web, fetch; ``get_user_details``
+    -> get, user, details (so ``details`` does not read as ``ls``)."""
+    return frozenset(word.lower() for word in _NAME_WORD.findall(name))
+
+
 @functools.lru_cache(maxsize=256)
 def _is_content_tool(name: str) -> bool:
-    low = name.lower()
-    return not _is_shell_tool(name) and any(m in low for m in _CONTENT_TOOL_MARKERS)
+    words = _name_words(name)
+    return not _is_shell_tool(name) and (
+        any(m in words for m in _CONTENT_TOOL_MARKERS) or "str_replace" in name.lower()
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _name_action(name: str) -> Action:
+    words = _name_words(name)
+    return next((action for marker, action in _TOOL_ACTIONS if marker in words), "mentioned")
+
+
+def _tool_action(name: str, arguments: dict[str, Any]) -> Action:
+    """What the call ``name(arguments)`` does to the paths among its arguments."""
+    verb = arguments.get("command")
+    if isinstance(verb, str) and "edit" in name.lower() and verb and " " not in verb:
+        # An editor tool's verb, not a shell command (which has no place in an editor call).
+        # str_replace_editor / str_replace_based_edit_tool: view, create, str_replace, insert...
+        return _EDITOR_VERBS.get(verb, "edited")
+    return _name_action(name)
 
 
 # Absolute paths (two or more components), ~/paths, and relative paths with a directory and a
@@ -189,16 +384,47 @@ _PATH = re.compile(
 _MAX_PATH_CHARS = 300
 # Device and kernel files show up in commands (``2>/dev/null``) but are not files worked on.
 _PSEUDO_FILES = ("/dev/", "/proc/", "/sys/")
+# apply_patch (Codex) headers, and unified-diff headers.
+_PATCH_HEADER = re.compile(
+    r"^\*\*\* (Add|Update|Delete) File: (.+?)[ \t]*$|^\*\*\* Move to: (.+?)[ \t]*$"
+    r"|^\+\+\+ (?:b/)?(\S+)",
+    re.M,
+)
+_PATCH_ACTIONS: dict[str, Action] = {"Add": "created", "Update": "edited", "Delete": "deleted"}
+# The verb of a simple shell command and what it does to the paths it names.
+_VERB_ACTIONS: dict[str, Action] = {
+    "rm": "deleted",
+    "rmdir": "deleted",
+    "unlink": "deleted",
+    "touch": "created",
+    "mkdir": "created",
+    "cp": "created",
+    "mv": "created",
+    "tee": "created",
+    "cat": "read",
+    "head": "read",
+    "tail": "read",
+    "less": "read",
+    "nl": "read",
+    "ls": "listed",
+    "find": "listed",
+    "tree": "listed",
+}
+_SIMPLE_COMMANDS = re.compile(r"&&|\|\||[;|\n]")
+_REDIRECT_TARGET = re.compile(r">>?\s*([^\s;&|<>]+)")
 
-# "Exit code 1" (Claude Code), "[Command finished with exit code 0]" (OpenHands),
-# "exited with status 2", "returncode=1". One pattern per leading literal,
-# so each scan is a substring search.
+# Exit codes as agents, shells and CI print them: "Exit code 1" (Claude Code), "[Command finished
+# with exit code 0]" / "[The command completed with exit code 1.]" (OpenHands),
+# "<returncode>1</returncode>" (mini-swe-agent), '"exit_code": 1' (Codex metadata), "Process
+# exited with code 1" (Codex exec_command), "exited with status 2", "exit status 1",
+# "returncode=1", "command terminated with exit code 1". One pattern per leading literal, so
+# each scan is a substring search.
 _EXIT_CODE_PARTS = tuple(
-    (literal, re.compile(literal + rest + r"[\s:=]*(-?\d{1,3})(?!\d)"))
+    (literal, re.compile(literal + rest + r"""["'\s:=>]*(-?\d{1,3})(?!\d)"""))
     for literal, rest in (
         ("xit", r"(?:ed with)?[ _](?:code|status)"),
         ("XIT CODE", ""),
-        ("eturn", r" ?code"),
+        ("eturn", r"[ _]?code"),
     )
 )
 _EXIT_WINDOW = 300
@@ -219,6 +445,14 @@ _ERROR_NEEDLES = (
     "anic",
     "ANIC",
     "egmentation",
+)
+# Phrases that mark an error wherever they stand.
+_ERROR_PHRASES = (
+    "No such file",
+    "command not found",
+    "No module named",
+    "Permission denied",
+    "CMake Error",
 )
 _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.")
 # "3 failures", "1 error", "2 tests failed": a non-zero count right before the word.
@@ -245,6 +479,8 @@ def _is_error_word(text: str, start: int, end: int) -> bool:
     if word in _ALWAYS_ERROR_WORDS:
         return True
     if low in ("error", "errors"):
+        if word == "Error" and after[1:2].isdigit() and "*** " in text[max(0, start - 120) : start]:
+            return True  # make: *** [Makefile:12: build] Error 2
         if after.startswith(":") and not after.startswith("::"):
             return not after[1:].lstrip().startswith("0")
         if after.startswith("[") and "]:" in text[end : end + 24]:
@@ -268,13 +504,15 @@ def _is_error_word(text: str, start: int, end: int) -> bool:
     return word == "Exception" and after.startswith(":")
 
 
-def _error_hits(text: str) -> list[int]:
-    hits: list[int] = []
-    for needle in _ERROR_NEEDLES:
-        i = text.find(needle)
-        while i >= 0:
-            hits.append(i)
-            i = text.find(needle, i + len(needle))
+def _error_hits(text: str) -> list[tuple[int, bool]]:
+    """Positions of error needles in ``text``, sorted; ``True`` marks a whole error phrase."""
+    hits: list[tuple[int, bool]] = []
+    for needles, phrase in ((_ERROR_NEEDLES, False), (_ERROR_PHRASES, True)):
+        for needle in needles:
+            i = text.find(needle)
+            while i >= 0:
+                hits.append((i, phrase))
+                i = text.find(needle, i + len(needle))
     hits.sort()
     return hits
 
@@ -345,24 +583,84 @@ def _text_paths(text: str) -> Iterable[str]:
                 yield path
 
 
-def _command_of(arguments: dict[str, Any]) -> str | None:
+def _command_paths(command: str) -> Iterator[tuple[str, Action]]:
+    """The paths a shell command names, each with what the command does to it."""
+    if "/" not in command:
+        return
+    for part in _SIMPLE_COMMANDS.split(command):
+        if "/" not in part:
+            continue
+        words = part.split()
+        verb = words[0] if words else ""
+        if verb == "git" and len(words) > 1 and words[1] == "rm":
+            verb = "rm"
+        action = _VERB_ACTIONS.get(verb, "mentioned")
+        if verb in ("sed", "perl") and any(w.startswith(("-i", "-pi")) for w in words[1:]):
+            action = "edited"
+        targets = {m.group(1) for m in _REDIRECT_TARGET.finditer(part)} if ">" in part else ()
+        for path in _text_paths(part):
+            yield path, ("created" if path in targets else action)
+
+
+def _patch_paths(patch: str) -> Iterator[tuple[str, Action]]:
+    """The files an ``apply_patch`` patch (or a unified diff) adds, updates or deletes."""
+    for match in _PATCH_HEADER.finditer(patch):
+        verb, path, moved, diff_path = match.groups()
+        if path:
+            yield path, _PATCH_ACTIONS[verb]
+        elif moved:
+            yield moved, "created"
+        elif diff_path and diff_path != "/dev/null":
+            yield diff_path, "edited"
+
+
+# Shells that wrap a script in an argv: ["bash", "-lc", "pytest -q"] is the script.
+_SHELL_WRAPPERS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/usr/bin/bash"})
+
+
+def _command_of(arguments: dict[str, Any]) -> tuple[str, bool] | None:
+    """``(command as the agent wrote it, is an apply_patch argv)`` of a shell call.
+
+    A string ``command``/``cmd``/``script``; an argv ``[shell, "-c"/"-lc", script]`` is the
+    script (Codex); ``["apply_patch", patch]`` is a patch; other argv lists are joined.
+    """
     for key in ("command", "cmd", "script"):
         value = arguments.get(key)
         if isinstance(value, str) and value.strip():
-            return value
+            return value, False
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            return " ".join(value)
+            if value[0] == "apply_patch":
+                return "\n".join(value[1:]), True
+            if len(value) >= 3 and value[0] in _SHELL_WRAPPERS and value[1].startswith("-"):
+                return value[2], False
+            return " ".join(value), False
     return None
 
 
-def _exit_code(text: str) -> int | None:
-    """The exit code a shell result reports near its start or end (the last one wins)."""
+def _patch_argument(arguments: dict[str, Any]) -> str:
+    if "input" not in arguments and "patch" not in arguments:
+        return ""
+    for key in ("input", "patch"):
+        value = arguments.get(key)
+        if isinstance(value, str) and "*** " in value:
+            return value
+    return ""
+
+
+def exit_code_of(text: str) -> int | None:
+    """The exit code a shell result reports near its start or end (the last one wins).
+
+    Formats: ``Exit code 1``, ``Exit code: 1``, ``[The command completed with exit code 1.]``,
+    ``[Command finished with exit code 1]``, ``<returncode>1</returncode>``,
+    ``"exit_code": 1``, ``Process exited with code 1``, ``exited with status 2``,
+    ``exit status 1``, ``returncode=1``, ``return code: 1``, ``EXIT CODE 1``.
+    """
     if len(text) > 2 * _EXIT_WINDOW:
         text = f"{text[:_EXIT_WINDOW]}\n{text[-_EXIT_WINDOW:]}"
-    # Each alternative of _EXIT_CODE starts with its own literal, and matches of different
-    # alternatives cannot overlap, so the last match overall is the latest of the per-literal
-    # last matches. Literal-first patterns let the regex engine skip ahead by substring search,
-    # and a literal that does not occur costs one substring test instead of a regex scan.
+    # Each alternative starts with its own literal, and matches of different alternatives
+    # cannot overlap, so the last match overall is the latest of the per-literal last matches.
+    # Literal-first patterns let the regex engine skip ahead by substring search, and a literal
+    # that does not occur costs one substring test instead of a regex scan.
     found = None
     at = -1
     for literal, pattern in _EXIT_CODE_PARTS:
@@ -375,36 +673,53 @@ def _exit_code(text: str) -> int | None:
     return found
 
 
+def _unwrap_output(text: str) -> str:
+    """A Codex-style JSON result (``{"output": "...", "metadata": {"exit_code": 1}}``) as its
+    output text and exit code line; any other text unchanged. Decoded, its lines are lines."""
+    if not text.startswith('{"output"') and not (text.startswith("{") and '"output"' in text[:40]):
+        return text
+    try:
+        value = _decode_json(text)
+    except ValueError:
+        return text
+    if not isinstance(value, dict) or not isinstance(value.get("output"), str):
+        return text
+    metadata = value.get("metadata")
+    code = metadata.get("exit_code") if isinstance(metadata, dict) else None
+    suffix = f"\nExit code {code}" if isinstance(code, int) else ""
+    return f"{value['output']}{suffix}"
+
+
 def _error_lines(text: str, limit: int, *, last: bool = False) -> list[str]:
     """Up to ``limit`` distinct error lines of ``text``: the first ones, or the last ones."""
     found: list[str] = []
     line_end = -1  # end of the last line taken or rejected as a whole
-    for hit in _error_hits(text):
+    n = len(text)
+    for hit, phrase in _error_hits(text):
         if hit < line_end:
             continue
         start = hit
         while start > 0 and text[start - 1] in _WORD_CHARS:
             start -= 1
         end = hit
-        n = len(text)
         while end < n and text[end] in _WORD_CHARS:
             end += 1
-        if not _is_error_word(text, start, end):
+        if not phrase and not _is_error_word(text, start, end):
             continue
         line_start = text.rfind("\n", 0, start) + 1
         line_end = text.find("\n", end)
         if line_end < 0:
             line_end = n
         line = text[line_start:line_end]
-        if _NUMBERED_LINE.match(line):
-            continue
+        if _NUMBERED_LINE.match(line) or line.lstrip().startswith("raise "):
+            continue  # a source listing, or the code line a traceback quotes
         if len(line.strip()) < _BARE_ERROR_LINE and line.rstrip().endswith(":"):
             # A bare "ERROR:" heading: the message is on the next line.
             nxt = text.find("\n", line_end + 1)
             nxt = n if nxt < 0 else nxt
             line = f"{line} {text[line_end + 1 : nxt]}"
             line_end = nxt
-        line = _truncate(" ".join(line.split()), ERROR_CHARS)
+        line = _truncate(_DECORATION.sub("", " ".join(line.split())), ERROR_CHARS)
         if not line or line in found:
             continue
         found.append(line)
@@ -415,7 +730,20 @@ def _error_lines(text: str, limit: int, *, last: bool = False) -> list[str]:
     return found
 
 
+# Rules framing a line (pytest's "==== 1 failed in 0.2s ===="): not part of the message.
+_DECORATION = re.compile(r"^[=\-_*#~]{4,} *| *[=\-_*#~]{4,}$")
+_TRACEBACK_HEADER = "Traceback (most recent call last):"
+
+
 def _result_errors(text: str, tool_name: str, is_error: bool) -> list[str]:
+    lines = _result_error_lines(text, tool_name, is_error)
+    if len(lines) > 1 and _TRACEBACK_HEADER in lines:
+        # The exception line says what went wrong; the header only that something did.
+        lines.remove(_TRACEBACK_HEADER)
+    return lines
+
+
+def _result_error_lines(text: str, tool_name: str, is_error: bool) -> list[str]:
     if not text:
         return []
     if _is_content_tool(tool_name):
@@ -436,15 +764,94 @@ def _result_errors(text: str, tool_name: str, is_error: bool) -> list[str]:
     return lines
 
 
+# Observations of agents that act through their text: the user message after a fenced command.
+_OBSERVATION_STARTS = ("<returncode>", "OBSERVATION:")
+_FENCE = re.compile(r"```(bash|sh|shell|console|zsh)?[ \t]*\n(.*?)```", re.S)
+
+
+def _is_observation(text: str) -> bool:
+    return text.lstrip().startswith(_OBSERVATION_STARTS)
+
+
+def _text_actions(texts: Sequence[str]) -> list[str]:
+    """The fenced shell blocks of an assistant message (mini-swe-agent, SWE-agent text mode)."""
+    found: list[str] = []
+    for text in texts:
+        if "```" in text:
+            found.extend(m.group(2) for m in _FENCE.finditer(text) if m.group(2).strip())
+    return found
+
+
+# Identifiers: tokens of letters, digits, "_" and "-" (four or more, at least one digit), or "#"
+# and a number. Sizes, durations and ranges name no thing.
+_IDENTIFIER = re.compile(r"(?<![\w#-])#?[A-Za-z0-9][\w-]{2,62}[A-Za-z0-9](?![\w-])|#\d{2,}\b")
+_NOT_AN_IDENTIFIER = re.compile(r"\d+(?:[a-z]{1,3}|%|-\d+)|\d+-[A-Za-z]+|.*(?:a-z|A-Z|0-9).*")
+
+
+_DIGIT = re.compile(r"\d")
+
+
+def _identifier_tokens(text: str) -> Iterator[str]:
+    if _DIGIT.search(text) is None:
+        return
+    for match in _IDENTIFIER.finditer(text):
+        token = match.group(0)
+        if _DIGIT.search(token) and not _NOT_AN_IDENTIFIER.fullmatch(token):
+            yield token
+
+
+def _identifier_uses(
+    texts: Sequence[str], calls: Sequence[tuple[str, str, dict[str, Any]]]
+) -> list[tuple[str, str]]:
+    """``(token, argument key or "")`` for every id-shaped token an assistant message uses: in
+    its text, in a command's first line, or in a short argument value."""
+    found: list[tuple[str, str]] = []
+    for text in texts:
+        found.extend((token, "") for token in _identifier_tokens(text))
+    for _, name, arguments in calls:
+        shell = _is_shell_tool(name)
+        for key, value in arguments.items():
+            if key in _NO_ID_KEYS:
+                continue
+            if isinstance(value, str):
+                if shell and key in ("command", "cmd", "script"):
+                    used = value.split("\n", 1)[0]
+                elif len(value) > _LONG_ARGUMENT:
+                    continue
+                else:
+                    used = value
+                found.extend((token, key) for token in _identifier_tokens(used))
+                continue
+            for item in _flat_strings(value):
+                if len(item) <= _LONG_ARGUMENT:
+                    found.extend((token, key) for token in _identifier_tokens(item))
+    return found
+
+
+def _flat_strings(value: object) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield str(value)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _flat_strings(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _flat_strings(item)
+
+
 class _Collector:
     """Ordered, de-duplicated, redacted item lists built in one pass."""
 
     def __init__(self) -> None:
-        self.paths: dict[str, None] = {}
-        self.commands: dict[str, int | None] = {}
-        self.errors: dict[str, None] = {}
+        self.paths: dict[str, Action] = {}
+        self.commands: dict[str, list[int]] = {}
+        self.errors: dict[str, str] = {}  # error line -> source
+        self.resolved: set[str] = set()
         self.asks: dict[str, None] = {}
         self.tools: dict[str, int] = {}
+        self.identifiers: dict[str, str] = {}
         self._raw_seen: dict[str, str] = {}
 
     def _clean(self, raw: str) -> str:
@@ -455,19 +862,30 @@ class _Collector:
             self._raw_seen[raw] = clean
         return clean
 
-    def path(self, raw: str) -> None:
-        self.paths.setdefault(self._clean(raw), None)
+    def path(self, raw: str, action: Action = "mentioned") -> None:
+        clean = self._clean(raw)
+        old = self.paths.get(clean)
+        if old is None or _STRENGTH[action] > _STRENGTH[old]:
+            self.paths[clean] = action
 
     def command(self, raw: str) -> str | None:
         short = shorten_command(raw)
         if not short:
             return None
         clean = self._clean(short)
-        self.commands.setdefault(clean, None)
+        self.commands.setdefault(clean, [])
         return clean
 
-    def error(self, line: str) -> None:
-        self.errors.setdefault(self._clean(line), None)
+    def exit(self, command: str, code: int) -> None:
+        history = self.commands[command]
+        if not history or history[-1] != code:
+            history.append(code)
+            del history[:-_EXIT_HISTORY]
+
+    def error(self, line: str, source: str) -> str:
+        clean = self._clean(line)
+        self.errors.setdefault(clean, source)
+        return clean
 
     def ask(self, text: str) -> None:
         # One line, so it renders as one bullet.
@@ -475,15 +893,31 @@ class _Collector:
         if ask:
             self.asks.setdefault(self._clean(ask), None)
 
+    def identifier(self, token: str, key: str) -> None:
+        clean = self._clean(token)
+        if clean == token:  # a token that held a secret is not an identifier to repeat
+            self.identifiers.setdefault(clean, key)
+
     def ledger(self) -> Ledger:
+        errors = tuple(self.errors)
         return Ledger(
             paths=tuple(self.paths),
             commands=tuple(self.commands),
-            errors=tuple(self.errors),
+            errors=errors,
             asks=tuple(self.asks),
-            exit_codes=tuple(self.commands.values()),
+            exit_codes=tuple(h[-1] if h else None for h in self.commands.values()),
             tools=tuple(self.tools.items()),
+            actions=tuple(self.paths.values()),
+            exit_history=tuple(tuple(h) for h in self.commands.values()),
+            error_sources=tuple(self.errors.values()),
+            resolved=tuple(e in self.resolved for e in errors),
+            identifiers=tuple(self.identifiers),
+            identifier_keys=tuple(self.identifiers.values()),
         )
+
+
+# The call id an observation answers (a text action has no id of its own).
+_TEXT_ACTION = "\0text-action"
 
 
 def _check_format(fmt: object) -> None:
@@ -491,63 +925,153 @@ def _check_format(fmt: object) -> None:
         raise ValueError(f"unknown message format {fmt!r}; allowed: 'openai' or 'anthropic'")
 
 
+# A call waiting for its result: its tool, its command (shell calls) and the key its errors
+# are filed under (to mark them resolved when the same call later succeeds). A tuple: one is
+# made per call, and tuples are the cheapest records to build.
+_Pending = tuple[str, "str | None", str]
+
+
 def build_ledger(messages: Sequence[Message], fmt: Format) -> Ledger:
     """Collect the critical context of ``messages`` (see the module docstring).
 
-    Deterministic, one pass over the list; never mutates it. Tool results are matched to their
-    calls in order per call id, so a reused id still maps each result to the right command.
+    Deterministic, one pass over the list (plus a check of the few id-shaped tokens the
+    assistant used against the text before them); never mutates the list. Tool results are
+    matched to their calls in order per call id, so a reused id still maps each result to the
+    right command.
 
     :raises ValueError: when ``fmt`` is not ``"openai"`` or ``"anthropic"``.
     """
     _check_format(fmt)
     out = _Collector()
-    # call id -> queue of (tool name, command or None) still waiting for a result
-    pending: dict[str, list[tuple[str, str | None]]] = {}
+    # call id -> queue of calls still waiting for a result
+    pending: dict[str, list[_Pending]] = {}
+    # error lines per source, until a later success of that source resolves them
+    open_errors: dict[str, list[str]] = {}
+    text_actions: list[_Pending] = []
+    given: list[tuple[int, str]] = []  # (message index, text) of tool results
+    said: list[tuple[int, str]] = []  # (message index, text) of user messages
+    uses: dict[str, tuple[int, str]] = {}  # id-shaped token -> (first assistant use, key)
     read = _read_anthropic if fmt == "anthropic" else _read_openai
-    for msg in messages:
+    for index, msg in enumerate(messages):
         # One walk over the message gives its visible text, calls and results; the result is
         # the same as visible_text / tool_calls / tool_results / is_real_user_message would
         # give, without building ToolCall records or re-serialising Anthropic tool inputs.
         role = msg.get("role")
         texts, calls, results, real_user = read(msg, role)
         if role == "assistant":
+            text_actions = []
             for text in texts:
                 for path in _text_paths(text):
                     out.path(path)
+            if not calls and texts and _next_is_observation(messages, index, fmt):
+                for command in _text_actions(texts):
+                    clean = out.command(command)
+                    for path, action in _command_paths(command):
+                        out.path(path, action)
+                    if clean is not None:
+                        text_actions.append(("bash", clean, clean))
             for call_id, name, arguments in calls:
                 out.tools[name] = out.tools.get(name, 0) + 1
-                if arguments:
-                    for path in _argument_paths(arguments):
-                        out.path(path)
-                command = _command_of(arguments) if arguments and _is_shell_tool(name) else None
-                clean = None
-                if command is not None:
-                    clean = out.command(command)
-                    for path in _text_paths(command):
-                        out.path(path)
+                clean, source = _call_facts(out, name, arguments)
+                waiting = (name, clean, source)
                 queue = pending.get(call_id)
                 if queue is None:
-                    pending[call_id] = [(name, clean)]
+                    pending[call_id] = [waiting]
                 else:
-                    queue.append((name, clean))
+                    queue.append(waiting)
+            for token, key in _identifier_uses(texts, calls):
+                uses.setdefault(token, (index, key))
             continue
-        for call_id, text, is_error in results:
-            queue = pending.get(call_id)
-            name, command = queue.pop(0) if queue else ("", None)
-            if command is not None:
-                code = _exit_code(text)
+        if real_user and text_actions and _is_observation("\n".join(texts)):
+            # The output of the text action before it, not something a person wrote.
+            results = [(_TEXT_ACTION, "\n".join(texts), False)]
+            real_user = False
+        for call_id, raw, is_error in results:
+            if call_id == _TEXT_ACTION and text_actions:
+                call: _Pending | None = text_actions.pop()
+                text_actions = []
+            else:
+                queue = pending.get(call_id)
+                call = queue.pop(0) if queue else None
+            text = _unwrap_output(raw) if raw.startswith("{") else raw
+            given.append((index, text))
+            name, ran, source = call if call is not None else ("", None, "")
+            lines = _result_errors(text, name, is_error)
+            code = None
+            if ran is not None:
+                code = exit_code_of(text)
                 if code is not None:
-                    out.commands[command] = code
-            for line in _result_errors(text, name, is_error):
-                out.error(line)
+                    out.exit(ran, code)
+            for line in lines:
+                clean = out.error(line, source)
+                open_errors.setdefault(source, []).append(clean)
+            if not lines and code in (None, 0) and not is_error and source in open_errors:
+                out.resolved.update(open_errors.pop(source))
         if real_user:
             text = "\n".join(texts)
+            said.append((index, text))
             out.ask(text)
             for path in _text_paths(text):
                 out.path(path)
             for line in _error_lines(text, _ERRORS_PER_RESULT):
-                out.error(line)
+                out.error(line, "user")
+    if uses and (given or said):
+        tool_at = [i for i, _ in given]
+        for token, (at, key) in uses.items():
+            before = bisect.bisect_left(tool_at, at)
+            recent = given[max(0, before - _ID_LOOKBACK) : before]
+            if any(token in text for _, text in recent) or any(
+                i < at and token in text for i, text in said
+            ):
+                out.identifier(token, key)
     return out.ledger()
+
+
+def _next_is_observation(messages: Sequence[Message], index: int, fmt: Format) -> bool:
+    if index + 1 >= len(messages):
+        return False
+    nxt = messages[index + 1]
+    if nxt.get("role") != "user":
+        return False
+    content = nxt.get("content")
+    if isinstance(content, str):
+        return _is_observation(content)
+    return _is_observation("\n".join(_block_texts(content)))
+
+
+def _call_facts(out: _Collector, name: str, arguments: dict[str, Any]) -> tuple[str | None, str]:
+    """Record the paths (with actions) and the command of one call; returns its command (or
+    ``None``) and the key its errors are filed under: the command, else the tool and its
+    first path, else the tool."""
+    if not arguments:
+        return None, name
+    if _is_shell_tool(name):
+        found = _command_of(arguments)
+        if found is None:
+            return None, name
+        command, is_patch = found
+        if is_patch:
+            for path, action in _patch_paths(command):
+                out.path(path, action)
+            return None, name
+        if str(arguments.get("is_input", "")).lower() == "true":
+            return None, name  # keystrokes for a running process, not a command
+        for path, action in _command_paths(command):
+            out.path(path, action)
+        if "*** Begin Patch" in command:
+            for path, action in _patch_paths(command):
+                out.path(path, action)
+        clean = out.command(command)
+        return clean, clean or name
+    action = _tool_action(name, arguments)
+    paths = _argument_paths(arguments)
+    for path in paths:
+        out.path(path, action)
+    patch = _patch_argument(arguments)
+    if patch:
+        for path, patch_action in _patch_paths(patch):
+            out.path(path, patch_action)
+    return None, f"{name} {paths[0]}" if paths else name
 
 
 # What build_ledger needs of one message: its non-empty text parts (joined with newlines they
@@ -656,21 +1180,477 @@ def _read_anthropic(msg: Message, role: object) -> _Read:
     return (_block_texts(content) if real else []), _NO_CALLS, results or _NO_RESULTS, real
 
 
-def missing_from(ledger: Ledger, text: str) -> Ledger:
-    """The part of ``ledger`` whose items do not occur verbatim in ``text``.
+# --- combining and checking ----------------------------------------------------------------------
 
-    Paths, commands (with their exit codes), errors and asks are kept when ``item not in text``;
-    tools when their name does not occur.
+
+def merge_ledgers(older: Ledger, newer: Ledger) -> Ledger:
+    """One ledger holding ``older``'s items then ``newer``'s, each once.
+
+    A path keeps the strongest action; a command's exit codes are concatenated (repeats
+    collapsed, the last four kept); an error of ``older`` is resolved when ``newer`` says so or
+    when its source command ran again in ``newer`` and exited 0 without that error; tool counts
+    add up.
     """
-    keep = [i for i, command in enumerate(ledger.commands) if command not in text]
+    if not older:
+        return newer
+    if not newer:
+        return older
+    paths: dict[str, str] = {}
+    for ledger in (older, newer):
+        for i, path in enumerate(ledger.paths):
+            action = ledger.action(i)
+            old = paths.get(path)
+            if old is None or _STRENGTH[action] > _STRENGTH[old]:
+                paths[path] = action
+    commands: dict[str, list[int]] = {}
+    for ledger in (older, newer):
+        for i, command in enumerate(ledger.commands):
+            history = commands.setdefault(command, [])
+            for code in ledger.history(i):
+                if not history or history[-1] != code:
+                    history.append(code)
+            del history[:-_EXIT_HISTORY]
+    passed = {c for i, c in enumerate(newer.commands) if newer.exit_codes[i] == 0}
+    errors: dict[str, tuple[str, bool]] = {}
+    for i, error in enumerate(older.errors):
+        source = older.source(i)
+        fixed = older.is_resolved(i) or (source in passed and error not in newer.errors)
+        errors[error] = (source, fixed)
+    for i, error in enumerate(newer.errors):
+        source, fixed = errors.get(error, (newer.source(i), False))
+        errors[error] = (source, newer.is_resolved(i) if error in newer.errors else fixed)
+    identifiers: dict[str, str] = {}
+    for ledger in (older, newer):
+        for i, token in enumerate(ledger.identifiers):
+            identifiers.setdefault(token, ledger.identifier_key(i))
+    tools: dict[str, int] = {}
+    for ledger in (older, newer):
+        for name, count in ledger.tools:
+            tools[name] = tools.get(name, 0) + count
     return Ledger(
-        paths=tuple(p for p in ledger.paths if p not in text),
-        commands=tuple(ledger.commands[i] for i in keep),
-        errors=tuple(e for e in ledger.errors if e not in text),
-        asks=tuple(a for a in ledger.asks if a not in text),
-        exit_codes=tuple(ledger.exit_codes[i] for i in keep),
-        tools=tuple((name, n) for name, n in ledger.tools if name not in text),
+        paths=tuple(paths),
+        commands=tuple(commands),
+        errors=tuple(errors),
+        asks=tuple(dict.fromkeys(older.asks + newer.asks)),
+        exit_codes=tuple(h[-1] if h else None for h in commands.values()),
+        tools=tuple(tools.items()),
+        actions=tuple(paths.values()),
+        exit_history=tuple(tuple(h) for h in commands.values()),
+        error_sources=tuple(s for s, _ in errors.values()),
+        resolved=tuple(r for _, r in errors.values()),
+        identifiers=tuple(identifiers),
+        identifier_keys=tuple(identifiers.values()),
     )
+
+
+_PATH_BEFORE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./~@+-")
+_PATH_AFTER = _PATH_BEFORE - {"."}
+_TOKEN_EDGE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-#")
+
+
+def _has_token(text: str, token: str, before: frozenset[str], after: frozenset[str]) -> bool:
+    """Whether ``token`` occurs in ``text`` not glued to a longer word on either side."""
+    start = text.find(token)
+    while start >= 0:
+        end = start + len(token)
+        if (start == 0 or text[start - 1] not in before) and (
+            end == len(text) or text[end] not in after
+        ):
+            return True
+        start = text.find(token, start + 1)
+    return False
+
+
+def _states_exit(text: str, command: str, code: int) -> bool:
+    """Whether one line of ``text`` holds ``command`` and ``exit … code``."""
+    pattern = re.compile(rf"exit[^\n]{{0,40}}?(?<![\d-]){code}(?!\d)")
+    start = text.find(command)
+    while start >= 0:
+        line_start = text.rfind("\n", 0, start) + 1
+        line_end = text.find("\n", start)
+        if pattern.search(text, line_start, len(text) if line_end < 0 else line_end):
+            return True
+        start = text.find(command, start + 1)
+    return False
+
+
+def _present(ledger: Ledger, text: str) -> dict[str, list[bool]]:
+    """Per kind, whether each item of ``ledger`` occurs in ``text`` (see :func:`missing_from`)."""
+    commands = []
+    for i, command in enumerate(ledger.commands):
+        failed = [c for c in dict.fromkeys(ledger.history(i)) if c != 0]
+        commands.append(command in text and all(_states_exit(text, command, c) for c in failed))
+    return {
+        "paths": [_has_token(text, p, _PATH_BEFORE, _PATH_AFTER) for p in ledger.paths],
+        "commands": commands,
+        "errors": [e in text for e in ledger.errors],
+        "asks": [a in text for a in ledger.asks],
+        "identifiers": [_has_token(text, t, _TOKEN_EDGE, _TOKEN_EDGE) for t in ledger.identifiers],
+    }
+
+
+def _select(ledger: Ledger, found: dict[str, list[bool]], want: bool) -> Ledger:
+    def keep(kind: str) -> list[int]:
+        return [i for i, hit in enumerate(found[kind]) if hit is want]
+
+    return ledger.subset(
+        paths=keep("paths"),
+        commands=keep("commands"),
+        errors=keep("errors"),
+        asks=keep("asks"),
+        identifiers=keep("identifiers"),
+    )
+
+
+def readable_text(messages: Sequence[Message], fmt: Format) -> str:
+    """What a model reads of ``messages``, as one string: visible text (system prompts and
+    observations included), each tool call's name and argument values decoded (not
+    JSON-escaped), and tool results. For checking which ledger items the messages show."""
+    _check_format(fmt)
+    read = _read_anthropic if fmt == "anthropic" else _read_openai
+    pieces: list[str] = []
+    for msg in messages:
+        role = msg.get("role")
+        if role in ("system", "developer"):
+            pieces.extend(_block_texts(msg.get("content")))
+            continue
+        texts, calls, results, _ = read(msg, role)
+        if role == "user" and not texts:
+            texts = _block_texts(msg.get("content"))
+        pieces.extend(texts)
+        for _, name, arguments in calls:
+            pieces.append(name)
+            pieces.extend(_flat_strings(arguments))
+        pieces.extend(text for _, text, _ in results)
+    return "\n".join(piece for piece in pieces if piece)
+
+
+def missing_from(ledger: Ledger, text: str) -> Ledger:
+    """The part of ``ledger`` whose items ``text`` does not hold.
+
+    Paths and identifiers must occur as whole tokens (``lib/a.ex`` is not found inside
+    ``/repo/lib/a.ex``); commands verbatim, and a command that failed also needs its exit code on
+    the same line (``exit 1``); errors and asks verbatim. Tools are kept when their name does not
+    occur.
+    """
+    missing = _select(ledger, _present(ledger, text), False)
+    return attrs.evolve(
+        missing, tools=tuple((name, n) for name, n in ledger.tools if name not in text)
+    )
+
+
+def present_in(ledger: Ledger, text: str) -> Ledger:
+    """The part of ``ledger`` whose items ``text`` holds (the complement of
+    :func:`missing_from`, tools included whole)."""
+    return _select(ledger, _present(ledger, text), True)
+
+
+# --- fitting a ledger into a budget --------------------------------------------------------------
+
+# Drop order when a ledger does not fit, lowest first: what the agent is least likely to need.
+_RANK_LISTED = 0  # paths only listed or mentioned
+_RANK_RESOLVED = 1  # errors a later run fixed
+_RANK_PASSED = 2  # commands that never failed (old ones go with old reads, oldest first)
+_RANK_READ = 2  # paths only read
+_RANK_RECOVERED = 4  # commands that failed, then passed
+_RANK_CARRIED = 5  # lines of an earlier summary that are not ledger items
+_RANK_PROTECTED = 9  # unresolved errors, failing commands, changed files, asks, identifiers
+
+
+@attrs.frozen
+class Unit:
+    """One renderable item of a fitted ledger.
+
+    ``group`` is the header line the item is listed under (``""``: a bullet of its own);
+    ``inline`` groups list their items on the header's line, separated by commas. ``rank`` and
+    ``age`` decide the drop order (lowest rank first, oldest first; ``age`` is the position in
+    its list scaled to 0..1, so kinds of one rank interleave by recency); ``noun`` names the item in
+    the omission note; ``kind``/``index`` point back into the ledger. A unit is not shown while
+    one of the units ``covered_by`` (positions in the same list) is kept: their text already
+    holds it.
+    """
+
+    section: str
+    text: str
+    rank: int
+    age: float
+    noun: str
+    group: str = ""
+    inline: bool = False
+    kind: str = ""
+    index: int = -1
+    covered_by: tuple[int, ...] = ()
+
+    @property
+    def size(self) -> int:
+        if self.group and self.inline:
+            return len(self.text) + 2
+        if self.group:
+            return len(self.text) + 5
+        return len(self.text) + 1
+
+
+@attrs.frozen
+class FittedLedger:
+    """What :func:`fit_ledger` kept: rendered lines per section (omission notes included),
+    the ledger of the kept items, and how many items it dropped."""
+
+    lines: dict[str, list[str]]
+    kept: Ledger
+    omitted: int
+
+
+def command_bullet(command: str, exit_code: int | None, history: Sequence[int] = ()) -> str:
+    """``- `cmd` -> exit N`` (every code its runs reported, ``exit 1, 0``; nothing when none)."""
+    codes = list(history) if history else ([] if exit_code is None else [exit_code])
+    suffix = f" -> exit {', '.join(str(c) for c in codes)}" if codes else ""
+    return f"- {code_span(command)}{suffix}"
+
+
+def _source_header(source: str) -> str:
+    if source == "user":
+        return "- the user reported:"
+    if not source:
+        return "- other errors:"
+    return f"- after {code_span(source)}:"
+
+
+def ledger_units(ledger: Ledger, *, first_ask: str = "- ", later_ask: str = "- ") -> list[Unit]:
+    """The ledger as units, in the sections they render in (see :class:`Unit`)."""
+    units: list[Unit] = []
+    for i, ask in enumerate(ledger.asks):
+        prefix = first_ask if i == 0 else later_ask
+        # The first ask states the task: it is the last ask to go.
+        age = 2.0 if i == 0 else i / len(ledger.asks)
+        units.append(
+            Unit("asks", f"{prefix}{ask}", _RANK_PROTECTED, age, "user asks", kind="asks", index=i)
+        )
+    for i, path in enumerate(ledger.paths):
+        action = ledger.action(i)
+        rank = (
+            _RANK_PROTECTED
+            if action in _CHANGED
+            else _RANK_READ
+            if action == "read"
+            else _RANK_LISTED
+        )
+        noun = {
+            "read": "read-only paths",
+            "listed": "listed paths",
+            "mentioned": "mentioned paths",
+        }.get(action, "changed paths")
+        units.append(
+            Unit(
+                "files",
+                code_span(path),
+                rank,
+                i / len(ledger.paths),
+                noun,
+                f"- {action}: ",
+                True,
+                "paths",
+                i,
+            )
+        )
+    for i, command in enumerate(ledger.commands):
+        history = ledger.history(i)
+        line = command_bullet(command, ledger.exit_codes[i], history)
+        if history and history[-1] != 0:
+            section, rank, noun = "blocked", _RANK_PROTECTED, "failing commands"
+        elif any(code != 0 for code in history):
+            section, rank, noun = "done", _RANK_RECOVERED, "commands that failed, then passed"
+        else:
+            section, rank, noun = "done", _RANK_PASSED, "older successful commands"
+        age = i / len(ledger.commands)
+        units.append(Unit(section, line, rank, age, noun, kind="commands", index=i))
+    failing = {ledger.commands[u.index]: u.text for u in units if u.section == "blocked"}
+    for i, error in enumerate(ledger.errors):
+        resolved = ledger.is_resolved(i)
+        source = ledger.source(i)
+        # An error of a command that still fails is listed under that command in Blocked.
+        bullet = failing.get(source) if source and not resolved else None
+        units.append(
+            Unit(
+                "blocked" if bullet else "errors",
+                f"{error} (resolved)" if resolved else error,
+                _RANK_RESOLVED if resolved else _RANK_PROTECTED,
+                i / len(ledger.errors),
+                "resolved errors" if resolved else "errors",
+                bullet or _source_header(source),
+                False,
+                "errors",
+                i,
+            )
+        )
+    for i, token in enumerate(ledger.identifiers):
+        key = ledger.identifier_key(i)
+        header = f"- ids passed as {key}: " if key else "- ids in text: "
+        units.append(
+            Unit(
+                "ids",
+                token,
+                _RANK_PROTECTED,
+                i / len(ledger.identifiers),
+                "identifiers",
+                header,
+                True,
+                "identifiers",
+                i,
+            )
+        )
+    return _with_cover(units)
+
+
+def _with_cover(units: list[Unit]) -> list[Unit]:
+    """Mark unchanged paths and identifiers that a command, an ask or an error line quotes:
+    while that unit is kept, they need no line of their own."""
+    quoting = [i for i, u in enumerate(units) if u.kind in ("commands", "asks", "errors")]
+    if not quoting:
+        return units
+    # One string of all quoting texts: each token is a few substring searches, not one per unit.
+    joined = "\n".join(units[i].text for i in quoting)
+    starts: list[int] = []
+    at = 0
+    for i in quoting:
+        starts.append(at)
+        at += len(units[i].text) + 1
+    out = []
+    for unit in units:
+        if unit.kind == "paths" and unit.rank != _RANK_PROTECTED:
+            token, before, after = _unspan(unit.text), _PATH_BEFORE, _PATH_AFTER
+        elif unit.kind == "identifiers":
+            token, before, after = unit.text, _TOKEN_EDGE, _TOKEN_EDGE
+        else:
+            out.append(unit)
+            continue
+        cover: list[int] = []
+        hit = joined.find(token)
+        while hit >= 0:
+            slot = bisect.bisect_right(starts, hit) - 1
+            owner = quoting[slot]
+            if owner not in cover and _has_token(units[owner].text, token, before, after):
+                cover.append(owner)
+            hit = joined.find(token, hit + 1)
+        out.append(attrs.evolve(unit, covered_by=tuple(cover)) if cover else unit)
+    return out
+
+
+def _note(counts: dict[str, int]) -> str:
+    parts = [f"{n} {noun}" for noun, n in counts.items() if n]
+    return f"- … {', '.join(parts)} omitted for space (least needed first)"
+
+
+def _render_units(units: Sequence[Unit], kept: Sequence[bool]) -> dict[str, list[str]]:
+    """Lines per section, items in ledger order, omission notes last."""
+    lines: dict[str, list[str]] = {}
+    omitted: dict[str, dict[str, int]] = {}
+    groups: dict[tuple[str, str], list[Unit]] = {}
+    order: list[tuple[str, str]] = []
+    for unit, keep in zip(units, kept, strict=True):
+        if not keep:
+            counts = omitted.setdefault(unit.section, {})
+            counts[unit.noun] = counts.get(unit.noun, 0) + 1
+            continue
+        if any(kept[i] for i in unit.covered_by):
+            continue
+        key = (unit.section, unit.group if unit.group else f"\0{len(order)}")
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(unit)
+    done: set[tuple[str, str]] = set()
+    for key in order:
+        if key in done:
+            continue
+        members = groups[key]
+        section = key[0]
+        first = members[0]
+        out = lines.setdefault(section, [])
+        if not first.group:
+            for unit in members:
+                out.append(unit.text)
+                # A failing command's errors stand right under it.
+                nested = (section, unit.text)
+                if nested in groups:
+                    out.extend(f"  - {u.text}" for u in groups[nested])
+                    done.add(nested)
+        elif first.inline:
+            out.append(first.group + ", ".join(u.text for u in members))
+        else:
+            out.append(first.group)
+            out.extend(f"  - {u.text}" for u in members)
+    for section, counts in omitted.items():
+        lines.setdefault(section, []).append(_note(counts))
+    return lines
+
+
+def _sections_size(lines: dict[str, list[str]]) -> int:
+    return sum(len(line) + 1 for section in lines.values() for line in section)
+
+
+def fit_units(units: Sequence[Unit], max_chars: int) -> tuple[dict[str, list[str]], list[bool]]:
+    """Render ``units`` in at most ``max_chars`` (lines joined with newlines, all sections),
+    dropping the lowest-ranked, oldest units first. Returns the lines per section and which
+    units were kept. Deterministic."""
+    kept = [True] * len(units)
+    lines = _render_units(units, kept)
+    excess = _sections_size(lines) - max_chars
+    if excess <= 0:
+        return lines, kept
+    order = sorted(range(len(units)), key=lambda i: (units[i].rank, units[i].age, i))
+
+    def render(dropped: int) -> tuple[dict[str, list[str]], list[bool]]:
+        keep = [True] * len(units)
+        for i in order[:dropped]:
+            keep[i] = False
+        return _render_units(units, keep), keep
+
+    # The fewest drops (in drop order) that fit. The size shrinks with each drop except where
+    # a dropped command uncovers a path, so search, then step on past any such bump.
+    low, high = 1, len(order)
+    while low < high:
+        mid = (low + high) // 2
+        if _sections_size(render(mid)[0]) <= max_chars:
+            high = mid
+        else:
+            low = mid + 1
+    lines, kept = render(low)
+    while _sections_size(lines) > max_chars and low < len(order):
+        low += 1
+        lines, kept = render(low)
+    if _sections_size(lines) > max_chars:
+        # Not even the omission notes fit: say nothing rather than break the bound.
+        lines = {}
+    return lines, kept
+
+
+def units_ledger(ledger: Ledger, units: Sequence[Unit], kept: Sequence[bool]) -> Ledger:
+    """The part of ``ledger`` whose units (from :func:`ledger_units`) were ``kept``."""
+    picked: dict[str, list[int]] = {
+        "paths": [],
+        "commands": [],
+        "errors": [],
+        "asks": [],
+        "identifiers": [],
+    }
+    for unit, keep in zip(units, kept, strict=True):
+        if keep and unit.kind in picked:
+            picked[unit.kind].append(unit.index)
+    return ledger.subset(
+        paths=picked["paths"],
+        commands=picked["commands"],
+        errors=picked["errors"],
+        asks=picked["asks"],
+        identifiers=picked["identifiers"],
+    )
+
+
+def fit_ledger(ledger: Ledger, max_chars: int, **ask_prefixes: str) -> FittedLedger:
+    """The ledger rendered into at most ``max_chars`` characters, least needed items dropped
+    first (see the module docstring) and counted in an omission note per section."""
+    units = ledger_units(ledger, **ask_prefixes)
+    lines, kept = fit_units(units, max_chars)
+    return FittedLedger(lines, units_ledger(ledger, units, kept), kept.count(False))
 
 
 # --- rendering -----------------------------------------------------------------------------------
@@ -683,12 +1663,6 @@ def code_span(text: str) -> str:
     longest = max(len(run) for run in re.findall(r"`+", text))
     fence = "`" * (longest + 1)
     return f"{fence} {text} {fence}"
-
-
-def command_bullet(command: str, exit_code: int | None) -> str:
-    """``- `cmd` -> exit N`` (or without the exit part when it is unknown)."""
-    suffix = "" if exit_code is None else f" -> exit {exit_code}"
-    return f"- {code_span(command)}{suffix}"
 
 
 def bounded_bullets(bullets: Sequence[str], max_chars: int, noun: str = "items") -> list[str]:
@@ -718,53 +1692,169 @@ def bounded_bullets(bullets: Sequence[str], max_chars: int, noun: str = "items")
     return lines
 
 
-def _section(title: str, lines: list[str]) -> str:
-    return f"{title}\n" + "\n".join(lines)
+_ADDENDUM_SECTIONS = (
+    ("asks", "User asks"),
+    ("files", "Files"),
+    ("commands", "Commands"),
+    ("errors", "Errors"),
+    ("ids", "Identifiers"),
+)
 
 
 def render_ledger(ledger: Ledger, max_tokens: int, *, heading: str = "###") -> str:
-    """Render ``ledger`` as Markdown bullet lists under sub-headings, in at most ``max_tokens``.
+    """Render ``ledger`` as Markdown under sub-headings, in at most ``max_tokens``.
 
-    Sections (empty ones are left out): Files, Commands (with exit codes), Errors, User asks.
-    Tokens are estimated as characters / 4. Paths and commands are served first; what does not
-    fit is dropped oldest/longest first with a note saying how many were omitted. Returns ""
-    for an empty ledger.
+    Sections (empty ones are left out): User asks, Files (grouped by what was done to them),
+    Commands (with exit codes; failing ones last), Errors (grouped by the command that produced
+    them), Identifiers (grouped by the argument they were passed as). Tokens are estimated as
+    characters / 4. What does not fit is dropped least needed first and counted per section.
+    Returns "" for an empty ledger.
 
     :raises ValueError: when ``max_tokens`` is not a positive integer.
     """
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens <= 0:
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-    budget = max_tokens * _CHARS_PER_TOKEN
-    sections: list[tuple[str, list[str], str]] = [
-        (f"{heading} Files", [f"- {code_span(p)}" for p in ledger.paths], "files"),
-        (
-            f"{heading} Commands",
-            [command_bullet(c, e) for c, e in zip(ledger.commands, ledger.exit_codes, strict=True)],
-            "commands",
-        ),
-        (f"{heading} Errors", [f"- {e}" for e in ledger.errors], "errors"),
-        (f"{heading} User asks", [f"- {a}" for a in ledger.asks], "asks"),
-    ]
-    sections = [s for s in sections if s[1]]
-    if not sections:
+    units = ledger_units(ledger)
+    if not units:
         return ""
-    # Paths and commands share the budget first (in proportion to their size); errors and asks
-    # get what they leave.
-    rendered: list[str] = []
-    remaining = budget
-    primary = [s for s in sections if s[2] in ("files", "commands")]
-    secondary = [s for s in sections if s[2] not in ("files", "commands")]
-    for group in (primary, secondary):
-        sizes = [sum(len(b) + 1 for b in s[1]) + len(s[0]) + 2 for s in group]
-        want = sum(sizes)
-        for (title, bullets, noun), size in zip(group, sizes, strict=True):
-            share = remaining if want <= remaining else remaining * size // max(want, 1)
-            room = share - len(title) - 2
-            if room <= 0:
+    sections = {u.section for u in units}
+    titles = [
+        t
+        for key, t in _ADDENDUM_SECTIONS
+        if key in sections or (key == "commands" and sections & {"done", "blocked"})
+    ]
+    fixed = sum(len(f"{heading} {t}") + 2 for t in titles)
+    lines, _ = fit_units(units, max_tokens * _CHARS_PER_TOKEN - fixed)
+    lines["commands"] = lines.pop("done", []) + lines.pop("blocked", [])
+    out = [
+        f"{heading} {title}\n" + "\n".join(lines[key])
+        for key, title in _ADDENDUM_SECTIONS
+        if lines.get(key)
+    ]
+    return "\n\n".join(out)
+
+
+# --- reading a ledger back from a summary --------------------------------------------------------
+
+_SPAN = re.compile(r"(`+) ?(.+?) ?\1(?!`)")
+_ACTION_LINE = re.compile(r"^- (deleted|created|edited|read|listed|mentioned): (.*)$")
+_COMMAND_LINE = re.compile(r"^- (`+ ?.+? ?`+)(?: -> exit (-?\d+(?:, -?\d+)*))?$")
+_IDS_LINE = re.compile(r"^- ids (?:passed as ([\w.-]+)|in text): (.*)$")
+_TOOLS_LINE = re.compile(r"^- Tools called: (.*)$")
+_NOTE_LINE = re.compile(r"^- … (.*) omitted")
+_SOURCE_LINE = re.compile(r"^- (?:after (`+ ?.+? ?`+)|the user reported|other errors):$")
+_FILES_TITLES = frozenset({"Files", "Relevant Files"})
+_COMMAND_TITLES = frozenset({"Commands", "Done", "Blocked", "Progress"})
+_ASK_TITLES = frozenset({"User asks"})
+
+
+def _unspan(text: str) -> str:
+    match = _SPAN.fullmatch(text.strip())
+    return match.group(2) if match else text.strip()
+
+
+@attrs.frozen
+class ParsedSummary:
+    """A summary read back: the ledger items it lists in this module's formats, its other lines
+    per section title (``""`` before the first heading), and the items its omission notes said
+    earlier summaries dropped."""
+
+    ledger: Ledger
+    other: dict[str, list[str]]
+    omitted: int
+
+
+def parse_ledger(summary: str, *, asks_in: Iterable[str] = ()) -> ParsedSummary:
+    """Read back the ledger items a summary lists in the formats this module renders.
+
+    Lines under a Files / Relevant Files heading (``- edited: `a`, `b```, ``- `a```), under
+    Commands / Done / Blocked (``- `cmd` -> exit 1, 0``), error groups (``- after `cmd`:`` then
+    ``  - line``), identifier lines (``- ids passed as key: a, b``), the tools line and user asks
+    (under User asks, or under the headings named in ``asks_in``, e.g. a digest's Goal) become
+    ledger items; everything else is returned as other lines of its section.
+    """
+    paths: dict[str, str] = {}
+    commands: dict[str, tuple[int, ...]] = {}
+    errors: dict[str, tuple[str, bool]] = {}
+    asks: dict[str, None] = {}
+    ids: dict[str, str] = {}
+    tools: dict[str, int] = {}
+    other: dict[str, list[str]] = {}
+    omitted = 0
+    ask_titles = _ASK_TITLES | set(asks_in)
+    title = ""
+    source: str | None = None
+    for raw in summary.splitlines():
+        line = raw.rstrip()
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            title = line.lstrip("#").strip()
+            source = None
+            continue
+        if source is not None and line.startswith("  - "):
+            text = line[4:]
+            fixed = text.endswith(" (resolved)")
+            errors.setdefault(text[: -len(" (resolved)")] if fixed else text, (source, fixed))
+            continue
+        source = None
+        found = _SOURCE_LINE.match(line)
+        if found:
+            source = (
+                _unspan(found.group(1)) if found.group(1) else ("user" if "user" in line else "")
+            )
+            continue
+        found = _NOTE_LINE.match(line)
+        if found:
+            omitted += sum(int(n) for n in re.findall(r"(\d+) [^\d,]+", found.group(1)))
+            continue
+        found = _TOOLS_LINE.match(line)
+        if found:
+            for part in found.group(1).split(", "):
+                name, _, count = part.rpartition(" ×")
+                if name and count.isdigit():
+                    tools[name] = tools.get(name, 0) + int(count)
+            continue
+        found = _IDS_LINE.match(line)
+        if found:
+            for token in found.group(2).split(", "):
+                if token.strip():
+                    ids.setdefault(token.strip(), found.group(1) or "")
+            continue
+        if title in _FILES_TITLES:
+            found = _ACTION_LINE.match(line)
+            if found:
+                for span in _SPAN.finditer(found.group(2)):
+                    paths.setdefault(span.group(2), found.group(1))
                 continue
-            lines = bounded_bullets(bullets, room, noun)
-            if lines:
-                text = _section(title, lines)
-                rendered.append(text)
-        remaining = budget - len("\n\n".join(rendered)) - 2
-    return "\n\n".join(rendered)
+            if line.startswith("- `") and _SPAN.fullmatch(line[2:]):
+                paths.setdefault(_unspan(line[2:]), "mentioned")
+                continue
+        if title in _COMMAND_TITLES:
+            found = _COMMAND_LINE.match(line)
+            if found:
+                codes = tuple(int(c) for c in found.group(2).split(", ")) if found.group(2) else ()
+                command = _unspan(found.group(1))
+                commands.setdefault(command, codes)
+                source = command  # its error lines may follow, indented
+                continue
+        if title in ask_titles and line.startswith("- "):
+            text = line[2:]
+            asks.setdefault(text[len("Later: ") :] if text.startswith("Later: ") else text, None)
+            continue
+        other.setdefault(title, []).append(line)
+    ledger = Ledger(
+        paths=tuple(paths),
+        commands=tuple(commands),
+        errors=tuple(errors),
+        asks=tuple(asks),
+        exit_codes=tuple(h[-1] if h else None for h in commands.values()),
+        tools=tuple(tools.items()),
+        actions=tuple(paths.values()),
+        exit_history=tuple(commands.values()),
+        error_sources=tuple(s for s, _ in errors.values()),
+        resolved=tuple(r for _, r in errors.values()),
+        identifiers=tuple(ids),
+        identifier_keys=tuple(ids.values()),
+    )
+    return ParsedSummary(ledger, other, omitted)

@@ -10,6 +10,7 @@ from ctxengine import CompactionGuard
 
 if TYPE_CHECKING:
     from ctxengine import EngineContext
+    from ctxengine_compressor.ledger import Ledger
 
 STATE_KEY = "compressor"
 """The key of this engine's entry in ``EngineContext.state``."""
@@ -23,6 +24,8 @@ class CompressorState:
     :ivar previous_summary: the summary text of the last compaction (without its wrapper).
     :ivar guard: the failure cooldown and the recent savings (anti-thrash); the newest saving
         is replaced by the real figure once the next response reports usage.
+    :ivar previous_ledger: the critical-context items that summary holds; the next compaction
+        merges them with its span's when it updates that summary.
     :ivar system_note_added: the one-time "earlier turns were compacted" note is in the system
         prompt.
     :ivar last_tokens_before: prompt tokens before the last compaction.
@@ -39,6 +42,7 @@ class CompressorState:
     compactions: int = 0
     previous_summary: str | None = None
     guard: CompactionGuard = attrs.field(factory=CompactionGuard)
+    previous_ledger: Ledger | None = None
     system_note_added: bool = False
     last_tokens_before: int | None = None
     last_prompt_tokens: int | None = None

@@ -5,7 +5,8 @@ without reasoning, each message clipped head+tail, the whole bounded to the summ
 window, secrets redacted. A previous summary is passed with an instruction to update it. Failures
 either abort the compaction or fall back to the deterministic local digest; either way the middle
 is never dropped without a summary in its place. The critical-context ledger (paths, commands,
-errors of the middle) is appended when the summary left items out.
+errors, asks and identifiers of the middle, merged with the ledger the previous summary carried)
+is appended when the summary left items out, within the budget, least needed items first to go.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ MIN_INPUT_TOKENS = 512
 
 EXTRACTIVE = "extractive"
 
-LEDGER_HEADER = "Carried over verbatim from the compacted turns (files, commands, errors):"
+LEDGER_HEADER = (
+    "Carried over verbatim from the compacted turns (asks, files, commands, errors, ids):"
+)
 
 SYSTEM_PROMPT = (
     "You write hand-off summaries of conversations between a user and an AI agent, so the agent "
@@ -69,6 +72,8 @@ class SummaryOutcome:
     :ivar provider: the summary provider's name, ``"extractive"`` for the local digest.
     :ivar fallback_used: the local digest replaced a failed model summary.
     :ivar failure: what went wrong, when something did.
+    :ivar ledger: the critical-context items the summary holds, to carry into the next
+        compaction (``None`` when there is no summary).
     """
 
     text: str | None
@@ -76,6 +81,7 @@ class SummaryOutcome:
     fallback_used: bool = False
     failure: str | None = None
     aborted: bool = False
+    ledger: Ledger | None = None
 
 
 # --- rendering ----------------------------------------------------------------------------------
@@ -215,7 +221,12 @@ def _bounded_transcript(rendered: Sequence[str], chars: int) -> list[str]:
 
 @attrs.define
 class _Job:
-    """One summary request: what to summarise and under which limits."""
+    """One summary request: what to summarise and under which limits.
+
+    ``ledger_source`` holds the messages whose items must survive (the middle without an earlier
+    summary); ``previous_ledger`` what the previous summary carried, when the compressor kept it;
+    ``kept`` the messages that stay in the prompt.
+    """
 
     ctx: EngineContext
     middle: Sequence[Message]
@@ -224,49 +235,90 @@ class _Job:
     focus: str | None
     budget: int
     ledger_source: Sequence[Message]
+    previous_ledger: Ledger | None = None
+    kept: Sequence[Message] = ()
+    earlier: Sequence[str] = ()
+    _span: Ledger | None = None
     _ledger: Ledger | None = None
+    _carried: Ledger | None = None
+
+    @property
+    def span_ledger(self) -> Ledger:
+        """The critical-context ledger of ``ledger_source`` (built once)."""
+        if self._span is None:
+            from ctxengine_compressor.ledger import build_ledger
+
+            self._span = build_ledger(self.ledger_source, self.fmt)
+        return self._span
+
+    @property
+    def carried(self) -> Ledger:
+        """What the summaries being replaced carried: older ones read back from their text,
+        the previous one from ``previous_ledger`` when kept, else from its text."""
+        if self._carried is None:
+            from ctxengine_compressor.digest import carried_ledger
+            from ctxengine_compressor.ledger import Ledger, merge_ledgers
+
+            carried = Ledger()
+            for text in self.earlier:
+                carried = merge_ledgers(carried, carried_ledger(text))
+            self._carried = merge_ledgers(
+                carried, carried_ledger(self.previous, self.previous_ledger)
+            )
+        return self._carried
 
     @property
     def ledger(self) -> Ledger:
-        """The critical-context ledger of ``ledger_source`` (built once, shared with the digest)."""
+        """The span's ledger merged after the one the replaced summaries carried."""
         if self._ledger is None:
-            from ctxengine_compressor.ledger import build_ledger
+            from ctxengine_compressor.ledger import merge_ledgers
 
-            self._ledger = build_ledger(self.ledger_source, self.fmt)
+            self._ledger = merge_ledgers(self.carried, self.span_ledger)
         return self._ledger
 
-    def digest(self, reason: str | None = None) -> str:
-        """The deterministic local digest of the middle, labelled with ``reason``."""
-        from ctxengine_compressor.digest import build_digest, min_digest_tokens
+    def digest(self, reason: str | None = None) -> tuple[str, Ledger]:
+        """The deterministic local digest of the middle, labelled with ``reason``, and the
+        ledger items it holds."""
+        from ctxengine_compressor.digest import digest_and_ledger, min_digest_tokens
 
         # The template itself has a floor; tiny windows get that much rather than nothing.
         budget = max(self.budget, min_digest_tokens(reason))
-        text = build_digest(
+        text, held = digest_and_ledger(
             self.middle,
             self.fmt,
             max_tokens=budget,
             previous_summary=self.previous,
             reason=reason,
-            ledger=self.ledger,
+            ledger=self.span_ledger,
+            previous_ledger=self.carried,
+            kept=self.kept,
         )
-        return redact(text)
+        return redact(text), held
 
-    def finish(self, text: str) -> str:
-        """``text`` plus the ledger items it left out, within what remains of the budget (at
-        least a tenth of it, so the guarantee holds even for a summary that used its whole
-        budget)."""
-        from ctxengine_compressor.ledger import missing_from, render_ledger
+    def finish(self, text: str) -> tuple[str, Ledger]:
+        """A model's ``text`` plus the ledger items it left out (those the kept messages do not
+        show either), within what remains of the budget (at least a tenth of it, so the
+        guarantee holds even for a summary that used its whole budget); and the ledger items the
+        result holds."""
+        from ctxengine_compressor.ledger import (
+            missing_from,
+            present_in,
+            readable_text,
+            render_ledger,
+        )
 
-        missing = missing_from(self.ledger, text)
-        # The guarantee covers paths, commands and errors; asks and tool names are the model's.
-        missing = attrs.evolve(missing, asks=(), tools=())
-        if not missing:
-            return text
-        room = max(self.budget - self.ctx.tokens.count_text(text), self.budget // 10, 1)
-        extra = render_ledger(missing, room).strip()
-        if not extra:
-            return text
-        return f"{text}\n\n{LEDGER_HEADER}\n{redact(extra)}"
+        ledger = self.ledger
+        missing = missing_from(ledger, text)
+        if missing and self.kept:
+            missing = missing_from(missing, readable_text(self.kept, self.fmt))
+        # The guarantee covers asks, paths, commands, errors and ids; tool names are the model's.
+        missing = attrs.evolve(missing, tools=())
+        if missing:
+            room = max(self.budget - self.ctx.tokens.count_text(text), self.budget // 10, 1)
+            extra = render_ledger(missing, room).strip()
+            if extra:
+                text = f"{text}\n\n{LEDGER_HEADER}\n{redact(extra)}"
+        return text, present_in(ledger, text)
 
 
 def summarize(
@@ -278,6 +330,9 @@ def summarize(
     focus: str | None,
     budget: int,
     ledger_source: Sequence[Message],
+    previous_ledger: Ledger | None = None,
+    kept: Sequence[Message] = (),
+    earlier: Sequence[str] = (),
 ) -> SummaryOutcome:
     """Summarise ``middle`` with the session's summary provider, applying the failure policy.
 
@@ -288,19 +343,36 @@ def summarize(
     - any other failure (including a summary model too small for the input, an empty reply or an
       unexpected exception): the local digest with ``fallback_used``.
 
-    :param ledger_source: the messages whose paths, commands and errors must survive (the middle
-        without an earlier summary message).
+    :param ledger_source: the messages whose asks, paths, commands, errors and ids must survive
+        (the middle without an earlier summary message).
+    :param previous_ledger: the ledger the previous summary carried, when the caller kept it
+        (otherwise it is read back from ``previous``).
+    :param kept: the messages that stay in the prompt; what they show is not repeated.
+    :param earlier: the text of older summaries inside the middle (before ``previous``); what
+        they carried is carried on.
     """
     from ctxengine import SummaryError, conform_to_template
 
-    job = _Job(ctx, middle, fmt, previous, focus, budget, ledger_source)
+    job = _Job(
+        ctx,
+        middle,
+        fmt,
+        previous,
+        focus,
+        budget,
+        ledger_source,
+        previous_ledger,
+        kept,
+        earlier,
+    )
     try:
         provider = ctx.summarizer()
     except Exception as exc:  # a provider that cannot even be built is a summary failure
         ctx.log.warning("compressor: summary provider unavailable: %s", exc)
         return _failed(job, "provider", exc)
     if provider is None:
-        return SummaryOutcome(job.finish(job.digest()), EXTRACTIVE)
+        text, held = job.digest()
+        return SummaryOutcome(text, EXTRACTIVE, ledger=held)
     prompt = _fit_prompt(job, provider)
     if prompt is None:
         error = SummaryError.of(
@@ -322,8 +394,8 @@ def summarize(
     if structured is None:
         detail = "the reply does not follow the summary template (too few of its headings)"
         return _failed(job, provider.name, SummaryError.of("unparsable", provider.name, detail))
-    text = structured
-    return SummaryOutcome(job.finish(text), provider.name)
+    final, held = job.finish(structured)
+    return SummaryOutcome(final, provider.name, ledger=held)
 
 
 def _failed(job: _Job, provider: str, exc: BaseException) -> SummaryOutcome:
@@ -338,6 +410,5 @@ def _failed(job: _Job, provider: str, exc: BaseException) -> SummaryOutcome:
     if aborts or job.ctx.config.compression.abort_on_summary_failure:
         return SummaryOutcome(None, provider, failure=failure, aborted=True)
     job.ctx.log.warning("compressor: %s; using the local digest instead", failure)
-    return SummaryOutcome(
-        job.finish(job.digest(failure)), provider, fallback_used=True, failure=failure
-    )
+    text, held = job.digest(failure)
+    return SummaryOutcome(text, provider, fallback_used=True, failure=failure, ledger=held)

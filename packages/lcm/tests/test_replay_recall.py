@@ -19,7 +19,7 @@ from ctxengine._messages.read import tool_calls, tool_results, visible_text
 from ctxengine._messages.validate import validate
 from ctxengine.testing.transcripts import load_sessions
 from ctxengine_lcm.engine import get_state
-from ctxengine_lcm.ingest import message_hash
+from ctxengine_lcm.ingest import message_hash, written_arguments
 
 WINDOW = 32_000
 THRESHOLD = int(0.75 * WINDOW)
@@ -31,7 +31,8 @@ def _parts(msg: dict[str, Any], fmt: str) -> list[str]:
     """Texts that are indexed as one piece (a phrase never spans two of them)."""
     parts = [visible_text(msg)]
     parts += [r.text for r in tool_results(msg, fmt)]  # type: ignore[arg-type]
-    parts += [c.arguments for c in tool_calls(msg, fmt)]  # type: ignore[arg-type]
+    # Tool-call arguments are indexed as the agent wrote them (decoded), not as JSON text.
+    parts += [written_arguments(c.arguments) or c.arguments for c in tool_calls(msg, fmt)]  # type: ignore[arg-type]
     return [p for p in parts if p]
 
 

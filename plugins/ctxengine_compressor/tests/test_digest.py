@@ -61,30 +61,33 @@ def test_digest_content_in_both_formats(fmt: Format, factory: Any) -> None:
     assert sections["## Constraints & Preferences"] == ["- Now run the linter, never push to main."]
     done = sections["### Done"]
     assert done[0] == "- Tools called: Bash ×3, Read ×1, Edit ×1"
-    assert "- `mix test test/app/parser_test.exs` -> exit 0" in done
+    # Every exit code the command's runs reported: it failed, then passed.
+    assert "- `mix test test/app/parser_test.exs` -> exit 2, 0" in done
     assert "- `git status`" in done
     assert sections["### In Progress"][0].startswith("- Last assistant update: ")
+    # Grouped by what was done; paths an ask or a command quotes are not listed again.
     assert sections["## Relevant Files"] == [
-        "- `lib/app/parser.ex`",
-        "- `test/app/parser_test.exs`",
-        "- `/repo/lib/app/parser.ex`",
-        "- `~/.config/app/app.toml`",
+        "- edited: `/repo/lib/app/parser.ex`",
+        "- mentioned: `~/.config/app/app.toml`",
     ]
     assert sections["## Critical Context"] == [
-        "- ** (CompileError) lib/app/parser.ex:12: undefined function x/0",
-        "- 1 test, 1 failure",
+        "- after `mix test test/app/parser_test.exs`:",
+        "  - ** (CompileError) lib/app/parser.ex:12: undefined function x/0 (resolved)",
+        "  - 1 test, 1 failure (resolved)",
     ]
-    assert sections["## Next Steps"] == [
-        "- Pick up from the last request in these turns: Great. Now run the linter, "
-        "never push to main."
-    ]
+    assert sections["## Next Steps"] == ["- Pick up from the last user ask under Goal."]
     assert sections["## Key Decisions"] == ["- (none recorded)"]
 
 
 def test_failed_commands_are_blocked() -> None:
     messages = openai_conversation()[:4]  # the mix test run that exited 2
     sections = split_summary(build_digest(messages, "openai", max_tokens=2_000))
-    assert sections["### Blocked"] == ["- `mix test test/app/parser_test.exs` -> exit 2"]
+    # The failing command, with the error lines it printed under it.
+    assert sections["### Blocked"] == [
+        "- `mix test test/app/parser_test.exs` -> exit 2",
+        "  - ** (CompileError) lib/app/parser.ex:12: undefined function x/0",
+        "  - 1 test, 1 failure",
+    ]
 
 
 def test_empty_middle_still_has_the_template() -> None:
@@ -119,9 +122,10 @@ def test_previous_summary_is_carried_under_its_headings() -> None:
     )
     assert text.count(DIGEST_LABEL_PREFIX) == 1  # the old label is not carried
     sections = split_summary(text)
+    # The earlier digest's goal is the first ask; this span's asks come after it.
     assert sections["## Goal"][0] == "- Ship the parser rewrite"
-    assert sections["## Goal"][1] == "- Fix the failing test in lib/app/parser.ex please"
-    assert sections["### Done"][:2] == ["- tokenizer merged", "- wrote docs/parser.md"]
+    assert sections["## Goal"][1] == "- Later: Fix the failing test in lib/app/parser.ex please"
+    assert sections["### Done"][1:3] == ["- tokenizer merged", "- wrote docs/parser.md"]
     assert sections["### In Progress"][0] == "- error recovery"
     # An unknown heading stays, as bold text, in the section it appeared in.
     assert sections["## Key Decisions"] == [
@@ -165,9 +169,11 @@ def test_tight_budget_drops_old_items_and_says_so() -> None:
     middle = _sessions("openai")[3]["messages"][3:-20]
     ledger = build_ledger(middle, "openai")
     text = build_digest(middle, "openai", max_tokens=1_000)
-    assert "earlier files omitted" in text
-    assert "earlier commands omitted" in text
-    assert ledger.paths[-1] in text  # newest kept
+    assert "mentioned paths" in text and "omitted for space" in text
+    assert "older successful commands" in text
+    # Files that were changed are the last paths to go.
+    changed = [p for i, p in enumerate(ledger.paths) if ledger.action(i) in ("edited", "created")]
+    assert changed and all(path in text for path in changed[-3:])
 
 
 def test_too_small_budget_is_rejected() -> None:

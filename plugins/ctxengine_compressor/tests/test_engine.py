@@ -210,8 +210,12 @@ def test_critical_context_is_carried_into_the_summary() -> None:
     _, messages = _sample("openai")
     result = run(ctx, messages, "openai")
     assert result.summary is not None
-    assert "lib/app/module_6.py" in result.summary
+    assert "lib/app/module_9.py" in result.summary
     assert "pytest -q tests/test_mod5.py" in result.summary
+    assert "Good. Now look at module 5." in result.summary  # user asks are carried too
+    # A file a kept tail message still shows is not repeated in the summary.
+    assert "lib/app/module_6.py" not in result.summary
+    assert any("lib/app/module_6.py" in json.dumps(m) for m in result.messages)
 
 
 def test_a_summary_that_does_not_pay_is_a_noop() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
 
 import pytest
@@ -144,9 +145,13 @@ def test_extraction_in_both_formats(fmt: Format, factory: Any) -> None:
         "/repo/lib/app/parser.ex",
         "~/.config/app/app.toml",
     )
-    # Commands: first line only, de-duplicated; the repeated command keeps its latest exit code.
+    # What was done to each path, the strongest action seen.
+    assert ledger.actions == ("mentioned", "mentioned", "edited", "mentioned")
+    # Commands: first line only, de-duplicated; the repeated command keeps its latest exit code
+    # and the history of every code its runs reported.
     assert ledger.commands == ("mix test test/app/parser_test.exs", "git status")
     assert ledger.exit_codes == (0, None)
+    assert ledger.exit_history == ((2, 0), ())
     assert ledger.exit_code("mix test test/app/parser_test.exs") == 0
     assert ledger.exit_code("not run") is None
     # Error lines from the failing run; the code listing's {:error, x} and "0 failures" are not.
@@ -154,6 +159,9 @@ def test_extraction_in_both_formats(fmt: Format, factory: Any) -> None:
         "** (CompileError) lib/app/parser.ex:12: undefined function x/0",
         "1 test, 1 failure",
     )
+    # Each with the command that produced it; the later passing run resolved them.
+    assert ledger.error_sources == ("mix test test/app/parser_test.exs",) * 2
+    assert ledger.resolved == (True, True)
     assert ledger.asks == (
         "Fix the failing test in lib/app/parser.ex please",
         "Great. Now run the linter, never push to main.",
@@ -223,9 +231,30 @@ def test_secrets_are_redacted_on_entry() -> None:
 @pytest.mark.parametrize(
     ("output", "expected"),
     [
+        # The exception line says what went wrong; the header only that something did.
+        ("Traceback (most recent call last):\n  File x\nValueError: bad", ["ValueError: bad"]),
         (
-            "Traceback (most recent call last):\n  File x\nValueError: bad",
-            ["Traceback (most recent call last):", "ValueError: bad"],
+            "Traceback (most recent call last):\n  File x\nKeyboardInterrupt",
+            ["Traceback (most recent call last):"],
+        ),
+        ("make: *** [Makefile:12: build] Error 2", ["make: *** [Makefile:12: build] Error 2"]),
+        ("bash: tree: command not found", ["bash: tree: command not found"]),
+        (
+            "ls: cannot access 'x': No such file or directory",
+            ["ls: cannot access 'x': No such file or directory"],
+        ),
+        (
+            "ModuleNotFoundError: No module named 'yaml'",
+            ["ModuleNotFoundError: No module named 'yaml'"],
+        ),
+        (
+            "CMake Error at CMakeLists.txt:27 (find_package):",
+            ["CMake Error at CMakeLists.txt:27 (find_package):"],
+        ),
+        # pytest: the framing rules go, the source line a traceback quotes is not an error.
+        (
+            "    raise KeyError('x')\nE   KeyError: 'x'\n===== 1 failed, 3 passed in 0.1s =====",
+            ["E KeyError: 'x'", "1 failed, 3 passed in 0.1s"],
         ),
         (
             "src/a.rs:3: error[E0308]: mismatched types",
@@ -309,52 +338,91 @@ def test_missing_from() -> None:
     summary = "Edited /repo/lib/app/parser.ex after `git status`; ValueError gone. Bash used."
     missing = missing_from(ledger, summary)
     assert "/repo/lib/app/parser.ex" not in missing.paths
-    assert "lib/app/parser.ex" not in missing.paths  # a substring of the absolute path
-    assert missing.paths == ("test/app/parser_test.exs", "~/.config/app/app.toml")
+    # A path only inside a longer one is not the path the agent used.
+    assert missing.paths == (
+        "lib/app/parser.ex",
+        "test/app/parser_test.exs",
+        "~/.config/app/app.toml",
+    )
     assert missing.commands == ("mix test test/app/parser_test.exs",)
     assert missing.exit_codes == (0,)
+    # A command that failed counts as present only with its exit code on the same line.
+    ran = "- `mix test test/app/parser_test.exs` passed"
+    assert missing_from(ledger, ran).commands[0] == "mix test test/app/parser_test.exs"
+    ran = "- `mix test test/app/parser_test.exs` -> exit 2, 0"
+    assert "mix test test/app/parser_test.exs" not in missing_from(ledger, ran).commands
     assert missing.tools == (("Read", 1),)  # "Edited" mentions Edit
     assert missing_from(ledger, render_ledger(ledger, 10_000)).paths == ()
 
 
 def test_render_ledger_sections_and_exit_codes() -> None:
     text = render_ledger(build_ledger(openai_conversation(), "openai"), 2_000)
-    assert text.splitlines()[0] == "### Files"
-    assert "- `/repo/lib/app/parser.ex`" in text
-    assert "- `mix test test/app/parser_test.exs` -> exit 0" in text
+    assert text.splitlines()[0] == "### User asks"
+    assert "- Fix the failing test in lib/app/parser.ex please" in text
+    # Files grouped by what was done to them.
+    assert "- edited: `/repo/lib/app/parser.ex`\n" in text
+    # Paths an ask or a command already quotes get no line of their own.
+    assert "- mentioned: `~/.config/app/app.toml`\n" in text
+    assert "`lib/app/parser.ex`" not in text and "`test/app/parser_test.exs`" not in text
+    # Every exit code a command reported, the failing run first.
+    assert "- `mix test test/app/parser_test.exs` -> exit 2, 0" in text
     assert "- `git status`\n" in text
-    assert "### Errors\n- ** (CompileError)" in text
-    assert "### User asks" in text
+    # Errors under the command that produced them, marked when a later run fixed them.
+    assert (
+        "### Errors\n- after `mix test test/app/parser_test.exs`:\n"
+        "  - ** (CompileError) lib/app/parser.ex:12: undefined function x/0 (resolved)"
+    ) in text
     assert render_ledger(Ledger(), 100) == ""
 
 
-def test_render_ledger_is_bounded_and_says_what_it_dropped() -> None:
-    ledger = Ledger(
-        paths=tuple(f"/repo/src/module_{i}/file_{i}.py" for i in range(300)),
+def _big_ledger() -> Ledger:
+    return Ledger(
+        paths=(
+            *(f"/repo/src/module_{i}/file_{i}.py" for i in range(300)),
+            "/repo/migrations/0042_add_index.py",
+        ),
+        actions=(*(("read", "listed")[i % 2] for i in range(300)), "edited"),
         commands=tuple(f"pytest tests/test_{i}.py -k case_{i}" for i in range(200)),
-        exit_codes=tuple(i % 3 for i in range(200)),
+        exit_codes=tuple(1 if i == 3 else 0 for i in range(200)),
         errors=tuple(f"E   AssertionError: case {i} failed" for i in range(100)),
+        error_sources=tuple(f"pytest tests/test_{i}.py -k case_{i}" for i in range(100)),
+        resolved=tuple(i != 3 for i in range(100)),
+        asks=("Add the index, and never touch the 0041 migration.",),
     )
+
+
+def test_render_ledger_is_bounded_and_says_what_it_dropped() -> None:
+    ledger = _big_ledger()
     for max_tokens in (30, 100, 500, 2_000):
         text = render_ledger(ledger, max_tokens)
         assert len(text) <= 4 * max_tokens
     text = render_ledger(ledger, 2_000)
-    assert "earlier files omitted" in text
-    assert "earlier commands omitted" in text
-    # The most recent items survive.
-    assert "/repo/src/module_299/file_299.py" in text
-    assert "pytest tests/test_199.py -k case_199" in text
-    assert "/repo/src/module_0/file_0.py" not in text
-    # Paths and commands are served before errors.
-    assert text.count("/repo/src/") > text.count("AssertionError")
+    # Omissions are counted per section and kind, never silent.
+    assert re.search(r"- … \d+ read-only paths, 150 listed paths omitted for space", text)
+    assert re.search(r"- … \d+ older successful commands omitted for space", text)
+    assert re.search(r"- … 99 resolved errors omitted for space", text)
+    dropped = sum(int(n) for n in re.findall(r"(\d+) [a-z -]+(?:,|omitted)", text))
+    shown = sum(text.count(f"module_{i}/") for i in range(300)) + text.count("-k case_")
+    assert dropped + shown >= 300 + 200 + 99
 
 
-def test_render_prefers_short_items() -> None:
-    long_path = "/repo/" + "deep/" * 60 + "file.py"
-    ledger = Ledger(paths=(long_path, *(f"/r/f{i}.py" for i in range(40))))
-    text = render_ledger(ledger, 150)
-    assert long_path not in text
-    assert "/r/f39.py" in text
+def test_budget_keeps_what_the_agent_needs_and_drops_listed_paths_first() -> None:
+    """The edited migration, the unresolved error with its failing command and the user's
+    constraint stay; listed-only paths go before read ones, resolved errors before passing
+    commands, oldest first."""
+    text = render_ledger(_big_ledger(), 1_000)
+    assert "/repo/migrations/0042_add_index.py" in text
+    assert "- Add the index, and never touch the 0041 migration." in text
+    assert (
+        "- `pytest tests/test_3.py -k case_3` -> exit 1\n  - E   AssertionError: case 3 failed"
+        in text
+    )
+    assert "case 2 failed" not in text  # resolved
+    assert "/repo/src/module_299/file_299.py" not in text  # listed only
+    assert "/repo/src/module_298/file_298.py" in text  # read: kept over listed ones
+    assert "/repo/src/module_0/file_0.py" not in text  # oldest read path goes first
+    assert "pytest tests/test_199.py -k case_199" in text  # newest passing command kept
+    assert "pytest tests/test_4.py -k case_4`" not in text
 
 
 @pytest.mark.parametrize("bad", [0, -5, 2.5, True])

@@ -4,6 +4,10 @@ A message's identity is the SHA-256 of its canonical JSON (sorted keys, ``cache_
 markers removed, since caching strategies add and move them between turns). Ingest never
 re-stores a message the active context already accounts for: see
 :meth:`ctxengine_lcm.engine.LcmSession.ingest` for how a re-sent history is matched.
+
+The searchable text of a message (:func:`searchable_text`) holds tool-call arguments as the
+agent wrote them, not JSON-escaped: a command with quotes or backslashes is found by a literal or
+regex search for the command itself. The stored content stays the original JSON.
 """
 
 from __future__ import annotations
@@ -60,6 +64,58 @@ def canonical(msg: Message) -> tuple[str, str]:
 
 def message_hash(msg: Message) -> str:
     return canonical(msg)[1]
+
+
+def searchable_text(msg: Message, fmt: Format) -> str:
+    """What search sees of ``msg``: :func:`~ctxengine.messages.message_text`, with each tool
+    call's arguments written out as ``key: value`` lines of their decoded values, and the decoded
+    strings of a JSON tool result that holds escapes (``{"output": "say \\"hi\\""}``)."""
+    text = message_text(msg)
+    for call in tool_calls(msg, fmt):
+        written = written_arguments(call.arguments)
+        if written is not None:
+            text = text.replace(f"{call.name} {call.arguments}", f"{call.name}\n{written}", 1)
+    for result in tool_results(msg, fmt):
+        if "\\" in result.text and result.text[:1] in "{[":
+            try:
+                value = json.loads(result.text)
+            except ValueError:
+                continue
+            decoded = "\n".join(item for _, item in _flatten("", value) if _escaped(item))
+            if decoded:
+                text = f"{text}\n{decoded}"
+    return text
+
+
+def _escaped(text: str) -> bool:
+    """Whether JSON writes ``text`` with escapes (quotes, backslashes, line breaks)."""
+    return _READABLE(text)[1:-1] != text
+
+
+def written_arguments(arguments: str) -> str | None:
+    """A call's JSON arguments as ``key: value`` lines (nested keys joined with ``.``) holding
+    the decoded values; ``None`` when the text is not a JSON object."""
+    try:
+        value = json.loads(arguments) if arguments else {}
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    return "\n".join(f"{key}: {item}" for key, item in _flatten("", value))
+
+
+def _flatten(prefix: str, value: Any) -> list[tuple[str, str]]:
+    if isinstance(value, dict):
+        return [
+            pair
+            for key, item in value.items()
+            for pair in _flatten(f"{prefix}.{key}" if prefix else str(key), item)
+        ]
+    if isinstance(value, list) and any(isinstance(item, (dict, list)) for item in value):
+        return [pair for n, item in enumerate(value) for pair in _flatten(f"{prefix}[{n}]", item)]
+    if isinstance(value, str):
+        return [(prefix, value)]
+    return [(prefix, _READABLE(value))]
 
 
 def main_argument(arguments: str) -> str:
@@ -178,7 +234,7 @@ def prepare(
     row = NewMessage(
         role=str(msg.get("role", "")),
         content=content,
-        text=utf8_safe(message_text(in_context)),
+        text=utf8_safe(searchable_text(in_context, fmt)),
         tokens=count(msg),
         content_hash=digest,
         tool_calls=json.dumps([[c.id, c.name] for c in calls]) if calls else None,

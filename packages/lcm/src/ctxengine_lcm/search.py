@@ -252,6 +252,9 @@ class Searcher:
         self, pattern: str, scopes: Sequence[str], limit: int, *, all_words: bool
     ) -> list[tuple[str, str | int, str | None, str]]:
         terms = words(pattern) if all_words else [pattern]
+        # Stores written before arguments were indexed as written hold them JSON-escaped: a
+        # literal search also matches that form, so old rows are found too.
+        escaped = None if all_words else _json_escaped(pattern)
         if not terms:
             raise ToolError(
                 f'pattern {pattern!r} has no searchable words; use mode="literal" or '
@@ -269,15 +272,23 @@ class Searcher:
         rows: list[tuple[str, str | int, str | None, str]] = []
         with self.store.reading() as conn:
             for scope in scopes:
-                likes = " AND ".join(f"t.{column[scope]} LIKE ? ESCAPE '\\'" for _ in terms)
+                like = f"t.{column[scope]} LIKE ? ESCAPE '\\'"
+                likes = " AND ".join(like for _ in terms)
+                values = [escape(t) for t in terms]
+                if escaped is not None:
+                    likes = f"({like} OR {like})"
+                    values.append(escape(escaped))
                 found = conn.execute(
                     f"SELECT t.id, {role[scope]}, t.{column[scope]} FROM {scope} t"
                     f" WHERE {likes}{extra[scope]}{where} ORDER BY {order[scope]} DESC LIMIT ?",
-                    (*[escape(t) for t in terms], *args, limit - len(rows)),
+                    (*values, *args, limit - len(rows)),
                 ).fetchall()
                 for ref, r, text in found:
                     pos = text.lower().find(terms[0].lower())
-                    rows.append((scope, ref, r, _snippet(text, pos, pos + len(terms[0]))))
+                    size = len(terms[0])
+                    if pos < 0 and escaped is not None:
+                        pos, size = text.lower().find(escaped.lower()), len(escaped)
+                    rows.append((scope, ref, r, _snippet(text, pos, pos + size)))
                 if len(rows) >= limit:
                     break
         return rows
@@ -356,6 +367,12 @@ class Searcher:
                 rows = conn.execute("SELECT message_id, summary_id FROM context_items").fetchall()
             return {("message", m) if m is not None else ("summary", s) for m, s in rows}
         return set(self.store.context(self.conversation_id))
+
+
+def _json_escaped(pattern: str) -> str | None:
+    """``pattern`` as it reads inside a JSON string, when that differs from the pattern."""
+    escaped = json.dumps(pattern, ensure_ascii=False)[1:-1]
+    return escaped if escaped != pattern else None
 
 
 def _snippet(text: str, start: int, end: int, width: int = 80) -> str:
