@@ -585,6 +585,30 @@ class _Writer:
         self.messages.append({"role": role, "content": text})
 
 
+def _editor_call(out: _Writer, project: _Project, event: Action, prefix: str, after: str) -> None:
+    """A view, edit or create through ``str_replace_editor`` (OpenHands and SWE-agent share
+    the tool); ``prefix`` starts its output, ``after`` ends an edit's."""
+    path = event.path if event.path.startswith("/") else f"{project.root}/{event.path}"
+    if event.kind == "view":
+        arguments: dict[str, Any] = {"command": "view", "path": path}
+        result = f"Here's the result of running `cat -n` on {path}:\n{event.output}"
+    elif event.kind == "edit":
+        arguments = {
+            "command": "str_replace",
+            "path": path,
+            "old_str": event.old,
+            "new_str": event.new,
+        }
+        result = (
+            f"The file {path} has been edited. Here's the result of running `cat -n` on a "
+            f"snippet of {path}:\n{event.output}{after}"
+        )
+    else:
+        arguments = {"command": "create", "path": path, "file_text": event.new}
+        result = f"File created successfully at: {path}"
+    out.call(event.thought, "str_replace_editor", arguments, prefix + result)
+
+
 def _openhands(project: _Project, events: list[Event], session: int) -> list[Message]:
     out = _Writer("toolu")
     out.say(
@@ -599,44 +623,20 @@ def _openhands(project: _Project, events: list[Event], session: int) -> list[Mes
             out.say("assistant", "Understood.")
             out.say("user", event.text)
             continue
-        path = (
-            f"{project.root}/{event.path}"
-            if event.path and not event.path.startswith("/")
-            else event.path
-        )
         if event.kind == "shell":
             done = f"[The command completed with exit code {event.exit}.]"
             if session % 2:
                 done = f"[Command finished with exit code {event.exit}]"
             body = f"{event.output}\n{done}\n{cwd}" if event.output else f"{done}\n{cwd}"
             out.call(event.thought, "execute_bash", {"command": event.command}, body)
-        elif event.kind == "view":
-            out.call(
-                event.thought,
-                "str_replace_editor",
-                {"command": "view", "path": path},
-                f"Here's the result of running `cat -n` on {path}:\n{event.output}",
-            )
-        elif event.kind == "edit":
-            out.call(
-                event.thought,
-                "str_replace_editor",
-                {
-                    "command": "str_replace",
-                    "path": path,
-                    "old_str": event.old,
-                    "new_str": event.new,
-                },
-                f"The file {path} has been edited. Here's the result of running `cat -n` on a "
-                f"snippet of {path}:\n{event.output}\nReview the changes and make sure they are "
+        else:
+            _editor_call(
+                out,
+                project,
+                event,
+                "",
+                " Review the changes and make sure they are "
                 "as expected. Edit the file again if necessary.",
-            )
-        elif event.kind == "create":
-            out.call(
-                event.thought,
-                "str_replace_editor",
-                {"command": "create", "path": path, "file_text": event.new},
-                f"File created successfully at: {path}",
             )
     out.say("assistant", "The fix is committed and the affected tests pass.")
     return out.messages
@@ -698,41 +698,11 @@ def _swe_agent(project: _Project, events: list[Event], session: int) -> list[Mes
             out.say("assistant", "I'll take that into account.")
             out.say("user", event.text)
             continue
-        path = (
-            f"{project.root}/{event.path}"
-            if event.path and not event.path.startswith("/")
-            else event.path
-        )
         if event.kind == "shell":
             body = event.output or "Your command ran successfully and did not produce any output."
             out.call(event.thought, "bash", {"command": event.command}, f"OBSERVATION:\n{body}")
-        elif event.kind == "view":
-            out.call(
-                event.thought,
-                "str_replace_editor",
-                {"command": "view", "path": path},
-                f"OBSERVATION:\nHere's the result of running `cat -n` on {path}:\n{event.output}",
-            )
-        elif event.kind == "edit":
-            out.call(
-                event.thought,
-                "str_replace_editor",
-                {
-                    "command": "str_replace",
-                    "path": path,
-                    "old_str": event.old,
-                    "new_str": event.new,
-                },
-                f"OBSERVATION:\nThe file {path} has been edited. Here's the result of running "
-                f"`cat -n` on a snippet of {path}:\n{event.output}",
-            )
         else:
-            out.call(
-                event.thought,
-                "str_replace_editor",
-                {"command": "create", "path": path, "file_text": event.new},
-                f"OBSERVATION:\nFile created successfully at: {path}",
-            )
+            _editor_call(out, project, event, "OBSERVATION:\n", "")
     out.call("Submitting.", "submit", {}, "OBSERVATION:\ndiff --git a/x b/x")
     return out.messages
 
