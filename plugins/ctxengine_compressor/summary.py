@@ -314,7 +314,10 @@ class _Job:
         # The guarantee covers asks, paths, commands, errors and ids; tool names are the model's.
         missing = attrs.evolve(missing, tools=())
         if missing:
-            room = max(self.budget - self.ctx.tokens.count_text(text), self.budget // 10, 1)
+            # Estimated like the digest (characters / 4), so a model's summary and a digest
+            # get the same room for the same budget.
+            used = -(-(len(text) + len(LEDGER_HEADER) + 3) // CHARS_PER_TOKEN)
+            room = max(self.budget - used, self.budget // 10, 1)
             extra = render_ledger(missing, room).strip()
             if extra:
                 text = f"{text}\n\n{LEDGER_HEADER}\n{redact(extra)}"
