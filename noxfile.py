@@ -35,7 +35,8 @@ nox.options.reuse_existing_virtualenvs = True
 
 def install_project(session: nox.Session, *extras: str) -> None:
     """Editable installs of the root distribution and every workspace package, each with its
-    ``test`` extra (the framework adapters pin the real framework there)."""
+    ``test`` extra (the framework adapters pin the real framework there; lcm's
+    brings its PostgreSQL driver and server)."""
     packages = [arg for name in PACKAGES for arg in ("-e", f"packages/{name}[test]")]
     wanted = ",".join(("test", *extras))
     session.install(*packages, "-e", f".[{wanted}]")
@@ -102,6 +103,16 @@ def fidelity(session: nox.Session) -> None:
     """
     install_project(session)
     session.run("python", "-m", "benchmarks.fidelity", *session.posargs, env=offline_env(session))
+
+
+@nox.session
+def load(session: nox.Session) -> None:
+    """Load test of lcm on PostgreSQL: 8 workers x 32 sessions with SIGKILLs, ingest rate, and
+    lcm_grep over 1,000,000 messages, on a throwaway server (pass the script's flags after --).
+    Takes about half an hour on two cores."""
+    install_project(session)
+    script = "packages/lcm/benchmarks/load_lcm_postgres.py"
+    session.run("python", script, *session.posargs, env=offline_env(session))
 
 
 @nox.session

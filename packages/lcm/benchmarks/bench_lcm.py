@@ -4,8 +4,8 @@ Messages come from the real transcripts (cycled, each copy tagged so texts diffe
 100,000 are stored. Ingest is measured the way ``compress`` ingests: messages already counted
 by the session's token counter (the kernel counts them before the engine runs), then hashed,
 described and committed in batches of 100 per transaction. Ingest does not full-text index
-messages (``catch_up_index`` does, later, in large batches); that one-time cost is timed on its
-own after each ingest and reported beside it, along with the rate of both together. Grep is
+messages (``catch_up_index`` does, later, in large batches); that one-time cost is timed on
+its own after each ingest and reported beside it, along with the rate of both together. Grep is
 ``lcm_grep``'s full-text search over the whole (caught-up) store, one distinctive word per query.
 
 Prints (tab-separated)::
@@ -36,7 +36,8 @@ from ctxengine._accounting.tokens import TokenCounter
 from ctxengine.testing.transcripts import TRANSCRIPTS
 from ctxengine_lcm.ingest import prepare
 from ctxengine_lcm.search import Searcher
-from ctxengine_lcm.store import NewMessage, Store, catch_up_index
+from ctxengine_lcm.store import NewMessage, Store
+from ctxengine_lcm.store_sqlite import SqliteStore
 
 BATCH = 100
 
@@ -99,14 +100,14 @@ def main() -> int:
     combined_rates: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for run in range(args.runs):
-            store = Store(Path(tmp) / f"lcm{run}.db")
+            store = SqliteStore(Path(tmp) / f"lcm{run}.db")
             conv = store.conversation_id("bench")
             started, cpu_started = time.perf_counter(), time.process_time()
             ingest(store, conv, messages, counter)
             ingested = time.perf_counter()
             rates.append(len(messages) / (ingested - started))
             cpu_rates.append(len(messages) / (time.process_time() - cpu_started))
-            indexed = catch_up_index(store)
+            indexed = store.catch_up_index()
             if indexed != len(messages):
                 sys.exit(f"catch-up indexed {indexed} messages, expected {len(messages)}")
             done = time.perf_counter()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,44 +25,61 @@ def _run(argv: list[str]) -> int:
 
 
 @pytest.fixture
-def store_path(make_kernel: Any, tmp_path: Path) -> Path:
+def store_path(make_kernel: Any, store_target: Path | str) -> str:
+    """A compacted store (a SQLite path or a PostgreSQL URL, as ``--db`` takes either)."""
     session = make_kernel().session("cli")
     _, messages = samples.conversation("openai")
     assert session.compress(messages, force=True).status == "compacted"
-    return tmp_path / "lcm.db"
+    return str(store_target)
 
 
-def test_status(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run(["--db", str(store_path), "status"]) == 0
+def test_status(store_path: str, backend: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(["--db", store_path, "status"]) == 0
     out = capsys.readouterr().out
-    # compress catches the index up before it returns
-    assert "full-text:      FTS5 (0 messages not yet indexed)" in out
+    if backend == "sqlite":
+        # compress catches the index up before it returns
+        assert "full-text:      FTS5 (0 messages not yet indexed)" in out
+    else:
+        assert "full-text:      PostgreSQL text search" in out
     assert "session cli:" in out
     assert "summaries:" in out and "depth 0:" in out
 
 
+@pytest.mark.sqlite_only
 def test_doctor_passes_then_finds_a_broken_index(
-    store_path: Path, capsys: pytest.CaptureFixture[str]
+    store_path: str, raw_sql: Callable[[str], None], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _run(["--db", str(store_path), "doctor"]) == 0
+    assert _run(["--db", store_path, "doctor"]) == 0
     assert "passes every check" in capsys.readouterr().out
-    import sqlite3
-
-    conn = sqlite3.connect(store_path)
-    conn.execute("INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', 1, 'x')")
-    conn.commit()
-    conn.close()
-    assert _run(["--db", str(store_path), "doctor"]) == 1
+    raw_sql("INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', 1, 'x')")
+    assert _run(["--db", store_path, "doctor"]) == 1
     assert "full-text index messages_fts" in capsys.readouterr().out
 
 
+@pytest.mark.postgres_only
+def test_doctor_passes_then_finds_a_dropped_index_and_a_disabled_guard(
+    store_path: str, raw_sql: Callable[[str], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(["--db", store_path, "doctor"]) == 0
+    assert "passes every check" in capsys.readouterr().out
+    raw_sql("DROP INDEX messages_trgm; ALTER TABLE summaries DISABLE TRIGGER summaries_no_update")
+    assert _run(["--db", store_path, "doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "problem: index messages_trgm on messages is missing" in out
+    assert (
+        "problem: summaries can be changed: trigger summaries_no_update (update) is disabled" in out
+    )
+    assert "2 problem(s)" in out
+
+
+@pytest.mark.sqlite_only
 def test_doctor_notes_messages_waiting_for_the_index(
-    store_path: Path, capsys: pytest.CaptureFixture[str]
+    store_path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from ctxengine_lcm.ingest import prepare
-    from ctxengine_lcm.store import Store
+    from ctxengine_lcm.store_sqlite import SqliteStore
 
-    store = Store(store_path)
+    store = SqliteStore(store_path)
     try:
         msgs = [{"role": "user", "content": "late"}, {"role": "assistant", "content": "noted"}]
         rows = [
@@ -73,37 +91,43 @@ def test_doctor_notes_messages_waiting_for_the_index(
         store.append(store.conversation_id("cli"), rows)
     finally:
         store.close()
-    assert _run(["--db", str(store_path), "doctor"]) == 0
+    assert _run(["--db", store_path, "doctor"]) == 0
     out = capsys.readouterr().out
     assert "note: 2 message(s) were waiting for the full-text index and are now indexed" in out
     assert "passes every check" in out
 
 
 def test_doctor_finds_incomplete_lineage(
-    store_path: Path, capsys: pytest.CaptureFixture[str]
+    store_path: str, raw_sql: Callable[[str], None], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import sqlite3
-
-    conn = sqlite3.connect(store_path)
-    conn.execute(
+    raw_sql(
         "INSERT INTO summaries (id, conversation_id, depth, kind, mode, content, tokens,"
         " source_tokens, descendant_messages, descendant_summaries, created_at)"
         " VALUES ('sum_orphan00000', 1, 0, 'leaf', 'normal', 'x', 1, 2, 3, 0, 0)"
     )
-    conn.commit()
-    conn.close()
-    assert _run(["--db", str(store_path), "doctor"]) == 1
+    assert _run(["--db", store_path, "doctor"]) == 1
     assert "summary sum_orphan00000 covers nothing (no links)" in capsys.readouterr().out
 
 
-def test_grep(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run(["--db", str(store_path), "grep", '"test_mod0"', "--session", "cli"]) == 0
+def test_grep(store_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(["--db", store_path, "grep", '"test_mod0"', "--session", "cli"]) == 0
     out = capsys.readouterr().out
     assert "msg_" in out and "(in sum_" in out
-    assert _run(["--db", str(store_path), "grep", "(a+)+$", "--mode", "regex"]) == 2
+    assert _run(["--db", store_path, "grep", "(a+)+$", "--mode", "regex"]) == 2
     assert "repeats a group" in capsys.readouterr().err
 
 
+@pytest.mark.sqlite_only
 def test_missing_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _run(["--db", str(tmp_path / "none.db"), "status"]) == 1
     assert "no lcm store at" in capsys.readouterr().err
+
+
+@pytest.mark.postgres_only
+def test_missing_store_in_an_empty_database(
+    postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(["--db", postgres_url, "status"]) == 1
+    err = capsys.readouterr().err
+    assert "error: no lcm store in postgresql://postgres@/postgres" in err
+    assert "it is created by the first compaction" in err

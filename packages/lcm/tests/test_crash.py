@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,9 @@ WRITER = textwrap.dedent(
     """
     import sys
     from ctxengine_lcm.ingest import prepare
-    from ctxengine_lcm.store import Store
+    from ctxengine_lcm.store import open_store
 
-    store = Store(sys.argv[1])
+    store = open_store(sys.argv[1])
     conv = store.conversation_id("crash")
     batch = 0
     while True:
@@ -43,10 +44,11 @@ WRITER = textwrap.dedent(
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
-def test_sigkill_mid_ingest_loses_no_committed_message(tmp_path: Path) -> None:
-    db = tmp_path / "lcm.db"
+def test_sigkill_mid_ingest_loses_no_committed_message(
+    store_target: Path | str, open_target: Callable[[], Store]
+) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(db)],
+        [sys.executable, "-c", WRITER, str(store_target)],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
@@ -65,16 +67,13 @@ def test_sigkill_mid_ingest_loses_no_committed_message(tmp_path: Path) -> None:
     assert proc.returncode == -signal.SIGKILL
     assert len(committed) >= 40
 
-    store = Store(db)
-    try:
-        conv = store.find_conversation("crash")
-        assert conv is not None
-        rows = store.messages(conv)
-        last_batch, last_id = committed[-1]
-        # Every reported message is there, whole batches only (a batch is one transaction).
-        assert {r.id for r in rows} >= set(range(1, last_id + 1))
-        assert len(rows) % 50 == 0
-        assert rows[last_id - 1].message()["content"].startswith(f"batch {last_batch} message 49 ")
-        assert check_store(store) == []
-    finally:
-        store.close()
+    store = open_target()
+    conv = store.find_conversation("crash")
+    assert conv is not None
+    rows = store.messages(conv)
+    last_batch, last_id = committed[-1]
+    # Every reported message is there, whole batches only (a batch is one transaction).
+    assert {r.id for r in rows} >= set(range(1, last_id + 1))
+    assert len(rows) % 50 == 0
+    assert rows[last_id - 1].message()["content"].startswith(f"batch {last_batch} message 49 ")
+    assert check_store(store) == []

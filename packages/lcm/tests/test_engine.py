@@ -16,10 +16,9 @@ from ctxengine import ConfigError
 from ctxengine._messages.validate import validate
 from ctxengine.testing import samples
 from ctxengine_lcm.engine import get_state
-from ctxengine_lcm.locking import session_lock
 from ctxengine_lcm.render import ACK_TEXT
 from ctxengine_lcm.settings import parse_settings
-from ctxengine_lcm.store import Store
+from ctxengine_lcm.store_sqlite import SqliteStore
 
 
 def _lcm(session: Any) -> Any:
@@ -160,7 +159,7 @@ def test_large_tool_output_is_stored_aside_and_described(make_kernel: Any) -> No
 
 
 def test_store_is_owner_only_append_only_with_foreign_keys(tmp_path: Path) -> None:
-    store = Store(tmp_path / "deep" / "lcm.db")
+    store = SqliteStore(tmp_path / "deep" / "lcm.db")
     mode = stat.S_IMODE((tmp_path / "deep" / "lcm.db").stat().st_mode)
     assert mode == 0o600
     assert stat.S_IMODE((tmp_path / "deep").stat().st_mode) == 0o700
@@ -185,7 +184,7 @@ def test_search_falls_back_to_like_without_fts(tmp_path: Path) -> None:
     from ctxengine_lcm.ingest import prepare
     from ctxengine_lcm.search import Searcher
 
-    store = Store(tmp_path / "plain.db", fts=False)
+    store = SqliteStore(tmp_path / "plain.db", fts=False)
     assert store.fts is False
     conv = store.conversation_id("s")
     msgs = [
@@ -201,7 +200,7 @@ def test_search_falls_back_to_like_without_fts(tmp_path: Path) -> None:
     assert [h.id for h in hits] == ["msg_1"]
     assert "[brown]" in hits[0].snippet
     store.close()
-    assert Store(tmp_path / "plain.db").fts is False
+    assert SqliteStore(tmp_path / "plain.db").fts is False
 
 
 def test_should_compress_uses_its_own_threshold(make_kernel: Any) -> None:
@@ -221,7 +220,7 @@ def test_busy_session_is_an_honest_noop(make_kernel: Any, monkeypatch: pytest.Mo
     _, messages = samples.conversation("openai")
     session.compress(messages[:5], force=True)
     lcm = _lcm(session)
-    with session_lock(lcm.store.path, "busy") as held:
+    with lcm.store.session_lock("busy") as held:
         assert held
         result = session.compress(messages, force=True)
     assert result.status == "noop"

@@ -1,5 +1,5 @@
-"""Messages are full-text indexed after ingest, behind a watermark, and every reader that needs
-the index catches it up first."""
+"""SQLite: messages are full-text indexed after ingest, behind a watermark, and every reader
+that needs the index catches it up first."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ from ctxengine.testing import samples
 from ctxengine_lcm.doctor import check_store, examine
 from ctxengine_lcm.ingest import prepare
 from ctxengine_lcm.search import Searcher
-from ctxengine_lcm.store import Store, catch_up_index
+from ctxengine_lcm.store_sqlite import SqliteStore
+
+pytestmark = pytest.mark.sqlite_only
 
 
-def _append(store: Store, conv: int, texts: list[str]) -> list[int]:
+def _append(store: SqliteStore, conv: int, texts: list[str]) -> list[int]:
     msgs = [
         {"role": "user" if k % 2 == 0 else "assistant", "content": text}
         for k, text in enumerate(texts)
@@ -29,12 +31,12 @@ def _append(store: Store, conv: int, texts: list[str]) -> list[int]:
     return store.append(conv, rows)
 
 
-def _fts_rows(store: Store) -> int:
+def _fts_rows(store: SqliteStore) -> int:
     with store.reading() as conn:
         return int(conn.execute("SELECT COUNT(*) FROM messages_fts_docsize").fetchone()[0])
 
 
-def _matches(store: Store, word: str) -> list[int]:
+def _matches(store: SqliteStore, word: str) -> list[int]:
     with store.reading() as conn:
         rows = conn.execute(
             "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid", (word,)
@@ -43,31 +45,31 @@ def _matches(store: Store, word: str) -> list[int]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store(tmp_path / "lcm.db")
+def store(tmp_path: Path) -> Iterator[SqliteStore]:
+    opened = SqliteStore(tmp_path / "lcm.db")
     try:
         yield opened
     finally:
         opened.close()
 
 
-def test_ingest_leaves_messages_for_catch_up(store: Store) -> None:
+def test_ingest_leaves_messages_for_catch_up(store: SqliteStore) -> None:
     conv = store.conversation_id("s")
     ids = _append(store, conv, ["the quick narwhal", "a slow tortoise", "zebra crossing"])
     assert ids == [1, 2, 3]
     assert store.index_watermark() == 0
     assert store.unindexed_messages() == 3
     assert _fts_rows(store) == 0
-    assert catch_up_index(store) == 3
+    assert store.catch_up_index() == 3
     assert store.index_watermark() == 3
     assert store.unindexed_messages() == 0
     assert _matches(store, "narwhal") == [1]
     # Nothing pending: nothing indexed twice.
-    assert catch_up_index(store) == 0
+    assert store.catch_up_index() == 0
     assert _fts_rows(store) == 3
 
 
-def test_search_right_after_ingest_finds_the_new_message(store: Store) -> None:
+def test_search_right_after_ingest_finds_the_new_message(store: SqliteStore) -> None:
     conv = store.conversation_id("s")
     _append(store, conv, ["an early walrus", "ok"])
     assert [h.id for h in Searcher(store, conv).search("walrus")] == ["msg_1"]
@@ -80,7 +82,7 @@ def test_search_right_after_ingest_finds_the_new_message(store: Store) -> None:
     assert store.unindexed_messages() == 0
 
 
-def test_literal_and_regex_search_see_unindexed_messages(store: Store) -> None:
+def test_literal_and_regex_search_see_unindexed_messages(store: SqliteStore) -> None:
     conv = store.conversation_id("s")
     _append(store, conv, ["config at /etc/narwhal.conf", "fine"])
     searcher = Searcher(store, conv)
@@ -98,7 +100,7 @@ class SimulatedCrash(Exception):
 
 
 def test_catch_up_interrupted_between_batches_resumes_without_duplicates(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     conv = store.conversation_id("s")
     _append(store, conv, [f"message number{k} of seven" for k in range(7)])
@@ -117,7 +119,7 @@ def test_catch_up_interrupted_between_batches_resumes_without_duplicates(
 
     monkeypatch.setattr(store, "transaction", failing_second_batch)
     with pytest.raises(SimulatedCrash):
-        catch_up_index(store, batch_size=3)
+        store.catch_up_index(batch_size=3)
     assert calls == 2
     assert store.index_watermark() == 3
     assert _fts_rows(store) == 3
@@ -130,8 +132,8 @@ def test_catch_up_interrupted_between_batches_resumes_without_duplicates(
     ]
 
     monkeypatch.setattr(store, "transaction", real)
-    assert catch_up_index(store, batch_size=3) == 4
-    assert catch_up_index(store, batch_size=3) == 0
+    assert store.catch_up_index(batch_size=3) == 4
+    assert store.catch_up_index(batch_size=3) == 0
     assert store.index_watermark() == 7
     assert _fts_rows(store) == store.message_count() == 7
     for k in range(7):
@@ -139,12 +141,12 @@ def test_catch_up_interrupted_between_batches_resumes_without_duplicates(
     assert check_store(store, catch_up=False) == []
 
 
-def test_catch_up_rejects_a_bad_batch_size(store: Store) -> None:
+def test_catch_up_rejects_a_bad_batch_size(store: SqliteStore) -> None:
     with pytest.raises(ValueError, match=r"batch_size must be >= 1, got 0"):
-        catch_up_index(store, batch_size=0)
+        store.catch_up_index(batch_size=0)
 
 
-def test_doctor_catches_up_and_reports_what_was_pending(store: Store) -> None:
+def test_doctor_catches_up_and_reports_what_was_pending(store: SqliteStore) -> None:
     conv = store.conversation_id("s")
     _append(store, conv, ["one", "two", "three"])
     checkup = examine(store)
@@ -159,12 +161,12 @@ def test_doctor_catches_up_and_reports_what_was_pending(store: Store) -> None:
 
 
 def test_store_without_fts_has_nothing_to_catch_up(tmp_path: Path) -> None:
-    store = Store(tmp_path / "plain.db", fts=False)
+    store = SqliteStore(tmp_path / "plain.db", fts=False)
     try:
         conv = store.conversation_id("s")
         _append(store, conv, ["plain text"])
         assert store.unindexed_messages() == 0
-        assert catch_up_index(store) == 0
+        assert store.catch_up_index() == 0
         assert examine(store).problems == [] and examine(store).notes == []
     finally:
         store.close()
@@ -174,7 +176,7 @@ def test_store_is_indexed_when_compress_returns(make_kernel: Any, tmp_path: Path
     session = make_kernel().session("indexed")
     _, messages = samples.conversation("openai")
     assert session.compress(messages, force=True).status == "compacted"
-    store = Store(tmp_path / "lcm.db")
+    store = SqliteStore(tmp_path / "lcm.db")
     try:
         assert store.message_count() == len(messages)
         assert store.unindexed_messages() == 0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from ctxengine_lcm.engine import get_state
 from ctxengine_lcm.locking import session_lock
 from ctxengine_lcm.search import Searcher
 from ctxengine_lcm.store import Store
+from ctxengine_lcm.store_sqlite import SqliteStore
 from ctxengine_lcm.testing import lcm_config
 
 
@@ -82,6 +83,7 @@ def test_summarised_run_with_a_described_output_is_not_stored_twice(make_kernel:
     assert lcm.store.message_count(lcm.conversation_id) == distinct
 
 
+@pytest.mark.sqlite_only
 def test_regex_grep_works_when_the_store_path_has_uri_characters(
     make_kernel: Any, tmp_path: Path
 ) -> None:
@@ -110,7 +112,7 @@ def test_two_spellings_of_one_store_share_the_session_lock(tmp_path: Path) -> No
         assert first
         with session_lock(roundabout, "s") as second:
             assert not second
-    store = Store(roundabout)
+    store = SqliteStore(roundabout)
     try:
         assert store.path == plain.resolve()
     finally:
@@ -140,7 +142,7 @@ def test_hostile_tool_input_is_a_tool_error(
 
 
 def test_grep_without_full_text_index_rejects_a_surrogate_pattern(tmp_path: Path) -> None:
-    store = Store(tmp_path / "nofts.db", fts=False)
+    store = SqliteStore(tmp_path / "nofts.db", fts=False)
     try:
         searcher = Searcher(store, store.conversation_id("s"), timeout=1.0)
         with pytest.raises(ToolError, match="lone UTF-16 surrogate"):
@@ -199,14 +201,14 @@ def test_a_message_too_big_for_any_window_is_reported_as_still_over_it(
 
 
 def test_a_compress_that_cannot_get_the_lock_says_nothing_was_stored(
-    make_kernel: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    make_kernel: Any, open_target: Callable[[], Store], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(lcm_engine, "LOCK_WAIT_SECONDS", 0.0)
     session = make_kernel().session("busy")
     messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
     session.compress(messages, force=True)
     lcm = _lcm(session)
-    with session_lock(tmp_path / "lcm.db", "busy") as held:
+    with open_target().session_lock("busy") as held:  # another worker's store
         assert held
         result = session.compress([*messages, {"role": "user", "content": "new"}], force=True)
     assert result.status == "noop"
@@ -215,16 +217,17 @@ def test_a_compress_that_cannot_get_the_lock_says_nothing_was_stored(
 
 
 def test_a_compress_waits_for_a_running_compaction_then_stores(
-    make_kernel: Any, tmp_path: Path
+    make_kernel: Any, open_target: Callable[[], Store]
 ) -> None:
     session = make_kernel().session("wait")
     messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
     session.compress(messages, force=True)
     lcm = _lcm(session)
     held, release = threading.Event(), threading.Event()
+    other = open_target()  # another worker's store
 
     def hold() -> None:
-        with session_lock(tmp_path / "lcm.db", "wait"):
+        with other.session_lock("wait"):
             held.set()
             release.wait()
 
@@ -238,65 +241,79 @@ def test_a_compress_waits_for_a_running_compaction_then_stores(
     assert lcm.store.message_count(lcm.conversation_id) == 3
 
 
-def _corrupted_store_problems(make_kernel: Any, tmp_path: Path, sql: str) -> list[str]:
+def _corrupted_store_problems(
+    make_kernel: Any, open_target: Callable[[], Store], raw_sql: Callable[[str], None], sql: str
+) -> list[str]:
     kernel = make_kernel(fresh_tail_count=4, context_length=8000)
     system, messages = samples.conversation("openai")
     result = kernel.session("doc").compress(messages, system, force=True)
     assert result.status == "compacted", result.reason
     kernel.close()
-    healthy = Store(tmp_path / "lcm.db")
-    try:
-        assert examine(healthy).problems == []  # no false alarm before the corruption
-    finally:
-        healthy.close()
-    conn = sqlite3.connect(tmp_path / "lcm.db")
-    leaf = conn.execute("SELECT id FROM summaries WHERE kind = 'leaf' ORDER BY rowid").fetchone()
-    conn.executescript(sql.format(leaf=leaf[0]))
-    conn.close()
-    store = Store(tmp_path / "lcm.db")
-    try:
-        return examine(store).problems
-    finally:
-        store.close()
+    healthy = open_target()
+    assert examine(healthy).problems == []  # no false alarm before the corruption
+    leaf = [s.id for s in healthy.summaries(healthy.conversation_id("doc")) if s.kind == "leaf"]
+    raw_sql(sql.format(leaf=leaf[0]))
+    return examine(open_target()).problems
 
 
-def test_doctor_finds_leaf_links_out_of_order(make_kernel: Any, tmp_path: Path) -> None:
-    swap = (
-        "DROP TRIGGER summary_links_no_update;"
-        " UPDATE summary_links SET message_id = -message_id"
-        " WHERE summary_id = '{leaf}' AND ordinal IN (0, 1);"
-        " UPDATE summary_links SET message_id = CASE ordinal"
-        "  WHEN 0 THEN (SELECT -message_id FROM summary_links"
-        "   WHERE summary_id = '{leaf}' AND ordinal = 1)"
-        "  ELSE (SELECT -message_id FROM summary_links"
-        "   WHERE summary_id = '{leaf}' AND ordinal = 0) END"
-        " WHERE summary_id = '{leaf}' AND ordinal IN (0, 1);"
+def _past_guards(store_target: Path | str, sql: str, *guards: str) -> str:
+    """``sql`` run past the immutability triggers ``guards`` (dropped on SQLite; disabled and
+    enabled again on PostgreSQL, whose doctor would report a disabled one)."""
+    if isinstance(store_target, Path):
+        return "".join(f"DROP TRIGGER {guard};" for guard in guards) + sql
+    toggle = [(guard.rsplit("_no_", 1)[0], guard) for guard in guards]
+    return (
+        "".join(f"ALTER TABLE {table} DISABLE TRIGGER {guard};" for table, guard in toggle)
+        + sql
+        + "".join(f"ALTER TABLE {table} ENABLE TRIGGER {guard};" for table, guard in toggle)
     )
-    problems = _corrupted_store_problems(make_kernel, tmp_path, swap)
+
+
+def test_doctor_finds_leaf_links_out_of_order(
+    make_kernel: Any,
+    open_target: Callable[[], Store],
+    raw_sql: Callable[[str], None],
+    store_target: Path | str,
+) -> None:
+    # One statement, so the swap is never half done (PostgreSQL checks references after it).
+    swap = _past_guards(
+        store_target,
+        "UPDATE summary_links SET message_id = other.message_id"
+        " FROM summary_links other WHERE summary_links.summary_id = '{leaf}'"
+        " AND other.summary_id = '{leaf}' AND summary_links.ordinal IN (0, 1)"
+        " AND other.ordinal = 1 - summary_links.ordinal;",
+        "summary_links_no_update",
+    )
+    problems = _corrupted_store_problems(make_kernel, open_target, raw_sql, swap)
     assert any("links its messages out of order" in p for p in problems), problems
 
 
 def test_doctor_finds_a_leaf_whose_bounds_disagree_with_its_links(
-    make_kernel: Any, tmp_path: Path
+    make_kernel: Any,
+    open_target: Callable[[], Store],
+    raw_sql: Callable[[str], None],
+    store_target: Path | str,
 ) -> None:
-    drop_last = (
-        "DROP TRIGGER summary_links_no_delete; DROP TRIGGER summaries_no_update;"
-        " DELETE FROM summary_links WHERE summary_id = '{leaf}' AND ordinal ="
+    drop_last = _past_guards(
+        store_target,
+        "DELETE FROM summary_links WHERE summary_id = '{leaf}' AND ordinal ="
         "  (SELECT MAX(ordinal) FROM summary_links WHERE summary_id = '{leaf}');"
         " UPDATE summaries SET descendant_messages = descendant_messages - 1"
-        " WHERE id = '{leaf}';"
+        " WHERE id = '{leaf}';",
+        "summary_links_no_delete",
+        "summaries_no_update",
     )
-    problems = _corrupted_store_problems(make_kernel, tmp_path, drop_last)
+    problems = _corrupted_store_problems(make_kernel, open_target, raw_sql, drop_last)
     assert len(problems) == 1 and "records messages" in problems[0], problems
 
 
 def test_doctor_finds_a_message_twice_in_the_active_context(
-    make_kernel: Any, tmp_path: Path
+    make_kernel: Any, open_target: Callable[[], Store], raw_sql: Callable[[str], None]
 ) -> None:
     duplicate = (
-        "INSERT INTO context_items SELECT conversation_id, MAX(ordinal) + 1,"
+        "INSERT INTO context_items SELECT MIN(conversation_id), MAX(ordinal) + 1,"
         " (SELECT MIN(message_id) FROM summary_links WHERE summary_id = '{leaf}'), NULL"
         " FROM context_items;"
     )
-    problems = _corrupted_store_problems(make_kernel, tmp_path, duplicate)
+    problems = _corrupted_store_problems(make_kernel, open_target, raw_sql, duplicate)
     assert any("the active context expands to msg_" in p for p in problems), problems

@@ -1,4 +1,4 @@
-"""Stores written by an earlier layout are upgraded in place on open and keep working."""
+"""SQLite stores written by an earlier layout are upgraded in place on open and keep working."""
 
 from __future__ import annotations
 
@@ -7,18 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from ctxengine_lcm import store as store_module
+from ctxengine_lcm import store_sqlite as store_module
 from ctxengine_lcm.doctor import check_store
 from ctxengine_lcm.ingest import prepare
 from ctxengine_lcm.search import Searcher
-from ctxengine_lcm.store import (
-    FTS_AUTOMERGE,
-    FTS_PAGE_BYTES,
-    SCHEMA_VERSION,
-    Store,
-    StoreError,
-    catch_up_index,
-)
+from ctxengine_lcm.store import SCHEMA_VERSION, StoreError
+from ctxengine_lcm.store_sqlite import FTS_AUTOMERGE, FTS_PAGE_BYTES, SqliteStore
 
 
 def _version_1_store(path: Path) -> None:
@@ -49,7 +43,7 @@ def _version_1_store(path: Path) -> None:
 def test_version_1_store_is_upgraded_and_still_takes_messages(tmp_path: Path) -> None:
     path = tmp_path / "lcm.db"
     _version_1_store(path)
-    store = Store(path)
+    store = SqliteStore(path)
     try:
         with store.reading() as conn:
             assert conn.execute(
@@ -86,7 +80,7 @@ def test_version_1_store_is_upgraded_and_still_takes_messages(tmp_path: Path) ->
     finally:
         store.close()
     # Opening the upgraded store again is a plain version 3 open.
-    Store(path).close()
+    SqliteStore(path).close()
 
 
 def _version_2_store(path: Path, texts: list[str]) -> None:
@@ -120,7 +114,7 @@ def _version_2_store(path: Path, texts: list[str]) -> None:
 def test_version_2_store_gets_a_watermark_at_its_last_message(tmp_path: Path) -> None:
     path = tmp_path / "lcm.db"
     _version_2_store(path, ["an old otter", "another old otter", "a heron"])
-    store = Store(path)
+    store = SqliteStore(path)
     try:
         with store.reading() as conn:
             assert conn.execute(
@@ -131,7 +125,7 @@ def test_version_2_store_gets_a_watermark_at_its_last_message(tmp_path: Path) ->
             ]
         assert store.unindexed_messages() == 0
         # Already indexed: catching up adds nothing, so no message is in the index twice.
-        assert catch_up_index(store) == 0
+        assert store.catch_up_index() == 0
         msgs = [{"role": "user", "content": "a new otter"}]
         row = prepare(
             msgs, 0, "openai", count=lambda m: 5, session_key="old", large_output_tokens=99
@@ -145,7 +139,7 @@ def test_version_2_store_gets_a_watermark_at_its_last_message(tmp_path: Path) ->
         assert check_store(store) == []
     finally:
         store.close()
-    reopened = Store(path)
+    reopened = SqliteStore(path)
     try:
         assert reopened.index_watermark() == 4
     finally:
@@ -155,7 +149,7 @@ def test_version_2_store_gets_a_watermark_at_its_last_message(tmp_path: Path) ->
 def test_empty_version_2_store_starts_its_watermark_at_zero(tmp_path: Path) -> None:
     path = tmp_path / "lcm.db"
     _version_2_store(path, [])
-    store = Store(path)
+    store = SqliteStore(path)
     try:
         assert store.index_watermark() == 0
         assert check_store(store) == []
@@ -164,7 +158,7 @@ def test_empty_version_2_store_starts_its_watermark_at_zero(tmp_path: Path) -> N
 
 
 def test_new_store_has_no_dedupe_key_and_tuned_fts(tmp_path: Path) -> None:
-    store = Store(tmp_path / "lcm.db")
+    store = SqliteStore(tmp_path / "lcm.db")
     try:
         with store.reading() as conn:
             columns = {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
@@ -177,7 +171,7 @@ def test_new_store_has_no_dedupe_key_and_tuned_fts(tmp_path: Path) -> None:
 
 def test_unknown_schema_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "lcm.db"
-    Store(path).close()
+    SqliteStore(path).close()
     conn = sqlite3.connect(path)
     conn.execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")
     conn.commit()
@@ -185,4 +179,4 @@ def test_unknown_schema_version_is_refused(tmp_path: Path) -> None:
     with pytest.raises(
         StoreError, match=r"schema version 9, this ctxengine-lcm reads 3 \(and upgrades 1, 2\)"
     ):
-        Store(path)
+        SqliteStore(path)

@@ -4,7 +4,8 @@ Installed with ``pip install 'ctxengine[lcm]'`` and selected with ``context.engi
 registers through the ``ctxengine`` entry-point group like any third-party engine and uses only
 kernel services (summary providers, message helpers, redaction, token counting).
 
-Every message is stored verbatim in SQLite; compaction replaces old messages in the prompt with
+Every message is stored verbatim, in SQLite or in PostgreSQL (``engines.lcm.database_url``, for
+many worker processes on many hosts); compaction replaces old messages in the prompt with
 summaries that the agent can search and expand again with the ``lcm_*`` tools.
 """
 
@@ -37,12 +38,12 @@ __all__ = ["CTXENGINE_KIND", "__version__", "open_session"]
 
 def open_session(ctx: EngineContext) -> LcmSession:
     """The session's engine object, opening the store on first use."""
-    from ctxengine_lcm.store import Store
+    from ctxengine_lcm.store import store_for
 
     state = get_state(ctx)
     if state.session is None:
         settings = settings_for(ctx.config, ctx.env)
-        state.session = LcmSession(Store(settings.path), ctx.session_id, settings)
+        state.session = LcmSession(store_for(settings), ctx.session_id, settings)
     return state.session
 
 

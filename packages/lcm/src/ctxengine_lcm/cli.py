@@ -23,7 +23,11 @@ def register(commands: PluginCommands) -> None:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", help="store file (default: engines.lcm.db_path from the config)")
+    parser.add_argument(
+        "--db",
+        help="store file or postgresql:// URL (default: engines.lcm.database_url, else "
+        "engines.lcm.db_path, from the config)",
+    )
     sub = parser.add_subparsers(dest="lcm_command", metavar="{status,doctor,grep}")
     sub.required = True
     status = sub.add_parser("status", help="what the store holds")
@@ -38,24 +42,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
     grep.add_argument("--json", action="store_true", help="print the hits as JSON")
 
 
-def _db_path(args: argparse.Namespace) -> Path:
+def _target(args: argparse.Namespace) -> tuple[str | Path, int]:
+    """The store ``--db`` or the configuration names, and the pool size to open it with."""
+    from ctxengine_lcm.urls import is_database_url
+
     if args.db:
-        return Path(args.db).expanduser()
+        return (args.db if is_database_url(args.db) else Path(args.db).expanduser()), 2
     from ctxengine import load_config
     from ctxengine_lcm.settings import settings_for
 
-    return settings_for(load_config(getattr(args, "config", None)).config).path
+    settings = settings_for(load_config(getattr(args, "config", None)).config)
+    if settings.database_url is not None:
+        return settings.database_url, settings.database_pool_size
+    return settings.path, 1
 
 
 def _open(args: argparse.Namespace) -> Store | None:
-    from ctxengine_lcm.store import Store, StoreError
+    from ctxengine_lcm.store import StoreError, open_store
 
-    path = _db_path(args)
-    if not path.exists():
-        print(f"no lcm store at {path} (it is created by the first compaction)", file=sys.stderr)
-        return None
+    target, pool_size = _target(args)
     try:
-        return Store(path)
+        return open_store(target, pool_size=pool_size, create=False)
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
@@ -81,11 +88,13 @@ def _status(store: Store, session: str | None) -> int:
     if session is not None:
         conversation = store.find_conversation(session)
         if conversation is None:
-            print(f"no session {session!r} in {store.path}", file=sys.stderr)
+            print(f"no session {session!r} in {store.location}", file=sys.stderr)
             return 1
     stats = store.stats(conversation)
-    print(f"store:          {store.path}")
-    if stats["fts"]:
+    print(f"store:          {store.location}")
+    if store.dialect == "postgresql":
+        print("full-text:      PostgreSQL text search (every message indexed as stored)")
+    elif stats["fts"]:
         # Not an error: ingest leaves messages for the next search, compaction or doctor.
         print(f"full-text:      FTS5 ({stats['fts_pending']} messages not yet indexed)")
     else:
@@ -110,11 +119,11 @@ def _doctor(store: Store) -> int:
     for note in checkup.notes:
         print(f"note: {note}")
     if not problems:
-        print(f"ok: {store.path} passes every check (full-text indexes, lineage, contexts)")
+        print(f"ok: {store.location} passes every check (full-text indexes, lineage, contexts)")
         return 0
     for problem in problems:
         print(f"problem: {problem}")
-    print(f"{len(problems)} problem(s) in {store.path}")
+    print(f"{len(problems)} problem(s) in {store.location}")
     return 1
 
 
@@ -126,7 +135,7 @@ def _grep(store: Store, args: argparse.Namespace) -> int:
     if args.session is not None:
         conversation = store.find_conversation(args.session)
         if conversation is None:
-            print(f"no session {args.session!r} in {store.path}", file=sys.stderr)
+            print(f"no session {args.session!r} in {store.location}", file=sys.stderr)
             return 1
     try:
         hits = Searcher(store, conversation).search(

@@ -1,12 +1,13 @@
-"""Consistency checks of a store (``ctxengine lcm doctor``).
+"""Consistency checks of a store (``ctxengine lcm doctor``), the same on both backends.
 
-Messages waiting for the full-text index are normal (ingest leaves them for
-:func:`~ctxengine_lcm.store.catch_up_index`), so the doctor first catches up, notes how many
-were pending, and then checks:
+Messages waiting for the full-text index are normal on SQLite (ingest leaves them for
+:meth:`~ctxengine_lcm.store.Store.catch_up_index`), so the doctor first catches up, notes how
+many were pending, and then checks:
 
-- SQLite's own ``integrity_check`` and ``foreign_key_check``;
-- each full-text index matches its table (FTS5 ``integrity-check`` against the content table,
-  and one index entry per row), and the message watermark is the highest message id;
+- what the backend checks of itself (:meth:`~ctxengine_lcm.store.Store.integrity_problems`): on
+  SQLite its ``integrity_check`` and ``foreign_key_check``, each FTS5 index against its table
+  and the message watermark; on PostgreSQL the extensions, indexes, immutability triggers and
+  foreign keys the layout needs, and that no reference points at a missing row;
 - every summary's lineage is complete: ordered links numbered from 0 without gaps, a leaf links
   only messages of its own conversation, a condensed summary links only shallower summaries,
   and the recorded descendant counts match the links;
@@ -20,11 +21,10 @@ were pending, and then checks:
 from __future__ import annotations
 
 import itertools
-import sqlite3
 
 import attrs
 
-from ctxengine_lcm.store import FTS_TABLES, Store, StoreError, catch_up_index
+from ctxengine_lcm.store import Connection, Store, StoreError
 
 
 @attrs.frozen
@@ -43,16 +43,17 @@ def examine(store: Store) -> Checkup:
     """Bring the full-text index up to date, then check the whole store."""
     notes: list[str] = []
     problems: list[str] = []
-    if store.fts:
+    if store.deferred_index:
         try:
             pending = store.unindexed_messages()
-            catch_up_index(store)
-        except (StoreError, sqlite3.DatabaseError) as exc:
+            store.catch_up_index()
+        except StoreError as exc:
             problems.append(f"cannot bring the full-text index of messages up to date: {exc}")
         else:
             notes.append(
                 f"{pending} message(s) were waiting for the full-text index and are now indexed"
             )
+    notes += store.health_notes()
     problems += check_store(store, catch_up=False)
     return Checkup(problems=problems, notes=notes)
 
@@ -65,43 +66,14 @@ def check_store(store: Store, *, catch_up: bool = True) -> list[str]:
     """
     if catch_up:
         return examine(store).problems
-    problems: list[str] = []
+    problems = store.integrity_problems()
     with store.reading() as conn:
-        result = conn.execute("PRAGMA integrity_check").fetchall()
-        if [r[0] for r in result] != ["ok"]:
-            problems += [f"sqlite integrity_check: {r[0]}" for r in result]
-        for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check").fetchall():
-            problems.append(f"{table} row {rowid} refers to a missing row of {parent}")
-        if store.fts:
-            problems += _check_fts(conn)
         problems += _check_lineage(conn)
         problems += _check_context(conn)
     return problems
 
 
-def _check_fts(conn: sqlite3.Connection) -> list[str]:
-    problems: list[str] = []
-    for table, fts in FTS_TABLES.items():
-        try:
-            conn.execute(f"INSERT INTO {fts} ({fts}, rank) VALUES ('integrity-check', 1)")
-        except sqlite3.DatabaseError as exc:
-            problems.append(f"full-text index {fts} does not match table {table}: {exc}")
-        rows = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-        indexed = conn.execute(f"SELECT COUNT(*) FROM {fts}_docsize").fetchone()[0]
-        if rows != indexed:
-            problems.append(f"full-text index {fts} holds {indexed} rows, table {table} {rows}")
-    row = conn.execute("SELECT indexed_upto FROM fts_progress WHERE name = 'messages'").fetchone()
-    newest = conn.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0]
-    if row is None:
-        problems.append("the full-text watermark of messages (fts_progress) is missing")
-    elif row[0] != newest:
-        problems.append(
-            f"the full-text watermark of messages is {row[0]}, the highest message id {newest}"
-        )
-    return problems
-
-
-def _check_lineage(conn: sqlite3.Connection) -> list[str]:
+def _check_lineage(conn: Connection) -> list[str]:
     problems: list[str] = []
     summaries = {
         sid: (conv, depth, kind, dm, ds)
@@ -181,7 +153,7 @@ def _check_lineage(conn: sqlite3.Connection) -> list[str]:
     return problems
 
 
-def _check_context(conn: sqlite3.Connection) -> list[str]:
+def _check_context(conn: Connection) -> list[str]:
     problems: list[str] = []
     rows = conn.execute(
         "SELECT c.conversation_id, c.ordinal, c.message_id, c.summary_id,"

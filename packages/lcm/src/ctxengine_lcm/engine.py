@@ -30,7 +30,6 @@ import attrs
 from ctxengine import CompactionGuard, CompressResult, Conversation, Message
 from ctxengine_lcm.compaction import Compactor, budget_for
 from ctxengine_lcm.ingest import canonical, message_hash, prepare
-from ctxengine_lcm.locking import session_lock
 from ctxengine_lcm.render import Item, Rendered, render, summary_section
 from ctxengine_lcm.settings import ENGINE_NAME, LcmSettings
 from ctxengine_lcm.store import (
@@ -39,7 +38,6 @@ from ctxengine_lcm.store import (
     NewOutput,
     Store,
     StoredMessage,
-    catch_up_index,
 )
 from ctxengine_lcm.summarise import Summariser, SummaryAborted
 
@@ -278,7 +276,7 @@ class LcmSession:
                 duration_s=time.perf_counter() - started,
             )
 
-        with session_lock(self.store.path, self.session_id, wait=LOCK_WAIT_SECONDS) as acquired:
+        with self.store.session_lock(self.session_id, wait=LOCK_WAIT_SECONDS) as acquired:
             if not acquired:
                 return unchanged(
                     "noop",
@@ -313,7 +311,7 @@ class LcmSession:
                 outcome = compactor.run(ingest.items)
             except SummaryAborted as exc:
                 get_state(ctx).guard.start_cooldown(ctx.clock(), str(exc))
-                catch_up_index(self.store)
+                self.store.catch_up_index()
                 return unchanged(
                     "aborted",
                     f"{exc}; abort_on_summary_failure is on, so nothing was compacted "
@@ -331,7 +329,7 @@ class LcmSession:
                 )
             # Ingest left the new messages out of the full-text index; index them now, in one
             # batch, so the store is searchable by index when compress returns.
-            catch_up_index(self.store)
+            self.store.catch_up_index()
         after = ctx.tokens.count(rendered.messages, conversation.system)
         result = self._result(
             conversation=conversation,

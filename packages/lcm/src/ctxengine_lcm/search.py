@@ -1,14 +1,20 @@
-"""Searching the store: full-text (FTS5, or LIKE without it), literal substring, and regex.
+"""Searching the store: full-text, literal substring, and regex (``lcm_grep``).
 
-Full-text search over messages first brings the index up to date
-(:func:`~ctxengine_lcm.store.catch_up_index`), so it finds a message stored a moment ago; regex,
-literal and ``LIKE`` search read the tables themselves and need no index.
+Validation and the hits' decoration (which summary covers a hit, whether it is in context) are
+the same on both backends; the queries differ:
+
+- SQLite: full-text through FTS5 (``LIKE`` where SQLite lacks it), newest first; full-text
+  search over messages first brings the index up to date
+  (:meth:`~ctxengine_lcm.store.Store.catch_up_index`), so it finds a message stored a moment
+  ago; literal search is ``LIKE``; regex search runs Python's ``re`` in a child process;
+- PostgreSQL: see :mod:`ctxengine_lcm.search_postgres` (ranked text search, ``pg_trgm``
+  indexes, a statement timeout).
 
 Every way in is bounded: ``limit`` is checked, full-text syntax errors become
 :class:`~ctxengine.ToolError` with advice, and a regex is first checked for the shapes that
 backtrack catastrophically (a quantified group that itself contains a quantifier, such as
-``(a+)+$``; back-references) and then run in a child process that is killed after
-``timeout`` seconds.
+``(a+)+$``; back-references) on both backends, and then run in a child process that is killed
+after ``timeout`` seconds (SQLite) or under a ``statement_timeout`` of as long (PostgreSQL).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Any, Literal
 import attrs
 
 from ctxengine import ToolError
-from ctxengine_lcm.store import Store, catch_up_index, message_ref
+from ctxengine_lcm.store import ContextItem, Store, message_ref
 
 Mode = Literal["full_text", "regex", "literal"]
 Scope = Literal["messages", "summaries", "outputs", "all"]
@@ -196,16 +202,36 @@ class Searcher:
         limit_ = check_limit(limit)
         scopes = ["messages", "summaries", "outputs"] if scope_ == "all" else [scope_]
         if mode_ == "regex":
-            raw = self._regex(pattern, scopes, limit_)
-        elif mode_ == "full_text" and self.store.fts:
-            if "messages" in scopes:
-                # Ingest leaves messages out of the index; a search must see all of them.
-                catch_up_index(self.store)
-            raw = self._fts(pattern, scopes, limit_)
-        else:
-            raw = self._like(pattern, scopes, limit_, all_words=mode_ == "full_text")
-        active = self._active()
-        return [self._hit(*row, active=active) for row in raw[:limit_]]
+            check_regex(pattern)
+        with self.store.one_connection():
+            if self.store.dialect == "postgresql":
+                raw = self._postgres(pattern, mode_, scopes, limit_)
+            elif mode_ == "regex":
+                raw = self._regex(pattern, scopes, limit_)
+            elif mode_ == "full_text" and self.store.fts:
+                if "messages" in scopes:
+                    # Ingest leaves messages out of the index; a search must see all of them.
+                    self.store.catch_up_index()
+                raw = self._fts(pattern, scopes, limit_)
+            else:
+                raw = self._like(pattern, scopes, limit_, all_words=mode_ == "full_text")
+            return self._hits(raw[:limit_], self._active())
+
+    def _postgres(
+        self, pattern: str, mode: str, scopes: Sequence[str], limit: int
+    ) -> list[tuple[str, str | int, str | None, str]]:
+        from ctxengine_lcm.search_postgres import PostgresSearch
+        from ctxengine_lcm.store_postgres import PostgresStore
+
+        if "\x00" in pattern:
+            raise ToolError(
+                "pattern holds a NUL character, which the PostgreSQL store cannot search"
+            )
+        assert isinstance(self.store, PostgresStore)
+        search = PostgresSearch(self.store, self.conversation_id, self.timeout)
+        if mode == "full_text":
+            return search.full_text(pattern, scopes, limit)
+        return search.matching(pattern, scopes, limit, regex=mode == "regex")
 
     # -- back ends ---------------------------------------------------------------------------
 
@@ -288,7 +314,7 @@ class Searcher:
                     size = len(terms[0])
                     if pos < 0 and escaped is not None:
                         pos, size = text.lower().find(escaped.lower()), len(escaped)
-                    rows.append((scope, ref, r, _snippet(text, pos, pos + size)))
+                    rows.append((scope, ref, r, snippet(text, pos, pos + size)))
                 if len(rows) >= limit:
                     break
         return rows
@@ -296,9 +322,8 @@ class Searcher:
     def _regex(
         self, pattern: str, scopes: Sequence[str], limit: int
     ) -> list[tuple[str, str | int, str | None, str]]:
-        check_regex(pattern)
         request = {
-            "db": str(self.store.path),
+            "db": self.store.location,
             "pattern": pattern,
             "ignore_case": False,
             "scopes": list(scopes),
@@ -328,44 +353,43 @@ class Searcher:
 
     # -- decoration --------------------------------------------------------------------------
 
-    def _hit(
-        self,
-        scope: str,
-        ref: str | int,
-        role: str | None,
-        snippet: str,
-        *,
-        active: set[tuple[str, int | str]],
-    ) -> Hit:
+    def _hits(
+        self, raw: Sequence[tuple[str, str | int, str | None, str]], active: set[ContextItem]
+    ) -> list[Hit]:
+        """The raw rows as hits, each with the summaries above it (three queries in all)."""
         store = self.store
-        message_id: int | None = None
-        chain: list[str] = []
-        if scope == "messages":
-            message_id = int(ref)
-            ident = message_ref(message_id)
-            kind = "message"
-            chain = store.covering_summaries(message_id)
-        elif scope == "outputs":
-            output = store.output(str(ref))
-            message_id = output.message_id if output else None
-            ident, kind = str(ref), "output"
-            chain = store.covering_summaries(message_id) if message_id is not None else []
-        else:
-            ident, kind = str(ref), "summary"
-            chain = store.ancestors_of_summary(str(ref))
-        covered_by = next((s for s in chain if ("summary", s) in active), None)
-        if kind == "summary":
-            in_context = ("summary", ident) in active
-        else:
-            in_context = message_id is not None and ("message", message_id) in active
-        leaf = chain[0] if chain and kind != "summary" else None
-        return Hit(kind, ident, message_id, role, snippet, covered_by, leaf, in_context)
+        output_messages = store.output_messages([str(r[1]) for r in raw if r[0] == "outputs"])
+        message_ids = {int(r[1]) for r in raw if r[0] == "messages"} | set(output_messages.values())
+        above_messages = store.summaries_above("message", sorted(message_ids))
+        above_summaries = store.summaries_above(
+            "summary", [str(r[1]) for r in raw if r[0] == "summaries"]
+        )
+        hits: list[Hit] = []
+        for scope, ref, role, text in raw:
+            message_id: int | None = None
+            if scope == "summaries":
+                ident, kind = str(ref), "summary"
+                chain = above_summaries.get(ident, [])
+            else:
+                if scope == "messages":
+                    message_id = int(ref)
+                    ident, kind = message_ref(message_id), "message"
+                else:
+                    message_id = output_messages.get(str(ref))
+                    ident, kind = str(ref), "output"
+                chain = above_messages.get(message_id, []) if message_id is not None else []
+            covered_by = next((s for s in chain if ("summary", s) in active), None)
+            if kind == "summary":
+                in_context = ("summary", ident) in active
+            else:
+                in_context = message_id is not None and ("message", message_id) in active
+            leaf = chain[0] if chain and kind != "summary" else None
+            hits.append(Hit(kind, ident, message_id, role, text, covered_by, leaf, in_context))
+        return hits
 
-    def _active(self) -> set[tuple[str, int | str]]:
+    def _active(self) -> set[ContextItem]:
         if self.conversation_id is None:
-            with self.store.reading() as conn:
-                rows = conn.execute("SELECT message_id, summary_id FROM context_items").fetchall()
-            return {("message", m) if m is not None else ("summary", s) for m, s in rows}
+            return self.store.active_items()
         return set(self.store.context(self.conversation_id))
 
 
@@ -375,7 +399,9 @@ def _json_escaped(pattern: str) -> str | None:
     return escaped if escaped != pattern else None
 
 
-def _snippet(text: str, start: int, end: int, width: int = 80) -> str:
+def snippet(text: str, start: int, end: int, width: int = 80) -> str:
+    """``text`` around ``[start, end)``, the match in brackets, whitespace collapsed (a
+    ``start`` below 0 shows the beginning)."""
     if start < 0:
         start = end = 0
     left = max(0, start - width)

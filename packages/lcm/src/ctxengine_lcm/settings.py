@@ -14,7 +14,15 @@ from typing import Any
 
 import attrs
 
-from ctxengine import Config, Field, SettingsSpec, config_from_mapping, ctxengine_home
+from ctxengine import (
+    Config,
+    Field,
+    SettingsSpec,
+    SettingsView,
+    config_from_mapping,
+    ctxengine_home,
+)
+from ctxengine_lcm.urls import POSTGRES_SCHEMES
 
 SECTION = "engines.lcm"
 ENGINE_NAME = "lcm"
@@ -26,6 +34,9 @@ class LcmSettings:
 
     db_path: Path | None
     """The SQLite file; ``None`` until :func:`settings_for` fills in the default location."""
+    database_url: str | None = None
+    """The PostgreSQL database that holds the store instead (``None``: the SQLite file)."""
+    database_pool_size: int = 8
     threshold: float = 0.75
     target_fill: float = 0.6
     fresh_tail_count: int = 32
@@ -52,6 +63,25 @@ def _build(db_path: str | None, **values: Any) -> LcmSettings:
     return LcmSettings(db_path=Path(db_path).expanduser() if db_path else None, **values)
 
 
+def _one_store(view: SettingsView) -> None:
+    """``database_url`` is a PostgreSQL URL, and ``db_path`` is not set beside it."""
+    url, path = f"{SECTION}.database_url", f"{SECTION}.db_path"
+    if url not in view or view.has_problem(url) or view.value(url) is None:
+        return
+    if not str(view.value(url)).startswith(POSTGRES_SCHEMES):
+        view.problem(
+            url,
+            "must be a postgresql:// (or postgres://) URL, e.g. "
+            "postgresql://lcm@db.example.internal:5432/lcm; leave it null for SQLite",
+        )
+    elif path in view and not view.has_problem(path) and view.value(path) is not None:
+        view.problem(
+            path,
+            f"must be null when {view.describe(url, seen_from=view.source(path))} is set (the "
+            "store is either the SQLite file or the PostgreSQL database, not both)",
+        )
+
+
 SETTINGS: SettingsSpec[LcmSettings] = SettingsSpec(
     SECTION,
     (
@@ -60,7 +90,24 @@ SETTINGS: SettingsSpec[LcmSettings] = SettingsSpec(
             "str",
             None,
             nullable=True,
-            doc="SQLite file; null = <CTXENGINE_HOME>/lcm/lcm.db",
+            doc="SQLite file; null = <CTXENGINE_HOME>/lcm/lcm.db (unused with database_url)",
+        ),
+        Field(
+            "database_url",
+            "str",
+            None,
+            nullable=True,
+            env="CTXENGINE_LCM_DATABASE_URL",
+            doc="postgresql://user@host:port/dbname: keep the store in PostgreSQL instead of "
+            "the SQLite file (many processes and hosts); null = SQLite",
+        ),
+        Field(
+            "database_pool_size",
+            "int",
+            8,
+            ge=1,
+            le=1_000,
+            doc="most PostgreSQL connections one process opens to database_url",
         ),
         Field(
             "threshold",
@@ -132,6 +179,7 @@ SETTINGS: SettingsSpec[LcmSettings] = SettingsSpec(
         ),
     ),
     build=_build,
+    checks=(_one_store,),
     trigger="threshold",
     doc="the lossless engine",
 )

@@ -1,210 +1,100 @@
-"""The immutable SQLite store: messages, summaries, their lineage, the active context, outputs.
+"""The immutable store: messages, summaries, their lineage, the active context, outputs.
 
-One file per configuration (``engines.lcm.db_path``), shared by every session; each session is a
-row of ``conversations`` keyed by its session id. The file is created owner-only (0600, its
-folder 0700) and opened in WAL mode with foreign keys on.
+One repository interface (:class:`Store`) with two backends:
 
-What may change and what may not:
+- :class:`~ctxengine_lcm.store_sqlite.SqliteStore`, one SQLite file on local disk (the embedded
+  default, ``engines.lcm.db_path``);
+- :class:`~ctxengine_lcm.store_postgres.PostgresStore`, one PostgreSQL database shared by any
+  number of worker processes on any number of hosts (``engines.lcm.database_url``).
 
-- ``messages``, ``summaries``, ``summary_links`` and ``outputs`` are append-only: triggers reject
-  every UPDATE and DELETE, and foreign keys stop anything referenced from being removed;
+:func:`open_store` picks the backend from what it is given (a ``postgresql://`` URL or a path).
+Every session is a row of ``conversations`` keyed by its session id.
+
+What may change and what may not (both backends):
+
+- ``messages``, ``summaries``, ``summary_links`` and ``outputs`` are append-only: the database
+  rejects every UPDATE and DELETE (triggers), and foreign keys stop anything referenced from being
+  removed;
 - ``context_items`` (the active context, an ordered list of message and summary items) and
   ``rendered_blocks`` (how summaries were last shown to the model) are views that compaction
   replaces, each replacement in one transaction.
 
-Full-text search uses FTS5 external-content tables, never written by triggers (an FTS5 insert
-inside a trigger flushes the index once per row, which makes ingest three times slower):
-
-- summaries and stored outputs are few and are indexed in the transaction that stores them;
-- messages are many, and indexing them was most of what ingest cost, so ingest commits only the
-  rows and :func:`catch_up_index` indexes them later in large batches. ``fts_progress`` records
-  the highest message id already in the index (the *watermark*); each batch writes its index
-  entries and the new watermark in one transaction, so an interrupted catch-up leaves a
-  consistent watermark and running it again indexes nothing twice. Full-text search, the end of
-  every compaction and ``doctor`` catch up first; regex and literal search read the table and
-  see every committed message at once.
-
-Where the SQLite build has no FTS5 the store still works and search falls back to ``LIKE``.
+The repository logic lives here once, written in the SQL both databases speak (``?``
+placeholders; the PostgreSQL connection translates them). A backend supplies the connection
+(:meth:`Store.reading`, :meth:`Store.transaction`), the schema, the per-session compaction lock,
+how message ids are allocated, how rows reach the full-text index, and what text its columns
+accept.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import attrs
 
+from ctxengine_lcm.urls import is_database_url
+
+if TYPE_CHECKING:
+    from ctxengine_lcm.settings import LcmSettings
+
 SCHEMA_VERSION = 3
-"""Layout version. 2 dropped ``messages.dedupe_key`` (a second unique index that only repeated
-``(conversation_id, seq)``) and tunes the FTS5 indexes; 3 indexes messages after ingest, behind
-the ``fts_progress`` watermark. Older stores are upgraded in place on open: a version 1 store
-keeps its ``dedupe_key`` column (still written); a version 1 or 2 store indexed every message
-synchronously, so its watermark starts at its highest message id."""
-
-UPGRADABLE = ("1", "2")
-"""Schema versions this code upgrades on open."""
-
-CATCH_UP_BATCH = 20_000
-"""Messages indexed per catch-up transaction: large enough that FTS5 writes few, big segments,
-small enough that one transaction holds the write lock for well under a second."""
+"""Layout version, the same number on both backends (each has its own physical form of it).
+2 dropped ``messages.dedupe_key`` and tuned the SQLite FTS5 indexes; 3 indexes SQLite messages
+after ingest, behind the ``fts_progress`` watermark. Older SQLite stores are upgraded in place on
+open (see :mod:`ctxengine_lcm.store_sqlite`); PostgreSQL stores start at 3."""
 
 ItemKind = Literal["message", "summary"]
 
-_TABLES = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS fts_progress (name TEXT PRIMARY KEY, indexed_upto INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS conversations (
-    id INTEGER PRIMARY KEY,
-    session_id TEXT NOT NULL UNIQUE,
-    format TEXT,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS messages (
-    id INTEGER PRIMARY KEY,
-    conversation_id INTEGER NOT NULL REFERENCES conversations(id),
-    seq INTEGER NOT NULL,
-    role TEXT NOT NULL,
-    content TEXT NOT NULL,
-    text TEXT NOT NULL,
-    tool_calls TEXT,
-    tool_results TEXT,
-    tokens INTEGER NOT NULL,
-    content_hash TEXT NOT NULL,
-    pinned INTEGER NOT NULL DEFAULT 0,
-    rendered TEXT,
-    rendered_hash TEXT,
-    rendered_tokens INTEGER,
-    created_at REAL NOT NULL,
-    UNIQUE (conversation_id, seq)
-);
-CREATE TABLE IF NOT EXISTS summaries (
-    id TEXT PRIMARY KEY,
-    conversation_id INTEGER NOT NULL REFERENCES conversations(id),
-    depth INTEGER NOT NULL CHECK (depth >= 0),
-    kind TEXT NOT NULL CHECK (kind IN ('leaf', 'condensed')),
-    mode TEXT NOT NULL CHECK (mode IN ('normal', 'aggressive', 'deterministic')),
-    content TEXT NOT NULL,
-    tokens INTEGER NOT NULL,
-    source_tokens INTEGER NOT NULL,
-    earliest_at REAL,
-    latest_at REAL,
-    first_message_id INTEGER REFERENCES messages(id),
-    last_message_id INTEGER REFERENCES messages(id),
-    descendant_messages INTEGER NOT NULL,
-    descendant_summaries INTEGER NOT NULL,
-    provider TEXT,
-    created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS summary_links (
-    summary_id TEXT NOT NULL REFERENCES summaries(id),
-    ordinal INTEGER NOT NULL,
-    message_id INTEGER REFERENCES messages(id),
-    child_id TEXT REFERENCES summaries(id),
-    CHECK ((message_id IS NULL) <> (child_id IS NULL)),
-    PRIMARY KEY (summary_id, ordinal)
-);
-CREATE INDEX IF NOT EXISTS links_by_message ON summary_links (message_id);
-CREATE INDEX IF NOT EXISTS links_by_child ON summary_links (child_id);
-CREATE TABLE IF NOT EXISTS context_items (
-    conversation_id INTEGER NOT NULL REFERENCES conversations(id),
-    ordinal INTEGER NOT NULL,
-    message_id INTEGER REFERENCES messages(id),
-    summary_id TEXT REFERENCES summaries(id),
-    CHECK ((message_id IS NULL) <> (summary_id IS NULL)),
-    PRIMARY KEY (conversation_id, ordinal)
-);
-CREATE TABLE IF NOT EXISTS outputs (
-    id TEXT PRIMARY KEY,
-    conversation_id INTEGER NOT NULL REFERENCES conversations(id),
-    message_id INTEGER NOT NULL REFERENCES messages(id),
-    call_id TEXT,
-    tool_name TEXT,
-    content TEXT NOT NULL,
-    tokens INTEGER NOT NULL,
-    description TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS outputs_by_message ON outputs (message_id);
-CREATE TABLE IF NOT EXISTS rendered_blocks (
-    conversation_id INTEGER NOT NULL REFERENCES conversations(id),
-    hash TEXT NOT NULL,
-    hashes TEXT NOT NULL,
-    items TEXT NOT NULL,
-    PRIMARY KEY (conversation_id, hash)
-);
-"""
-
-_IMMUTABLE = ("messages", "summaries", "summary_links", "outputs")
-
-_MESSAGE_COLUMNS = (
-    "id",
-    "conversation_id",
-    "seq",
-    "role",
-    "content",
-    "text",
-    "tool_calls",
-    "tool_results",
-    "tokens",
-    "content_hash",
-    "pinned",
-    "rendered",
-    "rendered_hash",
-    "rendered_tokens",
-    "created_at",
-)
-
-_FTS = """
-CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
-    text, content='messages', content_rowid='id');
-CREATE VIRTUAL TABLE IF NOT EXISTS summaries_fts USING fts5(
-    content, content='summaries', content_rowid='rowid');
-CREATE VIRTUAL TABLE IF NOT EXISTS outputs_fts USING fts5(
-    content, content='outputs', content_rowid='rowid');
-"""
-
-FTS_TABLES = {"messages": "messages_fts", "summaries": "summaries_fts", "outputs": "outputs_fts"}
-
-FTS_PAGE_BYTES = 16000
-"""FTS5 ``pgsz``: index leaves that fill a 16 KiB database page (default 4050), so a segment
-is a quarter as many rows to write and to merge."""
-FTS_AUTOMERGE = 16
-"""FTS5 ``automerge``: segments merged at once (default 4). Every commit writes a new segment;
-merging 16 at a time rewrites each posting about half as often, for a few more segments to
-read per query (still well under a millisecond at 100,000 messages)."""
+Dialect = Literal["sqlite", "postgresql"]
 
 
-def _tune_fts_sql() -> str:
-    """Statements that set the FTS5 options above (kept in each index's ``_config`` table)."""
-    return "".join(
-        f"INSERT INTO {fts} ({fts}, rank) VALUES ('pgsz', {FTS_PAGE_BYTES});"
-        f"INSERT INTO {fts} ({fts}, rank) VALUES ('automerge', {FTS_AUTOMERGE});"
-        for fts in FTS_TABLES.values()
+def version_problem(found: str | None, upgradable: Sequence[str]) -> str:
+    """Why a store of layout version ``found`` (``None``: no version recorded) is refused."""
+    upgrades = f" (and upgrades {', '.join(upgradable)})" if upgradable else ""
+    return (
+        f"schema version {found if found is not None else 'missing'}, "
+        f"this ctxengine-lcm reads {SCHEMA_VERSION}{upgrades}"
     )
 
 
 class StoreError(RuntimeError):
-    """The store file cannot be opened or is not an lcm store."""
+    """The store cannot be opened, is not an lcm store, or its backend is not installed."""
 
 
-def fts5_available() -> bool:
-    """Whether this Python's SQLite was built with FTS5."""
-    conn = sqlite3.connect(":memory:")
-    try:
-        conn.execute("CREATE VIRTUAL TABLE probe USING fts5(x)")
-    except sqlite3.OperationalError:
-        return False
-    finally:
-        conn.close()
-    return True
+class QueryTimeout(StoreError):
+    """A bounded query ran past its time limit and was cancelled by the database."""
+
+
+class QueryRejected(StoreError):
+    """The database refused a query built from caller input (e.g. an invalid regex)."""
+
+
+class Cursor(Protocol):
+    """What the shared code reads from a statement's result (``sqlite3`` and psycopg agree)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """A connection as the shared code uses it: ``?`` placeholders, sqlite3-style calls."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Any: ...
 
 
 @attrs.frozen
@@ -319,12 +209,51 @@ class NewOutput:
 ContextItem = tuple[ItemKind, int | str]
 """``("message", message_id)`` or ``("summary", summary_id)``."""
 
+MESSAGE_COLUMNS = (
+    "id",
+    "conversation_id",
+    "seq",
+    "role",
+    "content",
+    "text",
+    "tool_calls",
+    "tool_results",
+    "tokens",
+    "content_hash",
+    "pinned",
+    "rendered",
+    "rendered_hash",
+    "rendered_tokens",
+    "created_at",
+)
+"""The ``messages`` columns every layout has, in the order :meth:`Store.append` writes them."""
+
+IMMUTABLE_TABLES = ("messages", "summaries", "summary_links", "outputs")
+
+SEARCHABLE = {"messages": "text", "summaries": "content", "outputs": "content"}
+"""The searchable text column of each table that ``lcm_grep`` reads."""
+
+_SUMMARY_COLUMNS = (
+    "id, depth, kind, mode, content, tokens, source_tokens, earliest_at, latest_at,"
+    " first_message_id, last_message_id, descendant_messages, descendant_summaries, provider,"
+    " created_at"
+)
+_STORED_MESSAGE_COLUMNS = (
+    "id, seq, role, content, text, tokens, content_hash, rendered, rendered_hash,"
+    " rendered_tokens, created_at"
+)
+_MAX_DEPTH = 1_000
+"""Deepest summary chain a query follows (real ones are a handful deep)."""
+_IN_CHUNK = 500
+"""Ids per ``IN (...)`` list (SQLite limits the number of parameters of one statement)."""
+
 
 def utf8_safe(text: str) -> str:
     """``text`` itself, or with each lone UTF-16 surrogate replaced by U+FFFD.
 
-    SQLite stores UTF-8 and a lone surrogate (a cut emoji) has none; the searchable columns
-    take this lossy form, while the message JSON keeps the exact text as a ``\\uXXXX`` escape.
+    Both databases store UTF-8 and a lone surrogate (a cut emoji) has none; the searchable
+    columns take this lossy form, while the message JSON keeps the exact text as a ``\\uXXXX``
+    escape.
     """
     try:
         text.encode("utf-8")
@@ -338,174 +267,136 @@ def message_ref(message_id: int) -> str:
     return f"msg_{message_id}"
 
 
-def _secure_file(path: Path) -> None:
-    """Create ``path`` (and its folder) owner-only before SQLite opens it."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if not path.exists():
-        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
-        os.close(fd)
-    # SQLite gives the -wal and -shm files the main file's permissions.
-    path.chmod(0o600)
+def open_store(target: str | os.PathLike[str], *, pool_size: int = 8, create: bool = True) -> Store:
+    """The store at ``target``: a ``postgresql://`` URL or the path of a SQLite file.
+
+    :param pool_size: most connections this process opens to a PostgreSQL database (shared by
+        every store of the process on the same URL); ignored for SQLite.
+    :param create: create the layout when the database has none (``False``: raise instead).
+    :raises StoreError: the store cannot be opened, or PostgreSQL support is not installed.
+    """
+    if is_database_url(target):
+        from ctxengine_lcm.store_postgres import PostgresStore
+
+        return PostgresStore(str(target), pool_size=pool_size, create=create)
+    from ctxengine_lcm.store_sqlite import SqliteStore
+
+    path = Path(target)
+    if not create and not path.exists():
+        raise StoreError(f"no lcm store at {path} (it is created by the first compaction)")
+    return SqliteStore(path)
 
 
-class Store:
-    """One connection to an lcm store file. Thread-safe (calls are serialised by a lock).
+def store_for(settings: LcmSettings) -> Store:
+    """The store the ``engines.lcm`` settings select (``database_url`` wins over ``db_path``)."""
+    if settings.database_url is not None:
+        return open_store(settings.database_url, pool_size=settings.database_pool_size)
+    return open_store(settings.path)
 
-    :param fts: force full-text search on or off (``None`` = on when SQLite has FTS5); a store
-        created without FTS stays without it.
+
+class Store(ABC):
+    """The repository: every read and write of the lossless engine goes through its methods.
+
+    Safe to share between threads. Each method is one statement or one transaction; what a
+    method returns is committed (or, for reads, was committed when it ran).
+
+    :ivar dialect: which backend this is.
+    :ivar location: where the store lives, fit to show (a path, or a URL without its password).
+    :ivar fts: whether full-text search has an index (always on PostgreSQL; on SQLite when it
+        was built with FTS5).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, fts: bool | None = None) -> None:
-        # Resolved, so two spellings of one file share its session locks (see locking).
-        self.path = Path(path).resolve()
-        try:
-            _secure_file(self.path)
-            self._conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
-            )
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the lcm store {str(self.path)!r}: {exc}") from exc
-        self._lock = threading.RLock()
-        conn = self._conn
-        # Rows hold a message twice (JSON and searchable text); big pages keep most of them off
-        # overflow chains. Only takes effect on a new file, before WAL mode is set.
-        conn.execute("PRAGMA page_size=16384")
-        conn.execute("PRAGMA journal_mode=WAL")
-        # NORMAL in WAL mode: a committed transaction survives a killed process; only a power
-        # loss may roll back the last commits.
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("PRAGMA busy_timeout=30000")
-        try:
-            self.fts = self._create_schema(fts)
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise StoreError(f"{str(self.path)!r} is not a usable lcm store: {exc}") from exc
+    dialect: ClassVar[Dialect]
+    location: str
+    fts: bool
+    _insert_messages: str
 
-    # -- schema ------------------------------------------------------------------------------
+    # -- what a backend supplies -------------------------------------------------------------
 
-    def _create_schema(self, fts: bool | None) -> bool:
-        conn = self._conn
-        with self._lock:
-            existing = self._table_names()
-            fresh = "messages" not in existing
-            if not fresh:
-                version = conn.execute(
-                    "SELECT value FROM meta WHERE key = 'schema_version'"
-                ).fetchone()
-                if version is not None and version[0] == "1":
-                    self._upgrade_from_1()
-                    self._upgrade_from_2()
-                elif version is not None and version[0] == "2":
-                    self._upgrade_from_2()
-                elif version is None or version[0] != str(SCHEMA_VERSION):
-                    raise sqlite3.DatabaseError(
-                        f"schema version {version[0] if version else 'missing'}, "
-                        f"this ctxengine-lcm reads {SCHEMA_VERSION} "
-                        f"(and upgrades {', '.join(UPGRADABLE)})"
-                    )
-                self._finish_open()
-                return "messages_fts" in existing
-            use_fts = fts5_available() if fts is None else fts
-            guards = "".join(
-                f"CREATE TRIGGER IF NOT EXISTS {table}_no_update BEFORE UPDATE ON {table} "
-                f"BEGIN SELECT RAISE(ABORT, 'lcm store: {table} are immutable'); END;"
-                f"CREATE TRIGGER IF NOT EXISTS {table}_no_delete BEFORE DELETE ON {table} "
-                f"BEGIN SELECT RAISE(ABORT, 'lcm store: {table} are append-only'); END;"
-                for table in _IMMUTABLE
-            )
-            # executescript commits whatever is pending, so the schema is its own script,
-            # wrapped in one transaction (two processes creating it at once is harmless).
-            conn.executescript(
-                "BEGIN IMMEDIATE;"
-                + _TABLES
-                + guards
-                + (_FTS + _tune_fts_sql() if use_fts else "")
-                + "INSERT OR IGNORE INTO fts_progress (name, indexed_upto) VALUES ('messages', 0);"
-                + "INSERT OR REPLACE INTO meta (key, value) VALUES "
-                + f"('schema_version', '{SCHEMA_VERSION}');"
-                + "COMMIT;"
-            )
-            self._finish_open()
-            return "messages_fts" in self._table_names()
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[Connection]:
+        """One write transaction: all of it commits or none of it."""
 
-    def _table_names(self) -> set[str]:
-        rows = self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        return {row[0] for row in rows}
+    @abstractmethod
+    def reading(self) -> AbstractContextManager[Connection]:
+        """A connection for reads (each statement sees what was committed when it started)."""
 
-    def _upgrade_from_1(self) -> None:
-        """Version 1 -> 2 in one transaction: tune the FTS indexes (new segments use the new
-        page size; existing ones are merged as usual). ``dedupe_key`` stays in the table."""
-        fts = "messages_fts" in self._table_names()
-        self._conn.executescript(
-            "BEGIN IMMEDIATE;"
-            + (_tune_fts_sql() if fts else "")
-            + "UPDATE meta SET value = '2' WHERE key = 'schema_version' AND value = '1';"
-            + "COMMIT;"
-        )
-
-    def _upgrade_from_2(self) -> None:
-        """Version 2 -> 3 in one transaction: add the ``fts_progress`` watermark. Version 2
-        indexed each message as it stored it, so everything up to the highest id is indexed.
-        (Two processes upgrading at once is harmless: the second finds version 3 and the row.)"""
-        self._conn.executescript(
-            "BEGIN IMMEDIATE;"
-            "CREATE TABLE IF NOT EXISTS fts_progress"
-            " (name TEXT PRIMARY KEY, indexed_upto INTEGER NOT NULL);"
-            "INSERT OR IGNORE INTO fts_progress (name, indexed_upto)"
-            " SELECT 'messages', COALESCE(MAX(id), 0) FROM messages;"
-            f"UPDATE meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'"
-            " AND value = '2';"
-            "COMMIT;"
-        )
-
-    def _finish_open(self) -> None:
-        """Prepare the message INSERT for this file's layout (version 1 has ``dedupe_key``)."""
-        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(messages)")}
-        self._dedupe_key = "dedupe_key" in columns
-        names = list(_MESSAGE_COLUMNS) + (["dedupe_key"] if self._dedupe_key else [])
-        self._insert_messages = (
-            f"INSERT INTO messages ({', '.join(names)}) VALUES ({','.join('?' * len(names))})"
-        )
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (``BEGIN IMMEDIATE``): all of it commits or none of it."""
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-
-    @contextmanager
-    def reading(self) -> Iterator[sqlite3.Connection]:
-        """The connection, for reads, under the store's lock."""
-        with self._lock:
-            yield self._conn
-
+    @abstractmethod
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        """Release the store's connections; the object is unusable afterwards."""
 
-    # -- conversations ----------------------------------------------------------------------
+    @abstractmethod
+    def session_lock(self, session_id: str, *, wait: float = 0.0) -> AbstractContextManager[bool]:
+        """Yields ``True`` while holding the session's compaction lock, ``False`` if another
+        thread, process or host still holds it after ``wait`` seconds (0 = do not wait).
+
+        The lock is released when the block ends, and by the database or the OS when the
+        holder dies, so a crash never leaves it held.
+        """
+
+    @abstractmethod
+    def _new_message_ids(self, conn: Connection, count: int) -> list[int]:
+        """``count`` fresh, increasing message ids, inside the caller's transaction."""
+
+    @abstractmethod
+    def integrity_problems(self) -> list[str]:
+        """What the database itself says is damaged (indexes, constraints, guards), one
+        sentence each; the doctor adds the checks of lineage and contexts."""
+
+    def one_connection(self) -> AbstractContextManager[None]:
+        """Run this thread's calls in the block on one connection (a tool call makes a dozen;
+        on PostgreSQL each would otherwise take one from the pool). No-op on SQLite."""
+        return nullcontext()
+
+    def health_notes(self) -> list[str]:
+        """Facts about the database worth a doctor's note that are not damage."""
+        return []
+
+    def _lock_conversation(self, conn: Connection, conversation_id: int) -> None:
+        """Serialise writers of one conversation until the transaction ends (SQLite's write
+        transactions already exclude each other)."""
+        del conn, conversation_id
+
+    def _index_row(self, conn: Connection, table: str, cursor: Cursor, text: str) -> None:
+        """Add the row ``cursor`` just inserted into ``table`` to its full-text index, where
+        the backend does not index at write time by itself."""
+        del conn, table, cursor, text
+
+    def safe_text(self, text: str) -> str:
+        """``text`` in a form the backend's text columns accept (see :func:`utf8_safe`)."""
+        return utf8_safe(text)
+
+    @property
+    def deferred_index(self) -> bool:
+        """Whether ingest leaves messages for :meth:`catch_up_index` (SQLite with FTS5)."""
+        return False
+
+    def catch_up_index(self, *, batch_size: int = 20_000) -> int:
+        """Index messages that ingest left out of the full-text index; returns how many.
+
+        Only the SQLite backend defers indexing; on PostgreSQL every row is indexed by the
+        transaction that stores it, so there is never anything to catch up.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        return 0
+
+    def unindexed_messages(self) -> int:
+        """How many stored messages are not in the full-text index yet."""
+        return 0
+
+    # -- conversations -----------------------------------------------------------------------
 
     def conversation_id(self, session_id: str, fmt: str | None = None) -> int:
         """The conversation row for ``session_id``, created on first use."""
-        with self.reading() as conn:
-            row = conn.execute(
-                "SELECT id FROM conversations WHERE session_id = ?", (session_id,)
-            ).fetchone()
-        if row is not None:
-            return int(row[0])
+        found = self.find_conversation(session_id)
+        if found is not None:
+            return found
         now = time.time()
         with self.transaction() as conn:
             conn.execute(
-                "INSERT OR IGNORE INTO conversations (session_id, format, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?)",
+                "INSERT INTO conversations (session_id, format, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO NOTHING",
                 (session_id, fmt, now, now),
             )
             row = conn.execute(
@@ -520,6 +411,15 @@ class Store:
             ).fetchone()
         return None if row is None else int(row[0])
 
+    def conversations(self) -> list[tuple[int, str, int]]:
+        """``(id, session id, message count)`` of every conversation."""
+        with self.reading() as conn:
+            rows = conn.execute(
+                "SELECT c.id, c.session_id, (SELECT COUNT(*) FROM messages m"
+                " WHERE m.conversation_id = c.id) FROM conversations c ORDER BY c.id"
+            ).fetchall()
+        return [(int(a), str(b), int(c)) for a, b, c in rows]
+
     # -- messages ----------------------------------------------------------------------------
 
     def append(
@@ -532,8 +432,8 @@ class Store:
     ) -> list[int]:
         """Store ``messages`` after the conversation's last one, in one transaction.
 
-        The messages are durable when this returns but not yet in the full-text index; see
-        :func:`catch_up_index`. Outputs stored with them are indexed at once.
+        The messages are durable when this returns. On SQLite they reach the full-text index
+        later (see :meth:`catch_up_index`); outputs stored with them are indexed at once.
 
         :param outputs: ``(index into messages, output)`` pairs stored aside with them.
         :param context: when given, the new active context, where an ``int`` ``k`` stands for
@@ -541,13 +441,14 @@ class Store:
         :returns: the new message ids, in order.
         """
         now = time.time()
+        safe = self.safe_text
         with self.transaction() as conn:
-            first_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM messages").fetchone()[0]
+            self._lock_conversation(conn, conversation_id)
+            ids = self._new_message_ids(conn, len(messages))
             first_seq = conn.execute(
                 "SELECT COALESCE(MAX(seq), -1) + 1 FROM messages WHERE conversation_id = ?",
                 (conversation_id,),
             ).fetchone()[0]
-            ids = list(range(first_id, first_id + len(messages)))
             rows: list[tuple[Any, ...]] = [
                 (
                     ids[k],
@@ -555,7 +456,7 @@ class Store:
                     first_seq + k,
                     m.role,
                     m.content,
-                    m.text,
+                    safe(m.text),
                     m.tool_calls,
                     m.tool_results,
                     m.tokens,
@@ -568,32 +469,28 @@ class Store:
                 )
                 for k, m in enumerate(messages)
             ]
-            if self._dedupe_key:
-                rows = [(*row, f"{row[2]}:{row[9]}") for row in rows]
-            # Not indexed here: catch_up_index does that later, in far larger batches.
-            conn.executemany(self._insert_messages, rows)
+            if rows:
+                conn.executemany(self._insert_messages, self._message_rows(rows))
             for k, o in outputs:
+                content = safe(o.content)
                 cursor = conn.execute(
-                    "INSERT OR IGNORE INTO outputs (id, conversation_id, message_id, call_id,"
+                    "INSERT INTO outputs (id, conversation_id, message_id, call_id,"
                     " tool_name, content, tokens, description, created_at)"
-                    " VALUES (?,?,?,?,?,?,?,?,?)",
+                    " VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (id) DO NOTHING",
                     (
                         o.id,
                         conversation_id,
                         ids[k],
-                        o.call_id,
-                        o.tool_name,
-                        utf8_safe(o.content),
+                        None if o.call_id is None else safe(o.call_id),
+                        None if o.tool_name is None else safe(o.tool_name),
+                        content,
                         o.tokens,
-                        utf8_safe(o.description),
+                        safe(o.description),
                         now,
                     ),
                 )
-                if cursor.rowcount == 1 and self.fts:
-                    conn.execute(
-                        "INSERT INTO outputs_fts (rowid, content) VALUES (?, ?)",
-                        (cursor.lastrowid, utf8_safe(o.content)),
-                    )
+                if cursor.rowcount == 1:
+                    self._index_row(conn, "outputs", cursor, content)
             if context is not None:
                 resolved: list[ContextItem] = [
                     ("message", ids[c]) if isinstance(c, int) else c for c in context
@@ -604,14 +501,15 @@ class Store:
             )
         return ids
 
+    def _message_rows(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """The rows as ``_insert_messages`` takes them (a layout may have more columns)."""
+        return rows
+
     def messages(
         self, conversation_id: int, ids: Sequence[int] | None = None
     ) -> list[StoredMessage]:
         """Stored messages of a conversation in storage order (all, or those in ``ids``)."""
-        cols = (
-            "id, seq, role, content, text, tokens, content_hash, rendered, rendered_hash,"
-            " rendered_tokens, created_at"
-        )
+        cols = _STORED_MESSAGE_COLUMNS
         with self.reading() as conn:
             if ids is None:
                 rows = conn.execute(
@@ -621,8 +519,7 @@ class Store:
             else:
                 rows = []
                 wanted = list(ids)
-                for start in range(0, len(wanted), 500):
-                    part = wanted[start : start + 500]
+                for part in _chunks(wanted):
                     marks = ",".join("?" * len(part))
                     rows.extend(
                         conn.execute(
@@ -638,10 +535,8 @@ class Store:
     def digests(self, conversation_id: int, ids: Sequence[int]) -> dict[int, MessageDigest]:
         """``(seq, content hash, rendered hash)`` of the unpinned messages in ``ids``, by id."""
         out: dict[int, MessageDigest] = {}
-        wanted = list(ids)
         with self.reading() as conn:
-            for start in range(0, len(wanted), 500):
-                part = wanted[start : start + 500]
+            for part in _chunks(list(ids)):
                 marks = ",".join("?" * len(part))
                 for mid, seq, digest, rendered in conn.execute(
                     "SELECT id, seq, content_hash, rendered_hash FROM messages"
@@ -665,8 +560,7 @@ class Store:
         """``(conversation id, message)`` for ``message_id``."""
         with self.reading() as conn:
             row = conn.execute(
-                "SELECT conversation_id, id, seq, role, content, text, tokens, content_hash,"
-                " rendered, rendered_hash, rendered_tokens, created_at FROM messages WHERE id = ?",
+                f"SELECT conversation_id, {_STORED_MESSAGE_COLUMNS} FROM messages WHERE id = ?",
                 (message_id,),
             ).fetchone()
         return None if row is None else (int(row[0]), StoredMessage(*row[1:]))
@@ -696,7 +590,9 @@ class Store:
     ) -> None:
         """Store ``summary`` with its ordered links and set the new active context, atomically."""
         now = time.time()
+        content = self.safe_text(summary.content)
         with self.transaction() as conn:
+            self._lock_conversation(conn, conversation_id)
             if summary.kind == "leaf":
                 ids = list(summary.message_ids)
                 marks = ",".join("?" * len(ids))
@@ -727,7 +623,7 @@ class Store:
                     summary.depth,
                     summary.kind,
                     summary.mode,
-                    utf8_safe(summary.content),
+                    content,
                     summary.tokens,
                     summary.source_tokens,
                     earliest,
@@ -740,11 +636,7 @@ class Store:
                     now,
                 ),
             )
-            if self.fts:
-                conn.execute(
-                    "INSERT INTO summaries_fts (rowid, content) VALUES (?, ?)",
-                    (cursor.lastrowid, utf8_safe(summary.content)),
-                )
+            self._index_row(conn, "summaries", cursor, content)
             links: list[tuple[str, int, int | None, str | None]] = [
                 (summary.id, k, mid, None) for k, mid in enumerate(summary.message_ids)
             ]
@@ -759,10 +651,7 @@ class Store:
     def summary(self, summary_id: str, conversation_id: int | None = None) -> Summary | None:
         with self.reading() as conn:
             row = conn.execute(
-                "SELECT id, depth, kind, mode, content, tokens, source_tokens, earliest_at,"
-                " latest_at, first_message_id, last_message_id, descendant_messages,"
-                " descendant_summaries, provider, created_at, conversation_id FROM summaries"
-                " WHERE id = ?",
+                f"SELECT {_SUMMARY_COLUMNS}, conversation_id FROM summaries WHERE id = ?",
                 (summary_id,),
             ).fetchone()
         if row is None or (conversation_id is not None and row[-1] != conversation_id):
@@ -772,10 +661,8 @@ class Store:
     def summaries(self, conversation_id: int) -> list[Summary]:
         with self.reading() as conn:
             rows = conn.execute(
-                "SELECT id, depth, kind, mode, content, tokens, source_tokens, earliest_at,"
-                " latest_at, first_message_id, last_message_id, descendant_messages,"
-                " descendant_summaries, provider, created_at FROM summaries"
-                " WHERE conversation_id = ? ORDER BY rowid",
+                f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE conversation_id = ?"
+                " ORDER BY rowid",
                 (conversation_id,),
             ).fetchall()
         return [Summary(*row) for row in rows]
@@ -801,66 +688,78 @@ class Store:
         return [r[0] for r in rows]
 
     def covered_message_ids(self, summary_id: str) -> list[int]:
-        """Every original message under a summary, in conversation order."""
-        out: list[int] = []
-        stack: list[ContextItem] = [("summary", summary_id)]
-        while stack:
-            kind, ref = stack.pop()
-            if kind == "message":
-                out.append(int(ref))
-            else:
-                stack.extend(reversed(self.children(str(ref))))
-        return out
+        """Every original message under a summary, in conversation order (which is id order:
+        a conversation's messages get increasing ids, and a summary covers a run of them)."""
+        with self.reading() as conn:
+            rows = conn.execute(
+                "WITH RECURSIVE down(message_id, child_id) AS ("
+                " SELECT message_id, child_id FROM summary_links WHERE summary_id = ?"
+                " UNION SELECT l.message_id, l.child_id FROM summary_links l"
+                " JOIN down d ON l.summary_id = d.child_id)"
+                " SELECT message_id FROM down WHERE message_id IS NOT NULL ORDER BY message_id",
+                (summary_id,),
+            ).fetchall()
+        return [int(r[0]) for r in rows]
 
     def covering_summaries(self, message_id: int) -> list[str]:
         """Every summary above a message, nearest first."""
-        with self.reading() as conn:
-            rows = conn.execute(
-                "WITH RECURSIVE up(id, level) AS ("
-                " SELECT summary_id, 0 FROM summary_links WHERE message_id = ?"
-                " UNION SELECT l.summary_id, up.level + 1 FROM summary_links l"
-                " JOIN up ON l.child_id = up.id)"
-                " SELECT id FROM up ORDER BY level",
-                (message_id,),
-            ).fetchall()
-        return [r[0] for r in rows]
+        return self.summaries_above("message", [message_id]).get(message_id, [])
 
     def ancestors_of_summary(self, summary_id: str) -> list[str]:
+        """Every summary above a summary, nearest first."""
+        return self.summaries_above("summary", [summary_id]).get(summary_id, [])
+
+    def summaries_above(self, kind: ItemKind, refs: Sequence[int | str]) -> dict[Any, list[str]]:
+        """For each message (or summary) of ``refs`` that something covers, every summary
+        above it, nearest first; one query for all of them."""
+        column = "message_id" if kind == "message" else "child_id"
+        out: dict[Any, list[str]] = {}
         with self.reading() as conn:
-            rows = conn.execute(
-                "WITH RECURSIVE up(id, level) AS ("
-                " SELECT summary_id, 0 FROM summary_links WHERE child_id = ?"
-                " UNION SELECT l.summary_id, up.level + 1 FROM summary_links l"
-                " JOIN up ON l.child_id = up.id)"
-                " SELECT id FROM up ORDER BY level",
-                (summary_id,),
-            ).fetchall()
-        return [r[0] for r in rows]
+            for start in range(0, len(refs), _IN_CHUNK):
+                part = list(refs[start : start + _IN_CHUNK])
+                marks = ",".join("?" * len(part))
+                for origin, summary_id in conn.execute(
+                    "WITH RECURSIVE up(origin, id, level) AS ("
+                    f" SELECT {column}, summary_id, 0 FROM summary_links"
+                    f" WHERE {column} IN ({marks})"
+                    " UNION SELECT up.origin, l.summary_id, up.level + 1 FROM summary_links l"
+                    # (a bound on the depth, so a damaged store with a cycle still answers)
+                    f" JOIN up ON l.child_id = up.id WHERE up.level < {_MAX_DEPTH})"
+                    " SELECT origin, id FROM up ORDER BY origin, level, id",
+                    part,
+                ):
+                    chain = out.setdefault(origin, [])
+                    if summary_id not in chain:  # two paths to one ancestor: nearest counts
+                        chain.append(summary_id)
+        return out
 
     # -- active context ----------------------------------------------------------------------
 
     @staticmethod
     def _write_context(
-        conn: sqlite3.Connection, conversation_id: int, items: Sequence[ContextItem]
+        conn: Connection, conversation_id: int, items: Sequence[ContextItem]
     ) -> None:
         conn.execute("DELETE FROM context_items WHERE conversation_id = ?", (conversation_id,))
-        conn.executemany(
-            "INSERT INTO context_items (conversation_id, ordinal, message_id, summary_id)"
-            " VALUES (?,?,?,?)",
-            [
-                (
-                    conversation_id,
-                    k,
-                    ref if kind == "message" else None,
-                    ref if kind == "summary" else None,
-                )
-                for k, (kind, ref) in enumerate(items)
-            ],
-        )
+        rows = [
+            (
+                conversation_id,
+                k,
+                ref if kind == "message" else None,
+                ref if kind == "summary" else None,
+            )
+            for k, (kind, ref) in enumerate(items)
+        ]
+        if rows:
+            conn.executemany(
+                "INSERT INTO context_items (conversation_id, ordinal, message_id, summary_id)"
+                " VALUES (?,?,?,?)",
+                rows,
+            )
 
     def set_context(self, conversation_id: int, items: Sequence[ContextItem]) -> None:
         """Replace the active context in one transaction."""
         with self.transaction() as conn:
+            self._lock_conversation(conn, conversation_id)
             self._write_context(conn, conversation_id, items)
 
     def context(self, conversation_id: int) -> list[ContextItem]:
@@ -873,6 +772,12 @@ class Store:
             ).fetchall()
         return [("message", r[0]) if r[0] is not None else ("summary", r[1]) for r in rows]
 
+    def active_items(self) -> set[ContextItem]:
+        """Every item of every conversation's active context."""
+        with self.reading() as conn:
+            rows = conn.execute("SELECT message_id, summary_id FROM context_items").fetchall()
+        return {("message", m) if m is not None else ("summary", s) for m, s in rows}
+
     # -- rendered blocks ---------------------------------------------------------------------
 
     def add_block(
@@ -881,8 +786,9 @@ class Store:
         """Remember that the messages hashed ``hashes`` stand for the context ``items``."""
         with self.transaction() as conn:
             conn.execute(
-                "INSERT OR REPLACE INTO rendered_blocks (conversation_id, hash, hashes, items)"
-                " VALUES (?,?,?,?)",
+                "INSERT INTO rendered_blocks (conversation_id, hash, hashes, items)"
+                " VALUES (?,?,?,?) ON CONFLICT (conversation_id, hash)"
+                " DO UPDATE SET hashes = excluded.hashes, items = excluded.items",
                 (conversation_id, hashes[0], json.dumps(list(hashes)), json.dumps(list(items))),
             )
 
@@ -912,6 +818,19 @@ class Store:
             return None
         return Output(*row[:-1])
 
+    def output_messages(self, output_ids: Sequence[str]) -> dict[str, int]:
+        """The message each of ``output_ids`` was stored aside from (unknown ids left out)."""
+        out: dict[str, int] = {}
+        with self.reading() as conn:
+            for start in range(0, len(output_ids), _IN_CHUNK):
+                part = list(output_ids[start : start + _IN_CHUNK])
+                marks = ",".join("?" * len(part))
+                for oid, mid in conn.execute(
+                    f"SELECT id, message_id FROM outputs WHERE id IN ({marks})", part
+                ):
+                    out[str(oid)] = int(mid)
+        return out
+
     def outputs_of(self, message_id: int) -> list[str]:
         with self.reading() as conn:
             rows = conn.execute(
@@ -925,19 +844,17 @@ class Store:
         """Counts for ``ctxengine lcm status``."""
         where = "" if conversation_id is None else " WHERE conversation_id = ?"
         args: tuple[Any, ...] = () if conversation_id is None else (conversation_id,)
+
+        def one(sql: str, params: tuple[Any, ...] = args) -> int:
+            return int(conn.execute(sql, params).fetchone()[0])
+
         with self.reading() as conn:
             out: dict[str, Any] = {
-                "conversations": conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0],
-                "messages": conn.execute(f"SELECT COUNT(*) FROM messages{where}", args).fetchone()[
-                    0
-                ],
-                "message_tokens": conn.execute(
-                    f"SELECT COALESCE(SUM(tokens), 0) FROM messages{where}", args
-                ).fetchone()[0],
-                "outputs": conn.execute(f"SELECT COUNT(*) FROM outputs{where}", args).fetchone()[0],
-                "context_items": conn.execute(
-                    f"SELECT COUNT(*) FROM context_items{where}", args
-                ).fetchone()[0],
+                "conversations": one("SELECT COUNT(*) FROM conversations", ()),
+                "messages": one(f"SELECT COUNT(*) FROM messages{where}"),
+                "message_tokens": one(f"SELECT COALESCE(SUM(tokens), 0) FROM messages{where}"),
+                "outputs": one(f"SELECT COUNT(*) FROM outputs{where}"),
+                "context_items": one(f"SELECT COUNT(*) FROM context_items{where}"),
             }
             out["summaries_by_depth"] = {
                 int(depth): int(count)
@@ -947,83 +864,10 @@ class Store:
                 )
             }
         out["fts"] = self.fts
-        out["fts_pending"] = self.unindexed_messages() if self.fts else 0
+        out["fts_pending"] = self.unindexed_messages()
         return out
 
-    # -- deferred message indexing -----------------------------------------------------------
 
-    def index_watermark(self) -> int:
-        """The highest message id already in the full-text index (``fts_progress``).
-
-        :raises StoreError: the store has full-text search but no watermark row.
-        """
-        with self.reading() as conn:
-            return _watermark(conn, self.path)
-
-    def unindexed_messages(self) -> int:
-        """How many stored messages are not in the full-text index yet (0 without FTS)."""
-        if not self.fts:
-            return 0
-        with self.reading() as conn:
-            upto = _watermark(conn, self.path)
-            return int(
-                conn.execute("SELECT COUNT(*) FROM messages WHERE id > ?", (upto,)).fetchone()[0]
-            )
-
-    def conversations(self) -> list[tuple[int, str, int]]:
-        """``(id, session id, message count)`` of every conversation."""
-        with self.reading() as conn:
-            rows = conn.execute(
-                "SELECT c.id, c.session_id, (SELECT COUNT(*) FROM messages m"
-                " WHERE m.conversation_id = c.id) FROM conversations c ORDER BY c.id"
-            ).fetchall()
-        return [(int(a), str(b), int(c)) for a, b, c in rows]
-
-
-def _watermark(conn: sqlite3.Connection, path: Path) -> int:
-    row = conn.execute("SELECT indexed_upto FROM fts_progress WHERE name = 'messages'").fetchone()
-    if row is None:
-        raise StoreError(
-            f"the lcm store {str(path)!r} has no full-text watermark (fts_progress row "
-            "'messages'); it was damaged outside ctxengine-lcm"
-        )
-    return int(row[0])
-
-
-def catch_up_index(store: Store, *, batch_size: int = CATCH_UP_BATCH) -> int:
-    """Add every message above the watermark to the full-text index; returns how many.
-
-    One transaction per batch of ``batch_size`` messages holds both the index entries and the
-    new watermark, so a crash between batches loses only the unfinished batch and running this
-    again continues from the last committed one without indexing anything twice. Cheap when
-    nothing is pending (two indexed lookups, no write transaction). A no-op without FTS.
-
-    :raises ValueError: ``batch_size`` < 1.
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if not store.fts:
-        return 0
-    with store.reading() as conn:
-        upto = _watermark(conn, store.path)
-        newest = conn.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0]
-    if newest <= upto:
-        return 0
-    indexed = 0
-    while True:
-        with store.transaction() as conn:
-            # Read again under the write lock: another process may have caught up meanwhile.
-            upto = _watermark(conn, store.path)
-            rows = conn.execute(
-                "SELECT id, text FROM messages WHERE id > ? ORDER BY id LIMIT ?",
-                (upto, batch_size),
-            ).fetchall()
-            if rows:
-                conn.executemany("INSERT INTO messages_fts (rowid, text) VALUES (?, ?)", rows)
-                conn.execute(
-                    "UPDATE fts_progress SET indexed_upto = ? WHERE name = 'messages'",
-                    (rows[-1][0],),
-                )
-        indexed += len(rows)
-        if len(rows) < batch_size:
-            return indexed
+def _chunks(ids: list[int]) -> Iterator[list[int]]:
+    for start in range(0, len(ids), _IN_CHUNK):
+        yield ids[start : start + _IN_CHUNK]

@@ -8,14 +8,14 @@ JSON-serialisable dicts and bounded in size.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxengine import Tool, ToolError
 from ctxengine.messages import redact
 from ctxengine_lcm.render import strip_expand_line
 from ctxengine_lcm.search import MAX_LIMIT, MODES, SCOPES, Searcher, check_choice, words
-from ctxengine_lcm.store import message_ref
+from ctxengine_lcm.store import StoredMessage, message_ref
 
 if TYPE_CHECKING:
     from ctxengine import EngineContext
@@ -88,6 +88,18 @@ class LcmTools:
     @property
     def session(self) -> LcmSession:
         return self._open()
+
+    def on_one_connection(
+        self, handler: Callable[[Mapping[str, Any]], dict[str, Any]]
+    ) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+        """``handler`` with all its store calls on one connection (see
+        :meth:`~ctxengine_lcm.store.Store.one_connection`)."""
+
+        def run(arguments: Mapping[str, Any]) -> dict[str, Any]:
+            with self.session.store.one_connection():
+                return handler(arguments)
+
+        return run
 
     def _searcher(self) -> Searcher:
         session = self.session
@@ -231,7 +243,7 @@ class LcmTools:
         page: list[dict[str, Any]] = []
         used = 0
         position = offset
-        for row in store.messages(session.conversation_id, ids[offset:]):
+        for row in self._rows(session, ids[offset:]):
             cost = row.tokens
             if page and used + cost > cap:
                 break
@@ -253,6 +265,13 @@ class LcmTools:
             "tokens": used,
             "messages": page,
         }
+
+    @staticmethod
+    def _rows(session: LcmSession, ids: Sequence[int], batch: int = 64) -> Iterator[StoredMessage]:
+        """The stored messages ``ids`` in order, read ``batch`` at a time (a page usually needs
+        only the first few of a summary's thousands)."""
+        for start in range(0, len(ids), batch):
+            yield from session.store.messages(session.conversation_id, ids[start : start + batch])
 
     # -- lcm_expand_query --------------------------------------------------------------------
 
@@ -379,7 +398,7 @@ def build_tools(open_session: Callable[[], LcmSession], ctx: EngineContext) -> l
                 },
                 "required": ["pattern"],
             },
-            handler=tools.grep,
+            handler=tools.on_one_connection(tools.grep),
         ),
         Tool(
             name="lcm_describe",
@@ -401,7 +420,7 @@ def build_tools(open_session: Callable[[], LcmSession], ctx: EngineContext) -> l
                 },
                 "required": ["id"],
             },
-            handler=tools.describe,
+            handler=tools.on_one_connection(tools.describe),
         ),
         Tool(
             name="lcm_expand",
@@ -423,7 +442,7 @@ def build_tools(open_session: Callable[[], LcmSession], ctx: EngineContext) -> l
                 },
                 "required": ["summary_id"],
             },
-            handler=tools.expand,
+            handler=tools.on_one_connection(tools.expand),
         ),
         Tool(
             name="lcm_expand_query",
@@ -457,6 +476,6 @@ def build_tools(open_session: Callable[[], LcmSession], ctx: EngineContext) -> l
                 },
                 "required": ["question"],
             },
-            handler=tools.expand_query,
+            handler=tools.on_one_connection(tools.expand_query),
         ),
     ]
