@@ -16,6 +16,7 @@ import pytest
 
 from ctxengine_lcm.engine import get_state
 from ctxengine_lcm.ingest import searchable_text, written_arguments
+from ctxengine_lcm.store_sqlite import SqliteStore
 
 COMMAND = 'grep -rn "parse_config(\\"x\\")" src/ && echo C:\\temp\\out'
 PATCH_RESULT = {"output": 'E   AssertionError: "a" != "b"\n', "metadata": {"exit_code": 1}}
@@ -100,6 +101,7 @@ def test_grep_literal_and_regex_find_the_command_and_expand_returns_it(
         assert mine and json.dumps(mine[0]["message"], sort_keys=True) in originals
 
 
+@pytest.mark.sqlite_only  # only SQLite stores were written by the earlier ingest
 def test_literal_search_finds_rows_indexed_escaped_before(make_kernel: Any) -> None:
     """A store written before holds the command JSON-escaped: literal search still finds it."""
     kernel = make_kernel(context_length=2_000, fresh_tail_count=2)
@@ -107,7 +109,7 @@ def test_literal_search_finds_rows_indexed_escaped_before(make_kernel: Any) -> N
     messages = _conversation("openai")
     assert session.compress(messages, force=True).status == "compacted"
     lcm = get_state(session.ctx).session
-    assert lcm is not None
+    assert lcm is not None and isinstance(lcm.store, SqliteStore)
     escaped = "shell " + json.dumps({"cmd": COMMAND})
     # Rewrite the row the way the earlier ingest indexed it (messages are immutable through the
     # store's API; this is a stand-in for a file written by the previous version).
