@@ -48,6 +48,7 @@ import os
 import random
 import re
 import select
+import shutil
 import signal
 import statistics
 import subprocess
@@ -123,8 +124,8 @@ def worker_main(url: str, window: int) -> int:
     store_module.Store.add_summary = add_summary  # type: ignore[method-assign]
     store_module.Store._write_context = staticmethod(write_context)  # type: ignore[method-assign]
 
-    home = tempfile.mkdtemp(prefix="ctxengine-load-home-")
-    env = {**os.environ, "CTXENGINE_HOME": home, "CTXENGINE_CONFIG": ""}
+    # CTXENGINE_HOME is the driver's folder for this run (it removes it; a killed worker can't).
+    env = {**os.environ, "CTXENGINE_CONFIG": ""}
     kernel = ctxengine.load(lcm_config(url, context_length=window), env=env)
     say(event="ready", pid=os.getpid())
     for line in sys.stdin:
@@ -156,9 +157,10 @@ JOB_FIELDS = ("job", "session", "messages", "force", "stop_in_compaction")
 class Worker:
     """One worker process and the turns queued on it (it serves them in order)."""
 
-    def __init__(self, url: str, window: int) -> None:
+    def __init__(self, url: str, window: int, home: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--worker", url, "--window", str(window)],
+            env={**os.environ, "CTXENGINE_HOME": home},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -244,7 +246,8 @@ class Replay:
             sid: {"history": [], "sent": 0, "turn": 0, "inflight": set(), "final": False}
             for sid in self.transcript
         }
-        self.workers = [Worker(url, args.window) for _ in range(args.workers)]
+        self.home = tempfile.mkdtemp(prefix="ctxengine-load-home-")
+        self.workers = [Worker(url, args.window, self.home) for _ in range(args.workers)]
         self.jobs: dict[int, dict[str, Any]] = {}
         self.intervals: dict[str, list[list[float]]] = {sid: [] for sid in self.transcript}
         self.open_lock: dict[int, tuple[str, int]] = {}  # job -> (session, index in intervals)
@@ -311,7 +314,7 @@ class Replay:
             sid, at = self.open_lock.pop(worker.busy["job"])
             self.intervals[sid][at][1] = time.monotonic()
         stranded = ([worker.busy] if worker.busy else []) + worker.queue
-        fresh = Worker(self.url, self.args.window)
+        fresh = Worker(self.url, self.args.window, self.home)
         self.workers[self.workers.index(worker)] = fresh
         for job in stranded:
             job["stop_in_compaction"] = False
@@ -476,7 +479,10 @@ class Replay:
 def replay(url: str, args: argparse.Namespace) -> dict[str, Any]:
     """Part 1: run the replay and check it."""
     run = Replay(url, args)
-    return run.check(run.run())
+    try:
+        return run.check(run.run())
+    finally:
+        shutil.rmtree(run.home, ignore_errors=True)
 
 
 # -- part 2: ingest rate --------------------------------------------------------------------------
