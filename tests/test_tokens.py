@@ -15,15 +15,17 @@ from typing import Any
 import pytest
 
 from ctxengine._accounting import tokens
-from ctxengine._accounting.tokens import (
+from ctxengine._accounting.estimate import (
     IMAGE_TOKENS,
     MESSAGE_OVERHEAD_TOKENS,
-    TokenCounter,
-    TokenizerUnavailableError,
     estimate_tokens,
-    get_encoding,
     rough_conversation_tokens,
     rough_message_tokens,
+)
+from ctxengine._accounting.tokens import (
+    TokenCounter,
+    TokenizerUnavailableError,
+    get_encoding,
     seed_tiktoken_cache,
 )
 from ctxengine._messages.read import message_text
@@ -338,27 +340,29 @@ def test_replaced_or_grown_content_is_recounted() -> None:
     assert counter.count_message(listed) > one
 
 
-def test_deep_in_place_edit_needs_invalidate() -> None:
+def test_an_in_place_edit_of_a_block_changes_the_count() -> None:
     counter = TokenCounter()
     block = {"type": "text", "text": "tiny"}
     msg = {"role": "user", "content": [block]}
-    stale = counter.count_message(msg)
+    messages = [msg]
+    before = counter.count(messages)
     block["text"] = "now a considerably longer piece of text than the original"
-    assert counter.count_message(msg) == stale  # documented limit: deep edits are not seen
-    counter.invalidate(msg)
-    fresh = counter.count_message(msg)
-    assert fresh == TokenCounter().count_message(copy.deepcopy(msg))
-    assert fresh > stale
+    after = counter.count(messages)  # the same list, the same message object
+    assert after == TokenCounter().count(copy.deepcopy(messages)) > before
+    assert counter.count_message(msg) == after
     counter.invalidate()
     assert len(counter) == 0
 
 
-def test_cache_is_bounded() -> None:
+def test_the_memo_is_bounded_beyond_the_last_list() -> None:
     counter = TokenCounter(cache_size=3)
-    messages = [{"role": "user", "content": f"m{i}"} for i in range(10)]
-    total = counter.count(messages)
-    assert len(counter) == 3
-    assert counter.count(messages) == total
+    first = [{"role": "user", "content": f"m{i}"} for i in range(10)]
+    total = counter.count(first)
+    assert len(counter) == 10  # the list resolved last is always kept
+    second = [{"role": "user", "content": f"n{i}"} for i in range(10)]
+    counter.count(second)
+    assert len(counter) == 3 + 10
+    assert counter.count(first) == total
 
 
 def test_incremental_count_equals_fresh_count_on_a_real_session(

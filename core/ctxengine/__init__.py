@@ -20,14 +20,15 @@ from ctxengine.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from ctxengine._accounting.cache_stats import SessionCacheStats, cache_line
-    from ctxengine._accounting.models import ModelInfo, lookup_model
-    from ctxengine._accounting.tokens import (
-        PrefixCounter,
-        TokenCounter,
+    from ctxengine._accounting.estimate import (
+        TextSize,
+        TokenEstimate,
         estimate_tokens,
         rough_conversation_tokens,
         rough_message_tokens,
     )
+    from ctxengine._accounting.models import ModelInfo, lookup_model
+    from ctxengine._accounting.tokens import MessageSizes, PrefixCounter, TokenCounter
     from ctxengine._accounting.usage import Usage, normalize_usage
     from ctxengine._config.core import (
         Config,
@@ -109,6 +110,7 @@ _LAZY = {
     "LoadedConfig": "ctxengine._config.core",
     "MIN_TEMPLATE_HEADINGS": "ctxengine._summarize.template",
     "Message": "ctxengine._messages.conversation",
+    "MessageSizes": "ctxengine._accounting.tokens",
     "ModelInfo": "ctxengine._accounting.models",
     "PluginCommands": "ctxengine._plugin.commands",
     "PluginSettings": "ctxengine._config.spec",
@@ -129,7 +131,9 @@ _LAZY = {
     "SystemPrompt": "ctxengine._messages.conversation",
     "THRASH_RUN": "ctxengine._plugin.guards",
     "THRASH_SAVING": "ctxengine._plugin.guards",
+    "TextSize": "ctxengine._accounting.estimate",
     "TokenCounter": "ctxengine._accounting.tokens",
+    "TokenEstimate": "ctxengine._accounting.estimate",
     "Tool": "ctxengine._plugin.tools",
     "ToolError": "ctxengine._plugin.tools",
     "Usage": "ctxengine._accounting.usage",
@@ -139,15 +143,15 @@ _LAZY = {
     "config_from_mapping": "ctxengine._config.core",
     "conform_to_template": "ctxengine._summarize.template",
     "ctxengine_home": "ctxengine._config.core",
-    "estimate_tokens": "ctxengine._accounting.tokens",
+    "estimate_tokens": "ctxengine._accounting.estimate",
     "load": "ctxengine._kernel.kernel",
     "load_config": "ctxengine._config.core",
     "lookup_model": "ctxengine._accounting.models",
     "normalize_usage": "ctxengine._accounting.usage",
     "parse_section": "ctxengine._config.fields",
     "register_engine": "ctxengine._kernel.resolve",
-    "rough_conversation_tokens": "ctxengine._accounting.tokens",
-    "rough_message_tokens": "ctxengine._accounting.tokens",
+    "rough_conversation_tokens": "ctxengine._accounting.estimate",
+    "rough_message_tokens": "ctxengine._accounting.estimate",
     "split_summary": "ctxengine._summarize.template",
     "strip_reasoning": "ctxengine._summarize",
     "unregister_engine": "ctxengine._kernel.resolve",
@@ -185,6 +189,7 @@ __all__ = [
     "Kernel",
     "LoadedConfig",
     "Message",
+    "MessageSizes",
     "ModelInfo",
     "PluginCommands",
     "PluginSettings",
@@ -202,7 +207,9 @@ __all__ = [
     "SummaryError",
     "SummaryProvider",
     "SystemPrompt",
+    "TextSize",
     "TokenCounter",
+    "TokenEstimate",
     "Tool",
     "ToolError",
     "Usage",

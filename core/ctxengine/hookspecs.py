@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from ctxengine._accounting.estimate import TokenEstimate
     from ctxengine._accounting.usage import Usage
     from ctxengine._config.spec import PluginSettings
     from ctxengine._messages.conversation import Conversation, Stage
@@ -41,16 +42,24 @@ def should_compress(
     stage: Stage,
     force: bool,
     message_count: int,
+    prompt: TokenEstimate,
 ) -> bool | None:
     """First result: should this session compact now? ``None`` means no opinion.
 
+    Compare thresholds with ``prompt.reaches(threshold)``: it gives the answer exact token counts
+    would give and counts exactly only when the threshold lies within the estimate's error, so
+    a decision costs next to nothing while the prompt is clearly below or above it.
+
     :param ctx: the session's engine context (config, model, token counter, state).
-    :param prompt_tokens: the prompt size, from the provider's last usage when ``measured`` is
-        true, else the kernel's calibrated local estimate.
-    :param measured: whether ``prompt_tokens`` came from the provider.
+    :param prompt_tokens: ``prompt.value``, the point estimate of the prompt size: the same
+        however the host handed the history over, but an estimate (comparing it with a threshold
+        can differ from the exact answer when the two are close).
+    :param measured: ``prompt.measured``: the size rests on the provider's last usage.
     :param stage: ``"agent"`` in the agent loop, ``"gateway"`` before the agent runs.
     :param force: the caller asks to ignore cooldowns and anti-thrash guards.
     :param message_count: how many messages the conversation holds.
+    :param prompt: the prompt size in the provider's tokens (see
+        :meth:`ctxengine.Session.prompt`): bounds, a point estimate, the exact count on demand.
     :returns: ``True``/``False``, or ``None`` to let the next implementation decide (the kernel
         treats an unanswered call as ``False``).
     """

@@ -14,8 +14,8 @@ from typing import Any
 import attrs
 
 from ctxengine import CacheSettings, EngineContext, hookimpl
-from ctxengine.messages import ListProgress, strip_cache_markers
-from ctxengine_caching.breakpoints import Breakpoint, breakpoint_report
+from ctxengine.messages import strip_cache_markers
+from ctxengine_caching.breakpoints import Breakpoint, breakpoint_report, shortfall
 from ctxengine_caching.strategy import apply_system_and_3
 
 __all__ = [
@@ -37,9 +37,10 @@ class StrategyState:
     """What the strategy recorded for one session (``ctx.state["system_and_3"]``).
 
     Until the session's prompt first reaches the model's minimum cacheable prefix, every request's
-    breakpoints are measured as it is marked (conversations are short then, so this is cheap) and
-    the first shortfall is logged. After that the report of the last request is computed only
-    when :attr:`breakpoints` is read, so a long session pays nothing per request for it.
+    breakpoints are checked as it is marked, counting exactly only the prefixes near or below the
+    minimum (so a long conversation that reaches it at once costs no tokenizing), and the first
+    shortfall is logged. After that the report of the last request is computed only when
+    :attr:`breakpoints` is read, so a long session pays nothing per request for it.
 
     :ivar requests: requests marked so far.
     :ivar below_minimum_requests: requests whose longest breakpoint closed a prefix below the
@@ -50,8 +51,6 @@ class StrategyState:
 
     requests: int = 0
     below_minimum_requests: int = 0
-    clean: ListProgress = attrs.field(factory=ListProgress, repr=False)
-    """How much of the caller's message list is known to carry no cache marker."""
     reached_minimum: bool = False
     logged: bool = False
     _report: Callable[[], list[Breakpoint]] | None = attrs.field(default=None, repr=False)
@@ -87,35 +86,37 @@ def cache_strategy(
     below the minimum); see :class:`StrategyState` for what is measured when.
     """
     state = ctx.plugin_state(STATE_KEY, StrategyState)
-    marked = apply_system_and_3(
-        request, ttl=settings.ttl, native=settings.native, clean=state.clean
-    )
-    # Counts come from the caller's message objects (the session's counter has them cached);
-    # the list itself is snapshotted because the caller keeps appending to it.
+    marked = apply_system_and_3(request, ttl=settings.ttl, native=settings.native, memo=ctx.memo)
+    # Counts come from the caller's message objects (the session's memo knows them); the list
+    # itself is snapshotted because the caller keeps appending to it.
     unmarked = {**request, "messages": list(request["messages"])}
     counter, minimum = ctx.tokens, settings.min_cacheable_tokens
     state.record(lambda: breakpoint_report(marked, counter, minimum, unmarked=unmarked))
     if not state.reached_minimum:
-        _check_minimum(ctx, state, minimum)
+        _check_minimum(ctx, state, minimum, shortfall(marked, request, counter, minimum))
     return marked
 
 
-def _check_minimum(ctx: EngineContext, state: StrategyState, minimum: int) -> None:
-    report = state.breakpoints
-    if not report:
+def _check_minimum(
+    ctx: EngineContext,
+    state: StrategyState,
+    minimum: int,
+    found: tuple[int, bool, list[Breakpoint]],
+) -> None:
+    total, last_cacheable, below = found
+    if not total:
         return
-    if report[-1].cacheable:
+    if last_cacheable:
         state.reached_minimum = True
     else:
         state.below_minimum_requests += 1
-    below = state.uncacheable
     if below and not state.logged:
         state.logged = True
         ctx.log.info(
             "prompt caching: %d of %d breakpoints cover fewer than %d tokens (%s), so the "
             "API caches nothing there yet",
             len(below),
-            len(report),
+            total,
             minimum,
             ", ".join(f"{p.position}={p.prefix_tokens}" for p in below),
         )

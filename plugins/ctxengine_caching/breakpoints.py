@@ -12,8 +12,8 @@ from typing import Any
 
 import attrs
 
-from ctxengine import PrefixCounter
-from ctxengine.messages import marker_positions
+from ctxengine import PrefixCounter, TokenCounter, TokenEstimate
+from ctxengine.messages import marked_items, marker_positions
 
 
 @attrs.frozen
@@ -78,6 +78,58 @@ def breakpoint_report(
             prefix = cumulative[index] if index < len(cumulative) else running
         report.append(Breakpoint(position, prefix, prefix >= min_cacheable_tokens))
     return report
+
+
+def shortfall(
+    request: Mapping[str, Any],
+    unmarked: Mapping[str, Any],
+    counter: TokenCounter,
+    min_cacheable_tokens: int,
+) -> tuple[int, bool, list[Breakpoint]]:
+    """What :func:`breakpoint_report` would say about the minimum, counting exactly only the
+    prefixes whose estimate cannot tell: ``(markers, whether the last one reaches the minimum,
+    the breakpoints that do not, with their exact prefix tokens)``.
+
+    ``request`` is the marked request, ``unmarked`` the caller's (same messages, before marking):
+    markers can only sit on messages the strategy copied, so only those are looked at, and sizes
+    come from the session's memo of the caller's objects.
+    """
+    marked_messages = request.get("messages")
+    messages = unmarked.get("messages")
+    if not isinstance(marked_messages, list) or not isinstance(messages, list):
+        return 0, False, []
+    copied = [
+        index
+        for index, (mine, theirs) in enumerate(zip(marked_messages, messages, strict=True))
+        if mine is not theirs
+    ]
+    markers = marked_items(request, messages=copied)
+    if not markers:
+        return 0, False, []
+    tools = unmarked.get("tools")
+    tool_list: list[Any] = tools if isinstance(tools, list) else []
+    system = unmarked.get("system")
+    system = system if isinstance(system, (str, list)) else None
+    entries = counter.memo.view_of(messages).entries
+    size = counter.size_of(())
+    done = 0
+    below: list[Breakpoint] = []
+    cacheable = False
+    for position, index, _ in markers:
+        estimate: TokenEstimate
+        if position.startswith("tools["):
+            tools_index = int(position[6:].split("]", 1)[0])
+            estimate = TokenEstimate.known(counter.count_tools(tool_list[: tools_index + 1]))
+        elif index is None:  # the system prompt
+            estimate = counter.tally((), system=system, tools=tool_list)
+        else:
+            size = counter.size_of(entries[done : index + 1], size)
+            done = max(done, index + 1)
+            estimate = counter.tally(entries[:done], system=system, tools=tool_list, size=size)
+        cacheable = estimate.reaches(min_cacheable_tokens)
+        if not cacheable:
+            below.append(Breakpoint(position, estimate.exact(), False))
+    return len(markers), cacheable, below
 
 
 def _message_index(position: str) -> int:

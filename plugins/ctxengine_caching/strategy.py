@@ -22,7 +22,7 @@ from typing import Any
 
 from ctxengine import Format
 from ctxengine.messages import (
-    ListProgress,
+    MarkedMessages,
     cache_marker,
     detect_request_format,
     is_tool_message,
@@ -43,7 +43,7 @@ def apply_system_and_3(
     ttl: str,
     native: bool,
     fmt: Format | None = None,
-    clean: ListProgress | None = None,
+    memo: MarkedMessages | None = None,
 ) -> dict[str, Any]:
     """``request`` marked with up to four ``cache_control`` breakpoints.
 
@@ -58,8 +58,8 @@ def apply_system_and_3(
     :param native: true on routes that accept markers on tool messages (native Anthropic API,
         Anthropic-compatible gateways); false on OpenAI-envelope routes such as OpenRouter.
     :param fmt: the request's format; detected with :func:`detect_request_format` when omitted.
-    :param clean: a per-session record of the caller's messages known to carry no marker; see
-        :func:`strip_cache_markers`.
+    :param memo: the session's message memo, which knows which of the caller's messages carry
+        markers (see :func:`strip_cache_markers`); without it every message is scanned.
     :returns: a new request dict; the caller's objects are untouched and only the marked messages
         (and the system prompt when marked) are copies.
     :raises ValueError: for a TTL other than "5m"/"1h".
@@ -68,7 +68,7 @@ def apply_system_and_3(
     cache_marker(ttl)  # validates before any work
     if fmt not in (None, "openai", "anthropic"):
         raise ValueError(f"fmt must be 'openai', 'anthropic' or None; got {fmt!r}")
-    out = strip_cache_markers(request, clean=clean)
+    out = strip_cache_markers(request, memo=memo)
     if fmt is None:
         fmt = detect_request_format(out)
     messages: list[dict[str, Any]] = out["messages"]

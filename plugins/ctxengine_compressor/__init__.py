@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING
 from ctxengine import hookimpl
 
 if TYPE_CHECKING:
-    from ctxengine import CompressResult, Conversation, EngineContext, PluginSettings, Stage, Usage
+    from ctxengine import (
+        CompressResult,
+        Conversation,
+        EngineContext,
+        PluginSettings,
+        Stage,
+        TokenEstimate,
+        Usage,
+    )
 
 CTXENGINE_KIND = "engine"
 
@@ -36,7 +44,7 @@ def declare_settings(settings: PluginSettings) -> None:
 
 @hookimpl
 def should_compress(
-    ctx: EngineContext, prompt_tokens: int, measured: bool, stage: Stage, force: bool
+    ctx: EngineContext, prompt: TokenEstimate, stage: Stage, force: bool
 ) -> bool | None:
     """Threshold with failure cooldown and anti-thrash; no opinion on the gateway stage (gateway
     hygiene decides that one)."""
@@ -44,7 +52,7 @@ def should_compress(
         return None
     from ctxengine_compressor import trigger
 
-    return trigger.should_compress(ctx, prompt_tokens, force)
+    return trigger.should_compress(ctx, prompt, force)
 
 
 @hookimpl

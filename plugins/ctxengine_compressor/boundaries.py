@@ -9,10 +9,11 @@ tail, kept byte-for-byte.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import attrs
 
-from ctxengine import Format, Message
+from ctxengine import Format, Message, TokenEstimate
 from ctxengine.messages import (
     cut_points,
     has_visible_assistant_text,
@@ -20,7 +21,17 @@ from ctxengine.messages import (
     is_tool_result_message,
 )
 
-__all__ = ["Boundaries", "find_boundaries", "system_prefix_length"]
+__all__ = ["Boundaries", "RunSizes", "find_boundaries", "system_prefix_length"]
+
+
+class RunSizes(Protocol):
+    """The token sizes boundaries are found with (``ctx.tokens.sizes(messages)`` has them):
+    exact per message, estimated (exact on demand) per run, so only what a boundary depends on
+    is tokenized."""
+
+    def exact(self, index: int) -> int: ...
+
+    def run(self, start: int = 0, stop: int | None = None) -> TokenEstimate: ...
 
 
 @attrs.frozen
@@ -58,7 +69,7 @@ def find_boundaries(
     protect_first_n: int,
     protect_last_n: int,
     tail_token_budget: int,
-    count: Callable[[Message], int],
+    sizes: RunSizes,
     is_summary: Callable[[Message], bool] = lambda msg: False,
 ) -> Boundaries:
     """Head and tail of ``messages`` by the rules of ``docs/builtins/compressor.md``.
@@ -77,6 +88,10 @@ def find_boundaries(
     - for Anthropic, when the head is empty the tail starts with an assistant turn, so the summary
       can be the first (user) message;
     - ``is_summary`` marks earlier summary messages, which never count as the latest ask or reply.
+
+    Tokens counted exactly: the tail, message by message until the budget is spent, and the
+    runs before and after a kept ask or reply only when their estimates cannot tell which is
+    larger.
     """
     n = len(messages)
     system_end = system_prefix_length(messages, fmt)
@@ -89,7 +104,7 @@ def find_boundaries(
     tail_start = n
     spent = 0
     while tail_start > head_end:
-        cost = count(messages[tail_start - 1])
+        cost = sizes.exact(tail_start - 1)
         if spent + cost > tail_token_budget:
             break
         spent += cost
@@ -115,9 +130,9 @@ def find_boundaries(
     for index in keep:
         if index >= tail_start or index < head_end:
             continue
-        before = sum(count(messages[i]) for i in range(head_end, index))
-        after = sum(count(messages[i]) for i in range(index + 1, tail_start))
-        if before >= after:
+        before = sizes.run(head_end, index)
+        after = sizes.run(index + 1, tail_start)
+        if before.reaches(after):
             tail_start = index
         else:
             head_end = _snap_forward(cuts, index + 1)

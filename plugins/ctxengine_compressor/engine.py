@@ -4,8 +4,10 @@ order."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from ctxengine import COOLDOWN_SECONDS, CompressResult
@@ -27,14 +29,25 @@ from ctxengine_compressor.state import get_state
 from ctxengine_compressor.summary import summarize, summary_budget
 
 if TYPE_CHECKING:
-    from ctxengine import Conversation, EngineContext, Message, Stage
+    from ctxengine import Conversation, EngineContext, Message, Stage, TextSize, TokenEstimate
 
 ENGINE = "compressor"
 
-PAYS_RATIO = 0.8
+PAYS_RATIO = Fraction(4, 5)
 """The summary (with the rest of the rewrite) must cost less than this fraction of the tokens it
 replaces, or the compaction is a ``noop``: a summary about as long as the turns it replaces only
 breaks the prompt cache."""
+
+
+def _like_the_tail(
+    middle: TextSize, tail: TextSize, tail_tokens: int, bounds: TokenEstimate
+) -> int:
+    """The middle's tokens estimated with the tail's exact tokens per rough token: the same
+    conversation, so the best local guess, and a function of the content alone (the tail is
+    always counted), within the middle's proven bounds."""
+    per_rough = (tail_tokens - tail.fixed) / tail.rough if tail.rough else 1.0
+    estimate = middle.fixed + round(middle.rough * per_rough)
+    return min(bounds.high, max(bounds.low, estimate))
 
 
 def compress(
@@ -44,22 +57,31 @@ def compress(
     force: bool,
     focus: str | None,
 ) -> CompressResult:
-    """Compact ``conversation`` (see the package docstring); never mutates it."""
+    """Compact ``conversation`` (see the package docstring); never mutates it.
+
+    Tokens are counted exactly where a decision or the result needs them: the kept tail (its
+    budget), the head, the result, and the summarised middle only when its estimate cannot tell
+    whether the summary pays. The middle's size elsewhere (the summary budget, ``tokens_before``)
+    is its estimate, so a compaction costs the same on a session that never counted the
+    conversation before.
+    """
     started = time.perf_counter()
     state = get_state(ctx)
     messages = conversation.messages
     fmt = conversation.format
     system = conversation.system
     settings = compressor_settings(ctx)
-    tokens_before = ctx.tokens.count(messages, system)
+    sizes = ctx.tokens.sizes(messages)
 
-    def unchanged(status: str, reason: str, provider: str | None = None) -> CompressResult:
+    def unchanged(
+        status: str, reason: str, provider: str | None = None, tokens: int | None = None
+    ) -> CompressResult:
         return CompressResult.unchanged(
             "aborted" if status == "aborted" else "noop",
             reason,
             conversation,
             engine=ENGINE,
-            tokens=tokens_before,
+            tokens=sizes.total(system).value if tokens is None else tokens,
             provider=provider,
             duration_s=time.perf_counter() - started,
         )
@@ -78,7 +100,7 @@ def compress(
         protect_first_n=settings.protect_first_n,
         protect_last_n=settings.protect_last_n,
         tail_token_budget=limits.tail_token_budget,
-        count=ctx.tokens.count_message,
+        sizes=sizes,
         is_summary=is_pure_summary_message,
     )
     if bounds.reason is not None:
@@ -89,8 +111,19 @@ def compress(
     previous_text = None
     if previous is not None and bounds.head_end <= previous[0] < bounds.tail_start:
         previous_text = previous[1]
-    middle_tokens = sum(ctx.tokens.count_message(m) for m in middle)
-    budget = summary_budget(middle_tokens, limits.max_summary_tokens)
+    middle_tokens = sizes.run(bounds.head_end, bounds.tail_start)
+    tail_tokens = sizes.run(bounds.tail_start).exact()  # counted by the tail budget already
+    kept_tokens = (
+        ctx.tokens.count_system(system) + sizes.run(0, bounds.head_end).exact() + tail_tokens
+    )
+    middle_estimate = _like_the_tail(
+        sizes.size(bounds.head_end, bounds.tail_start),
+        sizes.size(bounds.tail_start),
+        tail_tokens,
+        middle_tokens,
+    )
+    tokens_before = kept_tokens + middle_estimate
+    budget = summary_budget(middle_estimate, limits.max_summary_tokens)
 
     pruned, _stats = prune(
         messages, fmt, bounds.system_end, bounds.head_end, kept_from=bounds.tail_start
@@ -118,7 +151,7 @@ def compress(
             f"paused for {COOLDOWN_SECONDS:g} s"
         )
         state.guard.start_cooldown(ctx.clock(), reason)
-        return unchanged("aborted", reason, outcome.provider)
+        return unchanged("aborted", reason, outcome.provider, tokens_before)
 
     add_note = not state.system_note_added and previous is None
     add_note = add_note and not has_system_note(messages, fmt, system)
@@ -134,17 +167,19 @@ def compress(
         add_note=add_note,
     )
     tokens_after = ctx.tokens.count(new_messages, new_system)
-    saved = tokens_before - tokens_after
-    if saved <= 0 or saved < (1.0 - PAYS_RATIO) * middle_tokens:
+    # It pays when kept + middle - after >= (1 - PAYS_RATIO) x middle, that is when the middle
+    # has at least (after - kept) / PAYS_RATIO tokens: counted exactly only if that is close.
+    if not middle_tokens.reaches(math.ceil((tokens_after - kept_tokens) / PAYS_RATIO)):
         # Not a compaction, so not anti-thrash; but wait for the middle to grow before spending
         # another summary call on it.
         state.retry_above_tokens = tokens_before + max(1, limits.tail_token_budget)
         return unchanged(
             "noop",
             f"compaction would not pay: the summary is not clearly smaller than the "
-            f"{len(middle)} messages ({middle_tokens:,} tokens) it would replace "
-            f"({tokens_before:,} -> {tokens_after:,} tokens)",
+            f"{len(middle)} messages (~{middle_estimate:,} tokens) it would replace "
+            f"(~{tokens_before:,} -> {tokens_after:,} tokens)",
             outcome.provider,
+            tokens_before,
         )
 
     state.compactions += 1
@@ -158,7 +193,7 @@ def compress(
     baseline = (
         state.last_prompt_tokens
         if state.usage_fresh and state.last_prompt_tokens
-        else round(tokens_before * ctx.tokens.ratio)
+        else round(tokens_before * ctx.tokens.point_ratio)
     )
     state.record_saving(1.0 - tokens_after / tokens_before, baseline=baseline)
     state.usage_fresh = False
@@ -170,7 +205,7 @@ def compress(
         how = "local digest (extractive provider)"
     reason = (
         f"compacted {len(middle)} middle messages into one summary ({how}); "
-        f"{tokens_before:,} -> {tokens_after:,} tokens"
+        f"~{tokens_before:,} -> {tokens_after:,} tokens"
     )
     return CompressResult(
         status="compacted",

@@ -9,7 +9,7 @@ from ctxengine_compressor.settings import budgets
 from ctxengine_compressor.state import get_state
 
 if TYPE_CHECKING:
-    from ctxengine import EngineContext, Usage
+    from ctxengine import EngineContext, TokenEstimate, Usage
 
 
 def threshold_tokens(ctx: EngineContext) -> int:
@@ -17,12 +17,13 @@ def threshold_tokens(ctx: EngineContext) -> int:
     return budgets(ctx).threshold_tokens
 
 
-def should_compress(ctx: EngineContext, prompt_tokens: int, force: bool) -> bool:
-    """The agent-stage decision. ``prompt_tokens`` is real usage when the kernel has it (it passes
-    an estimate before the first response and right after a compaction)."""
+def should_compress(ctx: EngineContext, prompt: TokenEstimate, force: bool) -> bool:
+    """The agent-stage decision. ``prompt`` rests on real usage when the kernel has it (an
+    estimate before the first response and right after a compaction); every comparison is
+    :meth:`~ctxengine.TokenEstimate.reaches`, so it is the one exact counts give."""
     if not ctx.config.compression.enabled:
         return False
-    if prompt_tokens < threshold_tokens(ctx):
+    if not prompt.reaches(threshold_tokens(ctx)):
         return False
     if force:
         return True
@@ -31,7 +32,7 @@ def should_compress(ctx: EngineContext, prompt_tokens: int, force: bool) -> bool
     if held is not None:
         ctx.log.debug("compressor: over threshold but %s", held)
         return False
-    if state.retry_above_tokens is not None and prompt_tokens < state.retry_above_tokens:
+    if state.retry_above_tokens is not None and not prompt.reaches(state.retry_above_tokens):
         ctx.log.debug(
             "compressor: the last compaction would not pay; waiting until the prompt passes "
             "%d tokens",

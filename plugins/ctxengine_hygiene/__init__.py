@@ -21,6 +21,7 @@ from ctxengine import (
     SettingsSpec,
     SettingsView,
     Stage,
+    TokenEstimate,
     hookimpl,
 )
 
@@ -87,22 +88,23 @@ def declare_settings(settings: PluginSettings) -> None:
     settings.add(SETTINGS)
 
 
-def hygiene_due(ctx: EngineContext, prompt_tokens: int, message_count: int) -> bool:
-    """Whether the gateway should compact a history of this size now."""
+def hygiene_due(ctx: EngineContext, prompt: TokenEstimate, message_count: int) -> bool:
+    """Whether the gateway should compact a history of this size now (the answer exact counts
+    give: the prompt is counted exactly only when it lies within its error of the threshold)."""
     if not ctx.config.compression.enabled or message_count < MIN_HISTORY:
         return False
     limits = ctx.config.settings(SETTINGS)
     if message_count >= limits.hygiene_hard_message_limit:
         return True
-    return prompt_tokens >= ctx.fraction_of_window(limits.hygiene_threshold)
+    return prompt.reaches(ctx.fraction_of_window(limits.hygiene_threshold))
 
 
 # tryfirst: the gateway stage is this plugin's decision, whichever engine is selected.
 @hookimpl(tryfirst=True)
 def should_compress(
-    ctx: EngineContext, prompt_tokens: int, stage: Stage, message_count: int
+    ctx: EngineContext, prompt: TokenEstimate, stage: Stage, message_count: int
 ) -> bool | None:
     """First result for ``stage == "gateway"``; no opinion at the agent stage."""
     if stage != "gateway":
         return None
-    return hygiene_due(ctx, prompt_tokens, message_count)
+    return hygiene_due(ctx, prompt, message_count)

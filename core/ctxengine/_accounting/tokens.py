@@ -1,15 +1,13 @@
-"""Counting tokens without calling the API.
+"""Counting tokens exactly without calling the API: :class:`TokenCounter`.
 
-Two counters:
+tiktoken (``o200k_base`` or ``cl100k_base``) counts, remembered per message content in the
+session's :class:`~ctxengine.messages.MessageMemo` (so a message is tokenized once however often
+and however it is handed over), calibrated against the provider's own counts, and combined with
+the rough estimate of :mod:`ctxengine._accounting.estimate` so that nothing is tokenized before a
+decision needs it (:meth:`TokenCounter.tally` returns a :class:`TokenEstimate`).
 
-- a rough one (:func:`estimate_tokens`, :func:`rough_message_tokens`,
-  :func:`rough_conversation_tokens`): characters / 4, rounded up, plus fixed costs; no tokenizer,
-  used where speed matters more than precision (gateway hygiene);
-- :class:`TokenCounter`: tiktoken (``o200k_base`` or ``cl100k_base``), cached per message so a turn
-  costs O(new messages), and calibrated against the provider's own counts.
-
-What a message costs, in both counters: the tokens of everything in it that the provider bills
-(text, reasoning, tool call names and arguments, tool results), plus
+What a message costs, exactly and roughly alike: the tokens of everything in it that the provider
+bills (text, reasoning, tool call names and arguments, tool results), plus
 :data:`MESSAGE_OVERHEAD_TOKENS` for the role and the delimiters around it, plus
 :data:`IMAGE_TOKENS` per image. A system prompt costs its text plus the same overhead; tool
 definitions cost the tokens of their JSON.
@@ -23,15 +21,25 @@ first needed.
 from __future__ import annotations
 
 import hashlib
-import json
+import math
 import os
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ctxengine._messages.memo import ListProgress, fingerprint
+from ctxengine._accounting.estimate import (
+    IMAGE_TOKENS,
+    MESSAGE_OVERHEAD_TOKENS,
+    TextSize,
+    TokenEstimate,
+    estimate_of,
+    system_text,
+    tools_text,
+)
+from ctxengine._messages.memo import MemoEntry, MessageMemo, MessageView, snapshot
 from ctxengine._messages.read import message_text
 
 if TYPE_CHECKING:
@@ -41,20 +49,9 @@ if TYPE_CHECKING:
 
 EncodingName = Literal["o200k_base", "cl100k_base"]
 
-MESSAGE_OVERHEAD_TOKENS = 4
-"""Per message: the role and the start/end markers the chat templates wrap around it (OpenAI's
-published accounting is 3-4 tokens per message)."""
-
-IMAGE_TOKENS = 1_600
-"""Flat cost of one image. Anthropic bills about width*height/750 tokens, which is ~1,600 for an
-image at its default maximum size (~1.15 megapixels); OpenAI's high-detail tiles land in the same
-range. Real images are often cheaper, so this errs on the side of compacting early."""
-
-CHARS_PER_TOKEN = 4
-"""The rough estimator's ratio: English prose and code average about four characters a token."""
-
-DEFAULT_CACHE_SIZE = 100_000
-"""Most message counts a :class:`TokenCounter` remembers before it forgets the oldest."""
+DEFAULT_CACHE_SIZE = 10_000
+"""Message contents a :class:`TokenCounter`'s memo keeps besides those of the list it resolved
+last (see :class:`~ctxengine.messages.MessageMemo` for what one costs)."""
 
 RATIO_MIN = 0.5
 RATIO_MAX = 3.0
@@ -63,6 +60,10 @@ the two counted different requests, not that the tokenizer is that wrong."""
 
 RATIO_SMOOTHING = 0.3
 """Weight of a new observation in the calibration ratio (exponential moving average)."""
+
+CALIBRATION_WINDOW = 32
+"""The ratio is smoothed over the last this-many observations (an older one weighs less than
+0.7^32, about 1e-5, so the window changes nothing but bounds the memory and the work)."""
 
 # Where tiktoken looks for each encoding (its cache file is named by the sha1 of this URL) and
 # the sha256 tiktoken expects of the file.
@@ -223,100 +224,6 @@ def get_encoding(name: EncodingName) -> Encoding:
 
 
 # ---------------------------------------------------------------------------------------------
-# What a message contains
-
-
-_IMAGE_TYPES = frozenset({"image", "image_url", "input_image"})
-
-
-def _image_count(content: object) -> int:
-    """Images in a message's content, including those inside Anthropic tool results."""
-    if not isinstance(content, list):
-        return 0
-    images = 0
-    for block in content:
-        if isinstance(block, Mapping):
-            kind = block.get("type")
-            if kind in _IMAGE_TYPES:
-                images += 1
-            elif kind == "tool_result":
-                images += _image_count(block.get("content"))
-    return images
-
-
-def _system_text(system: SystemPrompt | None) -> str:
-    """Text of an Anthropic ``system`` value: a string or a list of text blocks."""
-    if system is None:
-        return ""
-    if isinstance(system, str):
-        return system
-    if isinstance(system, list):
-        return "\n".join(
-            str(block.get("text") or "")
-            for block in system
-            if isinstance(block, Mapping) and block.get("type") == "text"
-        )
-    raise ValueError(
-        f"system must be a string or a list of text blocks, got {type(system).__name__}"
-    )
-
-
-def _require_message(msg: object, index: int | None = None) -> Message:
-    if not isinstance(msg, dict):
-        where = "message" if index is None else f"messages[{index}]"
-        raise ValueError(f"{where}: expected a dict, got {type(msg).__name__}")
-    return msg
-
-
-# ---------------------------------------------------------------------------------------------
-# Rough estimate
-
-
-def estimate_tokens(text: str) -> int:
-    """Rough token count of ``text``: characters / :data:`CHARS_PER_TOKEN`, rounded up."""
-    return -(-len(text) // CHARS_PER_TOKEN)
-
-
-def rough_message_tokens(msg: Message) -> int:
-    """Rough cost of one message: :func:`estimate_tokens` of its text, plus
-    :data:`IMAGE_TOKENS` per image and :data:`MESSAGE_OVERHEAD_TOKENS`."""
-    msg = _require_message(msg)
-    return (
-        estimate_tokens(message_text(msg))
-        + IMAGE_TOKENS * _image_count(msg.get("content"))
-        + MESSAGE_OVERHEAD_TOKENS
-    )
-
-
-def rough_conversation_tokens(
-    messages: Sequence[Message], system: SystemPrompt | None = None
-) -> int:
-    """Rough cost of a whole request: every message plus the (Anthropic) system prompt."""
-    total = sum(rough_message_tokens(_require_message(m, i)) for i, m in enumerate(messages))
-    if system is not None:
-        total += estimate_tokens(_system_text(system)) + MESSAGE_OVERHEAD_TOKENS
-    return total
-
-
-class RoughCounter:
-    """Per-piece rough counts (:func:`estimate_tokens`), for simulations that must not load
-    tiktoken; the same interface as :class:`TokenCounter`'s per-piece methods."""
-
-    def count_message(self, msg: Message) -> int:
-        return rough_message_tokens(msg)
-
-    def count_system(self, system: SystemPrompt | None) -> int:
-        if not system:
-            return 0
-        return estimate_tokens(_system_text(system)) + MESSAGE_OVERHEAD_TOKENS
-
-    def count_tools(self, tools: Sequence[Mapping[str, Any]] | None) -> int:
-        if not tools:
-            return 0
-        return estimate_tokens(json.dumps(list(tools), ensure_ascii=False, default=str))
-
-
-# ---------------------------------------------------------------------------------------------
 # Exact (tiktoken) counter
 
 
@@ -331,16 +238,139 @@ class PrefixCounter(Protocol):
     def count_tools(self, tools: Sequence[Mapping[str, Any]] | None) -> int: ...
 
 
-class TokenCounter:
-    """Counts conversations with a tiktoken encoding, remembering each message's count.
+def _clamp(ratio: float) -> float:
+    return min(RATIO_MAX, max(RATIO_MIN, ratio))
 
-    Caching is by object identity: a message counted once is not tokenized again while the
-    counter holds it (the counter keeps a reference, so its id cannot be reused by another
-    object). After appending one message, :meth:`count` tokenizes only that message. A message
-    whose keys change, whose ``content`` is replaced or whose content list grows is recounted
-    automatically; any deeper in-place edit (changing a block's text, a tool call's arguments)
-    needs :meth:`invalidate`. At most ``cache_size`` objects are remembered; the oldest are
-    forgotten first.
+
+def _smoothed(samples: Iterable[float]) -> float:
+    """The exponential moving average of ``samples`` (the first sets it), clamped at each step;
+    1.0 for none. Monotone in every sample, which is what makes bounds on it cheap."""
+    ratio: float | None = None
+    for raw in samples:
+        sample = _clamp(raw)
+        ratio = sample if ratio is None else _clamp(ratio + RATIO_SMOOTHING * (sample - ratio))
+    return 1.0 if ratio is None else ratio
+
+
+class Calibration:
+    """Provider tokens per local token, learned from responses.
+
+    An observation pairs the provider's prompt tokens with the local count of the same request.
+    The local count may be a :class:`TokenEstimate` that is made exact only when the exact ratio
+    is asked for, so learning costs nothing per request. :meth:`bounds` and :meth:`point` never
+    count: the average is monotone in each observation, so running it over the bounds of the
+    local counts bounds it.
+    """
+
+    def __init__(self) -> None:
+        self._samples: deque[tuple[int, TokenEstimate]] = deque(maxlen=CALIBRATION_WINDOW)
+        self._lock = threading.Lock()
+        self._exact: float | None = 1.0
+        self._bounds: tuple[float, float] | None = (1.0, 1.0)
+        self._point: float | None = 1.0
+        self.observations = 0
+        """How many observations shaped the ratio."""
+
+    def add(self, local: TokenEstimate, provider_tokens: int) -> None:
+        """One response: ``provider_tokens`` for a request whose local count is ``local``."""
+        with self._lock:
+            self._samples.append((provider_tokens, local))
+            self.observations += 1
+            self._exact = self._bounds = self._point = None
+
+    def ratio(self) -> float:
+        """The exact ratio (counts the requests whose local count is not exact yet)."""
+        exact = self._exact
+        if exact is None:
+            with self._lock:
+                samples = list(self._samples)
+            exact = _smoothed(provider / local.exact() for provider, local in samples)
+            self._exact = exact
+        return exact
+
+    def bounds(self) -> tuple[float, float]:
+        """The ratio lies in these bounds (the exact ratio itself once it is known)."""
+        if self._exact is not None:
+            return self._exact, self._exact
+        bounds = self._bounds
+        if bounds is None:
+            with self._lock:
+                samples = list(self._samples)
+            low = _smoothed(p / local.high for p, local in samples)
+            high = _smoothed(p / local.low if local.low else RATIO_MAX for p, local in samples)
+            # One ulp of slack each way: the average is monotone, its float arithmetic nearly so.
+            bounds = self._bounds = (low * (1 - 1e-12), high * (1 + 1e-12))
+        return bounds
+
+    def point(self) -> float:
+        """The ratio of the point estimates: the same however requests were counted before."""
+        point = self._point
+        if point is None:
+            with self._lock:
+                samples = list(self._samples)
+            point = self._point = _smoothed(p / local.value for p, local in samples)
+        return point
+
+
+class MessageSizes:
+    """Token sizes of one message list, for an engine: ``ctx.tokens.sizes(messages)``.
+
+    Exact per message (:meth:`exact`, tokenized once per content), estimated per run
+    (:meth:`run`, exact on demand), so an engine counts exactly only what its decisions need.
+    Indices are those of the list as it was when the sizes were taken.
+    """
+
+    def __init__(self, counter: TokenCounter, view: MessageView) -> None:
+        self._counter = counter
+        self._entries = view.entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def exact(self, index: int) -> int:
+        """Exact tokens of message ``index``."""
+        return self._counter.exact(self._entries[index])
+
+    def run(self, start: int = 0, stop: int | None = None) -> TokenEstimate:
+        """The tokens of ``messages[start:stop]`` (local, not scaled to the provider)."""
+        return self._counter.tally(self._entries[start:stop])
+
+    def size(self, start: int = 0, stop: int | None = None) -> TextSize:
+        """The rough size of ``messages[start:stop]`` (what :meth:`run` estimates from)."""
+        return self._counter.size_of(self._entries[start:stop])
+
+    def total(
+        self,
+        system: SystemPrompt | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> TokenEstimate:
+        """The tokens of the whole list plus a system prompt and tool definitions."""
+        return self._counter.tally(self._entries, system=system, tools=tools)
+
+
+class _LastText:
+    """The text of the last system prompt list or tool list seen, reused while it is equal
+    (one comparison instead of building the text on every request)."""
+
+    def __init__(self, render: Callable[[Any], str]) -> None:
+        self._render = render
+        self._seen: Any = None
+        self._text = ""
+
+    def text(self, value: Any) -> str:
+        if self._seen is None or self._seen != value:
+            text = self._render(value)  # raises before anything is remembered
+            self._seen, self._text = snapshot(value), text
+        return self._text
+
+
+class TokenCounter:
+    """Counts conversations with a tiktoken encoding, remembering each message content's count.
+
+    Counts are remembered in :attr:`memo` (a :class:`~ctxengine.messages.MessageMemo`): a message
+    is tokenized once, whether it comes back as the same object, in a new list or as a new but
+    equal dict, and an edit in place is always seen. Exact counts are computed only when asked:
+    :meth:`tally` and :meth:`sizes` give bounded estimates that count exactly on demand.
 
     Counts are approximate for non-OpenAI models (Claude's tokenizer differs by ~20 %);
     :meth:`observe` learns the ratio to the provider's real counts and :meth:`estimate` applies
@@ -350,23 +380,24 @@ class TokenCounter:
     def __init__(
         self, encoding: str = "o200k_base", *, cache_size: int = DEFAULT_CACHE_SIZE
     ) -> None:
-        """:raises ValueError: ``encoding`` is unknown or ``cache_size`` is below 1."""
+        """:param cache_size: message contents the memo keeps besides those of the list it
+            resolved last.
+        :raises ValueError: ``encoding`` is unknown or ``cache_size`` is below 1.
+        """
         _check_name(encoding)
         if cache_size < 1:
             raise ValueError(f"cache_size must be at least 1, got {cache_size}")
         self.encoding_name = encoding
         self._encoding: Encoding | None = None  # loaded on first use: loading takes ~0.3 s
-        self._cache_size = cache_size
-        # id(obj) -> (obj, fingerprint, tokens); holding obj keeps its id from being reused.
-        self._cache: dict[int, tuple[object, tuple[int, int, int], int]] = {}
-        self._texts: dict[str, int] = {}  # string system prompts, by value
-        # The last message list counted and its message tokens, for append-only growth.
-        self._progress = ListProgress()
+        self.memo = MessageMemo(cache_size)
+        """The memo of message contents this counter's counts are kept in (one per session)."""
+        self._texts: dict[str, int] = {}  # system prompt and tool texts, by value
+        self._system = _LastText(system_text)
+        self._tools = _LastText(tools_text)
         self._lock = threading.Lock()
-        self._ratio = 1.0
-        self._observations = 0
+        self._calibration = Calibration()
 
-    # -- counting ---------------------------------------------------------------------------
+    # -- exact counts -----------------------------------------------------------------------
 
     @property
     def encoding(self) -> Encoding:
@@ -382,68 +413,55 @@ class TokenCounter:
             raise ValueError(f"count_text expects a str, got {type(text).__name__}")
         return len(self.encoding.encode_ordinary(text)) if text else 0
 
-    def _tokens_of_message(self, msg: Message) -> int:
-        return (
-            self.count_text(message_text(msg))
-            + IMAGE_TOKENS * _image_count(msg.get("content"))
-            + MESSAGE_OVERHEAD_TOKENS
-        )
-
-    def _remember(self, obj: object, shape: tuple[int, int, int], tokens: int) -> None:
-        with self._lock:
-            cache = self._cache
-            cache.pop(id(obj), None)
-            cache[id(obj)] = (obj, shape, tokens)
-            while len(cache) > self._cache_size:
-                del cache[next(iter(cache))]
+    def exact(self, entry: MemoEntry) -> int:
+        """Exact tokens of the message content ``entry`` describes (tokenized on first use)."""
+        tokens = entry.tokens
+        if tokens is None:
+            tokens = (
+                self.count_text(message_text(entry.snapshot))
+                + IMAGE_TOKENS * entry.images
+                + MESSAGE_OVERHEAD_TOKENS
+            )
+            entry.tokens = tokens
+        return tokens
 
     def count_message(self, msg: Message) -> int:
-        """Tokens of one message (see the module docstring), from the cache when possible."""
-        msg = _require_message(msg)
-        shape = fingerprint(msg)
-        entry = self._cache.get(id(msg))
-        if entry is not None and entry[0] is msg and entry[1] == shape:
-            return entry[2]
-        tokens = self._tokens_of_message(msg)
-        self._remember(msg, shape, tokens)
+        """Tokens of one message (see the module docstring).
+
+        :raises ValueError: ``msg`` is not a dict.
+        """
+        return self.exact(self.memo.entry(msg))
+
+    def _count_by_value(self, text: str) -> int:
+        tokens = self._texts.get(text)
+        if tokens is None:
+            tokens = self.count_text(text)
+            with self._lock:
+                if len(self._texts) >= 64:  # system prompts and tool sets are few
+                    self._texts.clear()
+                self._texts[text] = tokens
         return tokens
+
+    def system_text(self, system: SystemPrompt | None) -> str:
+        """The text a system prompt is counted as (see :func:`system_text`).
+
+        :raises ValueError: for a system prompt that is neither a string nor a list of blocks.
+        """
+        if system is None or isinstance(system, str):
+            return system or ""
+        return self._system.text(system)  # raises for anything but a list of blocks
 
     def count_system(self, system: SystemPrompt | None) -> int:
         """Tokens of an Anthropic-style system prompt (0 for ``None``)."""
         if system is None:
             return 0
-        if isinstance(system, str):
-            tokens = self._texts.get(system)
-            if tokens is None:
-                tokens = self.count_text(system) + MESSAGE_OVERHEAD_TOKENS
-                with self._lock:
-                    if len(self._texts) >= 64:  # system prompts are few; never grow unbounded
-                        self._texts.clear()
-                    self._texts[system] = tokens
-            return tokens
-        shape = fingerprint(system) if isinstance(system, list) else (0, 0, 0)
-        entry = self._cache.get(id(system))
-        if entry is not None and entry[0] is system and entry[1] == shape:
-            return entry[2]
-        tokens = self.count_text(_system_text(system)) + MESSAGE_OVERHEAD_TOKENS
-        self._remember(system, shape, tokens)
-        return tokens
+        return self._count_by_value(self.system_text(system)) + MESSAGE_OVERHEAD_TOKENS
 
     def count_tools(self, tools: Sequence[Mapping[str, Any]] | None) -> int:
         """Tokens of tool definitions, counted as their JSON text (0 for none)."""
         if not tools:
             return 0
-        shape = fingerprint(tools)
-        entry = self._cache.get(id(tools))
-        if entry is not None and entry[0] is tools and entry[1] == shape:
-            return entry[2]
-        try:
-            text = json.dumps(list(tools), ensure_ascii=False, default=str)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"tools must be JSON-serialisable tool definitions: {exc}") from exc
-        tokens = self.count_text(text)
-        self._remember(tools, shape, tokens)
-        return tokens
+        return self._count_by_value(self._tools.text(tools))
 
     def count(
         self,
@@ -453,95 +471,173 @@ class TokenCounter:
     ) -> int:
         """Local token count of a request: every message, the system prompt and the tools.
 
-        Only messages this counter has not seen (or that changed shape) are tokenized, so calling
-        it again after one new message costs that message plus a dictionary lookup per message.
-        The same list object counted last time and only appended to since (an agent loop's
-        ``messages.append``) costs just the appended messages: replacing or editing an earlier
-        element of that list in place needs :meth:`invalidate`.
+        Only message contents this counter has not counted before are tokenized.
 
         :raises ValueError: a message is not a dict (the message names its index).
         """
-        progress = self._progress
-        start = progress.resume(messages)
-        total: int = progress.value if start else 0
-        cache = self._cache
-        for index in range(start, len(messages)):
-            msg = messages[index]
-            entry = cache.get(id(msg))
-            if entry is not None and entry[0] is msg and entry[1] == fingerprint(msg):
-                total += entry[2]
-            else:
-                total += self.count_message(_require_message(msg, index))
-        progress.record(messages, len(messages), total)
-        return total + self.count_system(system) + self.count_tools(tools)
+        entries = self.memo.resolve(messages).entries
+        return (
+            sum(self.exact(entry) for entry in entries)
+            + self.count_system(system)
+            + self.count_tools(tools)
+        )
+
+    # -- estimates --------------------------------------------------------------------------
+
+    def sizes(self, messages: Sequence[Message]) -> MessageSizes:
+        """Per-message and per-run sizes of ``messages`` (see :class:`MessageSizes`).
+
+        :raises ValueError: a message is not a dict (the message names its index).
+        """
+        return MessageSizes(self, self.memo.resolve(messages))
+
+    def size_of(self, entries: Iterable[MemoEntry], start: TextSize | None = None) -> TextSize:
+        """The :class:`TextSize` of some message contents, added to a copy of ``start``."""
+        size = TextSize() if start is None else TextSize(start.rough, start.chars, start.fixed)
+        rough = size.rough
+        chars = size.chars
+        fixed = size.fixed
+        for entry in entries:
+            length = entry.chars
+            rough -= -length // 4  # CHARS_PER_TOKEN, inlined: this runs for every message
+            chars += length
+            fixed += IMAGE_TOKENS * entry.images + MESSAGE_OVERHEAD_TOKENS
+        size.rough, size.chars, size.fixed = rough, chars, fixed
+        return size
+
+    def tally(
+        self,
+        entries: Sequence[MemoEntry],
+        *,
+        system: SystemPrompt | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        size: TextSize | None = None,
+    ) -> TokenEstimate:
+        """The local tokens of some message contents plus a system prompt and tools, as an
+        estimate that tokenizes only when made exact.
+
+        :param size: ``size_of(entries)`` when the caller has it already.
+        """
+        if size is None:
+            size = self.size_of(entries)
+        else:
+            size = TextSize(size.rough, size.chars, size.fixed)
+        if system is not None:
+            size.add(len(self.system_text(system)), MESSAGE_OVERHEAD_TOKENS)
+        if tools:
+            size.add(len(self._tools.text(tools)), 0)
+
+        def count() -> int:
+            # Remembered counts make this cheap once the contents were counted before.
+            return (
+                sum(self.exact(entry) for entry in entries)
+                + self.count_system(system)
+                + self.count_tools(tools)
+            )
+
+        return estimate_of(size, count)
+
+    def scaled(
+        self, local: TokenEstimate, *, plus: int = 0, measured: bool = False
+    ) -> TokenEstimate:
+        """``plus`` + ``local`` converted to the provider's scale with the learned ratio.
+
+        Exactly ``plus + round(local.exact() * ratio)``. Estimated first from the bounds of both
+        (see :class:`Calibration`); refining counts the local tokens first and learns the exact
+        ratio (counting the calibration requests) only if that is still not enough.
+        """
+        calibration = self._calibration
+        value = plus + round(calibration.point() * local.value)
+
+        def stage(tokens: TokenEstimate) -> TokenEstimate:
+            low, high = calibration.bounds()
+            if tokens.is_exact and low == high:
+                exact = plus + round(low * tokens.low)
+                return TokenEstimate(value, exact, exact, measured=measured)
+
+            def refine() -> TokenEstimate:
+                if not tokens.is_exact:
+                    return stage(tokens.refined())
+                calibration.ratio()  # from now on the bounds are the exact ratio
+                return stage(tokens)
+
+            return TokenEstimate(
+                value,
+                plus + math.floor(low * tokens.low),
+                plus + math.ceil(high * tokens.high),
+                measured=measured,
+                refine=refine,
+            )
+
+        return stage(local)
+
+    # -- housekeeping -----------------------------------------------------------------------
 
     def invalidate(self, obj: object | None = None) -> None:
-        """Forget the cached count of ``obj`` (a message, system prompt list or tools list), or
-        of everything when ``obj`` is ``None``. Needed after editing a message in place."""
-        with self._lock:
-            self._progress.reset()
-            if obj is None:
-                self._cache.clear()
+        """Forget every remembered count (``obj=None``). Counts of one object never need
+        forgetting: an edit in place is seen, so ``obj`` is accepted and changes nothing."""
+        if obj is None:
+            with self._lock:
+                self.memo.clear()
                 self._texts.clear()
-                return
-            entry = self._cache.get(id(obj))
-            if entry is not None and entry[0] is obj:
-                del self._cache[id(obj)]
 
     def retain(self, keep: Iterable[object]) -> None:
-        """Forget every cached count except those of the objects in ``keep``.
+        """Forget every remembered count except those of the messages in ``keep``.
 
-        The cache holds a reference to each counted object; after a compaction the messages it
-        replaced would otherwise stay alive for the rest of the session.
+        After a compaction the messages it replaced would otherwise stay in the memo until it
+        fills up.
         """
-        wanted = {id(obj) for obj in keep}
-        with self._lock:
-            self._progress.reset()
-            self._cache = {key: entry for key, entry in self._cache.items() if key in wanted}
+        self.memo.retain([item for item in keep if isinstance(item, dict)])
 
     def __len__(self) -> int:
-        """How many objects have a cached count."""
-        return len(self._cache)
+        """How many message contents the memo keeps."""
+        return len(self.memo)
 
     # -- calibration -------------------------------------------------------------------------
 
     @property
     def ratio(self) -> float:
-        """Provider tokens per local token, learned by :meth:`observe` (1.0 before any)."""
-        return self._ratio
+        """Provider tokens per local token, learned by :meth:`observe` (1.0 before any).
+
+        Exact: local counts observed as estimates are counted now if they were not before."""
+        return self._calibration.ratio()
+
+    @property
+    def point_ratio(self) -> float:
+        """The ratio learned from the point estimates of the observed local counts: close to
+        :attr:`ratio`, never counts, and the same however the requests were counted."""
+        return self._calibration.point()
 
     @property
     def observations(self) -> int:
         """How many observations shaped :attr:`ratio`."""
-        return self._observations
+        return self._calibration.observations
 
     def observe(self, local_tokens: int, provider_tokens: int) -> None:
         """Learn from one response: ``local_tokens`` is :meth:`count` of the request,
         ``provider_tokens`` the provider's prompt tokens for it (``Usage.prompt_tokens``).
 
         The first observation sets the ratio; later ones move it by :data:`RATIO_SMOOTHING` of
-        the difference. Ratios are clamped to [:data:`RATIO_MIN`, :data:`RATIO_MAX`]. A zero on
-        either side carries no information and is ignored.
+        the difference (over the last :data:`CALIBRATION_WINDOW`). Ratios are clamped to
+        [:data:`RATIO_MIN`, :data:`RATIO_MAX`]. A zero on either side carries no information and
+        is ignored.
 
         :raises ValueError: a count is negative or not an integer.
         """
         for label, value in (("local_tokens", local_tokens), ("provider_tokens", provider_tokens)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{label} must be a non-negative integer, got {value!r}")
-        if local_tokens == 0 or provider_tokens == 0:
-            return
-        sample = min(RATIO_MAX, max(RATIO_MIN, provider_tokens / local_tokens))
-        with self._lock:
-            if self._observations == 0:
-                ratio = sample
-            else:
-                ratio = self._ratio + RATIO_SMOOTHING * (sample - self._ratio)
-            self._ratio = min(RATIO_MAX, max(RATIO_MIN, ratio))
-            self._observations += 1
+        self.observe_estimate(TokenEstimate.known(local_tokens), provider_tokens)
+
+    def observe_estimate(self, local: TokenEstimate, provider_tokens: int) -> None:
+        """:meth:`observe` with a local count that is made exact only if the exact ratio is ever
+        needed (a request's :meth:`tally`); zeros are ignored."""
+        if provider_tokens > 0 and local.value > 0 and local.high > 0:
+            self._calibration.add(local, provider_tokens)
 
     def scale(self, local_tokens: int) -> int:
         """``local_tokens`` converted to the provider's count with the learned ratio."""
-        return round(local_tokens * self._ratio)
+        return round(local_tokens * self.ratio)
 
     def estimate(
         self,

@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 import pluggy
 
+from ctxengine._accounting.estimate import TokenEstimate
 from ctxengine._accounting.usage import Usage
 from ctxengine._config.spec import SettingsRegistry
 from ctxengine._messages.conversation import Conversation, Stage
@@ -172,21 +173,24 @@ class Hooks:
     def should_compress(
         self,
         ctx: EngineContext,
-        prompt_tokens: int,
-        measured: bool,
+        prompt: TokenEstimate,
         stage: Stage,
         force: bool,
         message_count: int,
     ) -> bool:
-        """First answer of ``should_compress``; ``False`` when nobody answers or a plugin fails."""
+        """First answer of ``should_compress``; ``False`` when nobody answers or a plugin fails.
+
+        Implementations get ``prompt`` and, for those that take plain numbers, its point
+        estimate as ``prompt_tokens`` and ``prompt.measured`` as ``measured``."""
         answer, _, _ = self._call(
             "should_compress",
             ctx=ctx,
-            prompt_tokens=prompt_tokens,
-            measured=measured,
+            prompt_tokens=prompt.value,
+            measured=prompt.measured,
             stage=stage,
             force=force,
             message_count=message_count,
+            prompt=prompt,
         )
         return bool(answer)
 
@@ -197,9 +201,10 @@ class Hooks:
         stage: Stage,
         force: bool,
         focus: str | None,
-        tokens_before: int,
+        tokens_before: Callable[[], int],
     ) -> CompressResult:
-        """The engine's ``compress`` result; an ``aborted`` record when it fails or answers none."""
+        """The engine's ``compress`` result; an ``aborted`` record when it fails or answers none
+        (``tokens_before()`` sizes that record)."""
         started = time.perf_counter()
         result, failures, _ = self._call(
             "compress", ctx=ctx, conversation=conversation, stage=stage, force=force, focus=focus
@@ -217,7 +222,7 @@ class Hooks:
             reason,
             conversation,
             engine=ctx.engine,
-            tokens=tokens_before,
+            tokens=tokens_before(),
             duration_s=time.perf_counter() - started,
         )
 

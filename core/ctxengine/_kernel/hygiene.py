@@ -8,12 +8,12 @@ The returned history is the stored one unless a compaction really happened.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from typing import Literal, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
 
 import attrs
 
-from ctxengine._accounting.tokens import rough_conversation_tokens
+from ctxengine._accounting.estimate import TokenEstimate, rough_conversation_tokens
 from ctxengine._messages.conversation import Format, Message, Stage, SystemPrompt
 from ctxengine._plugin.context import EngineContext
 from ctxengine._plugin.results import CompressResult
@@ -28,7 +28,12 @@ class GatewaySession(Protocol):
     @property
     def ctx(self) -> EngineContext: ...
 
-    def prompt_tokens_if_measured(self) -> tuple[int, bool]: ...
+    def prompt(
+        self,
+        messages: Sequence[Message],
+        system: SystemPrompt | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> TokenEstimate: ...
 
     def should_compress(
         self,
@@ -39,6 +44,7 @@ class GatewaySession(Protocol):
         force: bool = False,
         prompt_tokens: int | None = None,
         measured: bool = True,
+        prompt: TokenEstimate | None = None,
     ) -> bool: ...
 
     def compress(
@@ -61,8 +67,9 @@ class HygieneReport:
     """What the gateway safety net did to one stored session.
 
     :ivar messages: the history to hand to the agent (the input itself unless ``compacted``).
-    :ivar token_source: ``"measured"`` (the previous turn's real prompt tokens) or
-        ``"estimate"`` (a character-based estimate).
+    :ivar token_source: ``"measured"`` (the previous turn's real prompt tokens, plus an
+        estimate of what was added since when the session prepared that turn) or ``"estimate"``
+        (the session's calibrated estimate; the decision is the one exact counts give).
     :ivar notice: one line for logs or the chat, e.g. why nothing was dropped.
     """
 
@@ -116,15 +123,12 @@ def _hygiene_locked(
     system: SystemPrompt | None,
     last_prompt_tokens: int | None,
 ) -> HygieneReport:
-    source: TokenSource
     if last_prompt_tokens is not None:
-        tokens, source = last_prompt_tokens, "measured"
+        prompt = TokenEstimate.known(last_prompt_tokens, measured=True)
     else:
-        known, measured = session.prompt_tokens_if_measured()
-        if measured:
-            tokens, source = known, "measured"
-        else:
-            tokens, source = rough_conversation_tokens(messages, system), "estimate"
+        prompt = session.prompt(messages, system)
+    source: TokenSource = "measured" if prompt.measured else "estimate"
+    tokens = prompt.value
 
     def unchanged(notice: str, fired: bool, result: CompressResult | None = None) -> HygieneReport:
         return HygieneReport(
@@ -139,14 +143,7 @@ def _hygiene_locked(
             result=result,
         )
 
-    if not session.should_compress(
-        messages,
-        system,
-        stage="gateway",
-        force=True,
-        prompt_tokens=tokens,
-        measured=source == "measured",
-    ):
+    if not session.should_compress(messages, system, stage="gateway", force=True, prompt=prompt):
         return unchanged(f"no compaction needed ({tokens:,} tokens, {source})", fired=False)
 
     result = session.compress(messages, system, force=True, stage="gateway")
@@ -157,12 +154,13 @@ def _hygiene_locked(
             fired=True,
             result=result,
         )
-    # Before and after in the same currency: rough when "before" was rough, the provider's
-    # scale (calibrated local count) when it was measured.
+    # Before and after in the same currency: the session's estimate when "before" was one (the
+    # compaction made the last usage stale, so this is the calibrated estimate of the result),
+    # the engine's count on the provider's scale when "before" was measured.
     if source == "estimate":
-        after = rough_conversation_tokens(result.messages, result.system)
+        after = session.prompt(result.messages, result.system).value
     else:
-        after = session.ctx.tokens.scale(result.tokens_after)
+        after = round(result.tokens_after * session.ctx.tokens.point_ratio)
     return HygieneReport(
         messages=result.messages,
         system=result.system,

@@ -4,6 +4,14 @@ A :class:`Session` owns one :class:`~ctxengine.EngineContext` (so two sessions n
 counters or summaries) and serialises calls on it with a lock, so a host may call it from several
 threads. Async variants run the same code in a worker thread, since engines may block on I/O
 (summariser calls, SQLite).
+
+What a request costs: :meth:`Session.should_compress` checks the history against the session's
+message memo once (one comparison in C when the history is the one seen before, however it was
+handed over) and sizes the prompt as the provider's last measured prompt tokens plus an estimate
+of what was added since, or as a calibrated estimate; exact counts are made only when the estimate
+lies within its error of a threshold an engine compares it with (:class:`~ctxengine.TokenEstimate`).
+:meth:`Session.prepare` reuses that check for the same list (an edit made between the two calls is
+not seen) and records the request for calibration without counting it.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from typing import Any
 import attrs
 
 from ctxengine._accounting.cache_stats import SessionCacheStats
+from ctxengine._accounting.estimate import TextSize, TokenEstimate
 from ctxengine._accounting.models import ModelInfo
 from ctxengine._accounting.tokens import TokenCounter
 from ctxengine._accounting.usage import Usage, normalize_usage
@@ -23,6 +32,7 @@ from ctxengine._config.core import Config
 from ctxengine._kernel.hooks import Hooks
 from ctxengine._kernel.hygiene import HygieneReport, run_hygiene
 from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
+from ctxengine._messages.memo import MemoEntry
 from ctxengine._messages.read import detect_format
 from ctxengine._plugin.context import CacheSettings, EngineContext
 from ctxengine._plugin.results import CompressResult
@@ -46,6 +56,17 @@ class Services:
     summary_provider: Callable[[], SummaryProvider | None]
     clock: Callable[[], float]
     env: Mapping[str, str]
+
+
+@attrs.frozen
+class _Request:
+    """A request the session prepared: its message contents, their rough size (so the next
+    request that extends it is sized from the new messages only) and its local token count (an
+    estimate, exact on demand) to calibrate against the provider's count."""
+
+    entries: list[MemoEntry]
+    size: TextSize
+    local: TokenEstimate
 
 
 class Session:
@@ -72,8 +93,9 @@ class Session:
         # True from a compaction until the next provider usage: the last real prompt size then
         # describes a conversation that no longer exists, so estimates are used instead.
         self._usage_stale = True
-        # Local count of the last prepared request, compared with the provider's real count.
-        self._pending_local_tokens: int | None = None
+        # The last prepared request (until its usage arrives) and the one the last usage measured.
+        self._prepared: _Request | None = None
+        self._measured: _Request | None = None
         self._tools: dict[str, RegisteredTool] | None = None
         self._closed = False
         self._hooks.session_start(self.ctx)
@@ -83,21 +105,65 @@ class Session:
     def update_usage(self, usage: object) -> Usage:
         """Record the provider's usage for the last response (any supported shape).
 
-        Calibrates local token estimates against the provider's count of the last request
-        prepared with :meth:`prepare`, updates cache statistics and tells the plugins.
+        Remembers the provider's prompt tokens as the measured size of the request last
+        prepared with :meth:`prepare`, calibrates local estimates against it (the local count of
+        that request is made exact only if the exact ratio is ever needed), updates cache
+        statistics and tells the plugins.
 
         :raises ValueError: when ``usage`` has no recognisable shape.
         """
         normalized = normalize_usage(usage)
         with self._lock:
-            if self._pending_local_tokens and normalized.prompt_tokens > 0:
-                self.ctx.tokens.observe(self._pending_local_tokens, normalized.prompt_tokens)
-            self._pending_local_tokens = None
+            prepared = self._prepared
+            if prepared is not None and normalized.prompt_tokens > 0:
+                self.ctx.tokens.observe_estimate(prepared.local, normalized.prompt_tokens)
+            self._measured, self._prepared = prepared, None
+            self.ctx.tokens.memo.release()
             self.ctx.last_usage = normalized
             self._usage_stale = False
             self.cache_stats.add(normalized, self.ctx.model)
             self._hooks.update_usage(self.ctx, normalized)
         return normalized
+
+    def prompt(
+        self,
+        messages: Sequence[Message],
+        system: SystemPrompt | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> TokenEstimate:
+        """The size of the prompt ``messages`` make, in the provider's tokens, as decisions use it.
+
+        - Measured: when the provider reported usage after the last compaction, its prompt tokens,
+          plus the calibrated local tokens of the messages added since, when ``messages`` extends
+          the request that usage measured (compared by content); the usage alone when no request
+          was prepared in this session before it (a host that restores a session).
+        - Otherwise the calibrated local count of ``messages``, ``system`` and ``tools``.
+
+        Either is an estimate whose exact value is counted only where a comparison needs it
+        (:meth:`~ctxengine.TokenEstimate.reaches`).
+
+        :raises ValueError: a message is not a dict (the message names its index).
+        """
+        tokens = self.ctx.tokens
+        with self._lock:
+            usage = self.ctx.last_usage
+            measured_tokens = usage.prompt_tokens if usage is not None else 0
+            measured = self._measured
+            if measured_tokens > 0 and not self._usage_stale and measured is None:
+                return TokenEstimate.known(measured_tokens, measured=True)
+            entries = tokens.memo.resolve(messages).entries
+            if measured_tokens > 0 and not self._usage_stale and measured is not None:
+                known = len(measured.entries)
+                if len(entries) >= known and (
+                    entries == measured.entries
+                    if len(entries) == known
+                    else entries[:known] == measured.entries
+                ):
+                    if len(entries) == known:
+                        return TokenEstimate.known(measured_tokens, measured=True)
+                    added = tokens.tally(entries[known:])
+                    return tokens.scaled(added, plus=measured_tokens, measured=True)
+            return tokens.scaled(tokens.tally(entries, system=system, tools=tools))
 
     def prompt_tokens(
         self,
@@ -105,16 +171,9 @@ class Session:
         system: SystemPrompt | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> tuple[int, bool]:
-        """The prompt size used for decisions, and whether it was measured by the provider.
-
-        The provider's prompt tokens from the last response when known and still current; before
-        the first response and right after a compaction, the calibrated local estimate.
-        """
-        with self._lock:
-            tokens, measured = self.prompt_tokens_if_measured()
-            if measured:
-                return tokens, True
-            return self.ctx.tokens.estimate(messages, system, tools), False
+        """The point estimate of :meth:`prompt` and whether it rests on the provider's count."""
+        estimate = self.prompt(messages, system, tools)
+        return estimate.value, estimate.measured
 
     def prompt_tokens_if_measured(self) -> tuple[int, bool]:
         """The provider's prompt tokens of the last response, if known and current."""
@@ -135,22 +194,26 @@ class Session:
         force: bool = False,
         prompt_tokens: int | None = None,
         measured: bool = True,
+        prompt: TokenEstimate | None = None,
     ) -> bool:
         """Ask the engine whether this conversation should be compacted now.
 
+        The engine gets the prompt size of :meth:`prompt` as a :class:`~ctxengine.TokenEstimate`;
+        an answer is the one exact counts would give.
+
         :param prompt_tokens: a prompt size the caller knows (e.g. a gateway's last turn).
         :param measured: whether ``prompt_tokens`` came from the provider (ignored without it).
+        :param prompt: the prompt size as :meth:`prompt` returned it, when the caller has it.
+        :raises ValueError: a message is not a dict (the message names its index).
         """
         if not self._services.config.compression.enabled:
             return False
         with self._lock:
-            if prompt_tokens is None:
-                tokens, measured = self.prompt_tokens(messages, system)
-            else:
-                tokens = prompt_tokens
-            return self._hooks.should_compress(
-                self.ctx, tokens, measured, stage, force, len(messages)
-            )
+            if prompt_tokens is not None:
+                prompt = TokenEstimate.known(prompt_tokens, measured=measured)
+            elif prompt is None:
+                prompt = self.prompt(messages, system)
+            return self._hooks.should_compress(self.ctx, prompt, stage, force, len(messages))
 
     def compress(
         self,
@@ -172,18 +235,21 @@ class Session:
         """
         fmt = format or detect_format(messages, system)
         conversation = Conversation(messages=list(messages), format=fmt, system=system)
+        tokens = self.ctx.tokens
+
+        def estimate_before() -> int:  # only for the record of an engine that failed
+            entries = tokens.memo.view_of(conversation.messages).entries
+            return tokens.tally(entries, system=system).value
+
         with self._lock:
-            tokens_before = self.ctx.tokens.count(conversation.messages, system)
             result = self._hooks.compress(
-                self.ctx, conversation, stage, force, focus, tokens_before
+                self.ctx, conversation, stage, force, focus, estimate_before
             )
             if result.compacted:
                 self._usage_stale = True
-                # What the compaction replaced need not stay alive in the count cache.
-                kept: list[object] = list(result.messages)
-                if result.system is not None:
-                    kept.append(result.system)
-                self.ctx.tokens.retain(kept)
+                self._measured = self._prepared = None
+                # What the compaction replaced need not stay alive in the memo.
+                tokens.retain(result.messages)
             return result
 
     def maybe_compress(
@@ -206,20 +272,41 @@ class Session:
 
         ``request`` holds the API call's keyword arguments (``messages`` and, for Anthropic,
         ``system``/``tools``). It is not mutated; only the messages that get markers are copied.
-        The local token count of the request is remembered to calibrate estimates against the
-        provider's usage in :meth:`update_usage`.
+        The request is remembered (its messages' contents, not their count) so that the
+        provider's usage in :meth:`update_usage` measures it.
+
+        :raises ValueError: a message is not a dict (the message names its index).
         """
         prepared = dict(request)
         with self._lock:
+            memo = self.ctx.tokens.memo
             messages = prepared.get("messages")
             if isinstance(messages, list):
-                self._pending_local_tokens = self.ctx.tokens.count(
-                    messages, prepared.get("system"), prepared.get("tools")
+                entries = memo.view_of(messages).entries
+                self._prepared = self._request(
+                    entries, prepared.get("system"), prepared.get("tools")
                 )
             settings = self._services.cache_settings
             if settings is not None:
                 prepared = self._hooks.cache_strategy(self.ctx, prepared, settings)
+            memo.release()
         return prepared
+
+    def _request(self, entries: list[MemoEntry], system: Any, tools: Any) -> _Request:
+        """The record of a prepared request, sized from what is new since the last one."""
+        tokens = self.ctx.tokens
+        base = self._prepared or self._measured
+        size: TextSize | None = None
+        if base is not None:
+            known = len(base.entries)
+            if len(entries) >= known and entries[:known] == base.entries:
+                size = tokens.size_of(entries[known:], base.size)
+        if size is None:
+            size = tokens.size_of(entries)
+        system = system if isinstance(system, (str, list)) else None
+        tools = tools if isinstance(tools, list) else None
+        local = tokens.tally(entries, system=system, tools=tools, size=size)
+        return _Request(entries, size, local)
 
     # -- tools ------------------------------------------------------------------------------
 
@@ -302,6 +389,7 @@ class Session:
             self.ctx.state.clear()
             self.ctx.last_usage = None
             self._usage_stale = True
+            self._measured = self._prepared = None
             self._tools = None
             self.cache_stats = SessionCacheStats()
 

@@ -25,18 +25,19 @@ it) gains or loses a marker; everything else stays the caller's object.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ctxengine._messages.conversation import Format
-from ctxengine._messages.memo import ListProgress
 
 __all__ = [
     "MAX_BREAKPOINTS",
     "TTL",
     "TTLS",
+    "MarkedMessages",
     "MarkerFinding",
     "cache_marker",
     "can_carry_marker",
+    "carries_marker",
     "detect_request_format",
     "is_tool_message",
     "mark_message",
@@ -82,8 +83,36 @@ def cache_marker(ttl: str) -> dict[str, str]:
     raise ValueError(f"cache ttl must be one of '5m', '1h'; got {ttl!r}")
 
 
+class MarkedMessages(Protocol):
+    """What :func:`strip_cache_markers` needs to skip the messages known to carry no marker
+    (a session's :class:`ctxengine.messages.MessageMemo` has it)."""
+
+    def marked_indices(self, messages: list[Any]) -> Sequence[int]:
+        """Indices of the messages of ``messages`` that :func:`carries_marker`."""
+        ...
+
+
+def carries_marker(item: object) -> bool:
+    """Whether :func:`strip_cache_markers` would remove anything from ``item`` (a message or a
+    block): a ``cache_control`` key on it, on a block of its ``content`` list, or on a block
+    nested in such a block's own ``content`` list (``tool_result`` contents)."""
+    if not isinstance(item, dict):
+        return False
+    if "cache_control" in item:
+        return True
+    content = item.get("content")
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and (
+                "cache_control" in block
+                or (isinstance(block.get("content"), list) and carries_marker(block))
+            ):
+                return True
+    return False
+
+
 def strip_cache_markers(
-    request: Mapping[str, Any], *, clean: ListProgress | None = None
+    request: Mapping[str, Any], *, memo: MarkedMessages | None = None
 ) -> dict[str, Any]:
     """``request`` without any ``cache_control``: the top-level automatic one and those in
     ``tools``, ``system`` and ``messages``.
@@ -93,10 +122,9 @@ def strip_cache_markers(
     something inside it) carried a marker; everything else is the caller's object. The returned
     dict is always new; its ``messages`` list is new only when some message changed.
 
-    :param clean: how many leading messages of the caller's list are known to carry no marker
-        (see :class:`ctxengine.messages.ListProgress`); they are skipped and the record is
-        advanced, so a conversation that grows by appending is scanned once per message rather
-        than once per request.
+    :param memo: a session's message memo; the messages it knows to carry no marker are not
+        scanned again, so a request costs a lookup per message instead of a walk over every
+        block (see :class:`ctxengine.messages.MessageMemo` for when its knowledge is checked).
     :raises TypeError: when ``request`` is not a mapping, ``messages`` is not a list or a message
         is not a dict (the error names the index).
     """
@@ -104,10 +132,15 @@ def strip_cache_markers(
     out = dict(request)
     # A top-level automatic marker counts towards the limit like any other.
     out.pop("cache_control", None)
-    skip = clean.resume(messages) if clean is not None else 0
-    new_messages = _strip_list(messages, what="messages", skip=skip)
-    if clean is not None and new_messages is messages:
-        clean.record(messages, len(messages))
+    if memo is None:
+        new_messages = _strip_list(messages, what="messages")
+    else:
+        new_messages = messages
+        marked = memo.marked_indices(messages)
+        if marked:
+            new_messages = list(messages)
+            for index in marked:
+                new_messages[index] = _strip_item(messages[index])
     if new_messages is not messages:
         out["messages"] = new_messages
     system = request.get("system")
@@ -241,14 +274,13 @@ def mark_message(
     return {**msg, "cache_control": cache_marker(ttl)}
 
 
-def _strip_list(items: list[Any], *, what: str | None = None, skip: int = 0) -> list[Any]:
+def _strip_list(items: list[Any], *, what: str | None = None) -> list[Any]:
     """``items`` with markers removed from each dict in it; the same list when none had one.
 
     :param what: when given, every item must be a dict; a TypeError names ``what[index]``.
-    :param skip: how many leading items are known to carry no marker.
     """
     out: list[Any] | None = None
-    for index in range(skip, len(items)):
+    for index in range(len(items)):
         item = items[index]
         # Fast path, inlined because it runs for every message and block of every request: a
         # dict without a marker whose content is not a list of blocks needing work is kept.
@@ -294,21 +326,28 @@ def _strip_item(item: Any) -> Any:
 # --- finding markers and judging them ------------------------------------------------------
 
 
-def marked_items(request: Mapping[str, Any]) -> list[tuple[str, int | None, Mapping[str, Any]]]:
+def marked_items(
+    request: Mapping[str, Any], *, messages: Sequence[int] | None = None
+) -> list[tuple[str, int | None, Mapping[str, Any]]]:
     """The dicts of ``request`` that carry ``cache_control``, in prompt order (tools, system,
     messages), as ``(position, message index or None, dict)``.
 
     Positions read ``"tools[2]"``, ``"system[0]"``, ``"messages[7]"`` (on the message itself),
     ``"messages[7].content[1]"`` and, inside a ``tool_result``'s own content,
     ``"messages[7].content[1].content[0]"``.
+
+    :param messages: look only at these message indices (ascending), when the caller knows
+        where markers can be; all messages otherwise.
     """
     found: list[tuple[str, int | None, Mapping[str, Any]]] = []
     for key in ("tools", "system", "messages"):
         items = request.get(key)
-        if isinstance(items, list):
-            for index, item in enumerate(items):
-                where = f"{key}[{index}]"
-                _collect(item, where, index if key == "messages" else None, found)
+        if not isinstance(items, list):
+            continue
+        indices = messages if key == "messages" and messages is not None else range(len(items))
+        for index in indices:
+            where = f"{key}[{index}]"
+            _collect(items[index], where, index if key == "messages" else None, found)
     return found
 
 

@@ -1,62 +1,367 @@
-"""Remembering facts about the caller's message objects by identity, cheaply.
+"""Facts about messages, found again however the host hands them over: :class:`MessageMemo`.
 
-ctxengine runs on every request of a growing conversation whose older messages are the same
-objects turn after turn. Work that depends only on a message (its token count, whether it
-carries cache markers) is done once per object and looked up by ``id()`` afterwards. A stored
-entry keeps a reference to its object, so the id cannot be reused by another object while the
-entry lives, and a cheap :func:`fingerprint` catches the usual in-place edits (keys added or
-removed, ``content`` replaced, blocks appended). Deeper in-place edits (changing a block's text)
-are not seen: callers that edit messages in place must tell the owner of the memo.
+ctxengine runs on every request of a growing conversation, and hosts hand the history over in
+different ways: the same list appended in place, a new list of the same dicts, or new dicts every
+turn (rebuilt from a framework's own objects, reloaded from a database, received over HTTP). Work
+that depends only on what a message says (its token count, whether it carries cache markers, its
+size for estimates) is done once per distinct content and found again in all of these cases.
+
+Each :class:`MemoEntry` holds a *snapshot* of the message it describes: a copy of its dicts and
+lists whose strings and numbers are the caller's own objects, so it costs the containers, not the
+text. An entry is only ever handed out for a message that compares equal (``==``) to its snapshot,
+so an edit in place (a block's text replaced, a key added, a block appended) is always seen: the
+edited message no longer matches and is described anew.
+
+How :meth:`MessageMemo.resolve` finds the entry of each message of a list:
+
+1. **position**: the list is compared with the snapshots of the list resolved last, in one ``==``
+   between two lists, which CPython runs in C. Same dicts re-sent: the comparison meets the
+   caller's own strings and compares their identity; new but equal dicts: it compares their
+   characters. Either way there is no per-message Python work for the common prefix;
+2. **identity**: a message past the first difference is looked up by ``id()``;
+3. **content**: otherwise by a content key (role, text length, images, markers);
+4. a message found nowhere gets a new entry: one walk that copies its containers and measures its
+   strings (:func:`ctxengine.messages.text_size`, :func:`ctxengine.messages.carries_marker`).
+
+Steps 2 and 3 check the candidate against its snapshot too, so a reused ``id()`` or a key shared
+by different messages never hands out the wrong entry.
+
+Memory is bounded: at most ``max_entries`` entries besides those of the list resolved last (the
+least recently found go first). An entry holds its message's containers, and the strings it
+shares with the caller's objects stay alive while it does. :meth:`MessageMemo.retain` drops
+everything but one list (after a compaction).
+
+Equality is Python's: ``1``, ``1.0`` and ``True`` are the same content here (a tool input whose
+``1`` is replaced by ``true`` in place is not seen). Messages are JSON-like data (dicts, lists,
+strings, numbers, booleans, ``None``); other objects inside them are kept by reference and
+compared with their own ``==``, so mutating such an object in place is not seen.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
+from ctxengine._messages.markers import carries_marker
+from ctxengine._messages.read import text_size
 
-def fingerprint(obj: Any) -> tuple[int, int, int]:
-    """A cheap shape of a message (or list) that changes with the usual in-place edits."""
-    if isinstance(obj, dict):
-        content = obj.get("content")
-        return len(obj), id(content), len(content) if isinstance(content, list) else -1
-    return len(obj), 0, 0
+__all__ = [
+    "DEFAULT_MAX_ENTRIES",
+    "MemoEntry",
+    "MessageMemo",
+    "MessageView",
+    "NotAMessageError",
+    "snapshot",
+]
+
+DEFAULT_MAX_ENTRIES = 10_000
+"""Entries a :class:`MessageMemo` keeps besides those of the list it resolved last: twice the
+gateway's default hard message limit (``compression.hygiene_hard_message_limit``)."""
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
-class ListProgress:
-    """How far per-message work got into a caller's list, valid while it is only appended to.
+class NotAMessageError(TypeError, ValueError):
+    """An item of a message list is not a dict; the message names its index. A ``TypeError``
+    for the marker functions and a ``ValueError`` for the token counter, as each documents."""
 
-    Agent loops grow one list with ``messages.append``; work done for its first ``n`` messages
-    (counting them, checking them for markers) need not be redone while the same list object
-    still holds the same message at position ``n - 1``. Replacing or editing earlier elements in
-    place is not detected: the owner must :meth:`reset`. Not thread-safe by itself; owners call
-    it under their own lock or accept a lost update (which only costs a rescan).
+
+def snapshot(obj: Any) -> Any:
+    """A copy of ``obj``'s dicts, lists and tuples whose other objects (strings, numbers) are
+    shared: equal to ``obj`` until ``obj`` is edited in place, at the cost of its containers."""
+    kind = type(obj)
+    if kind is dict or kind is list:
+        copied = obj.copy()  # in C; then only the values that are containers are replaced
+    elif isinstance(obj, dict):
+        copied = dict(obj)
+    elif isinstance(obj, list):
+        copied = list(obj)
+    elif kind is tuple:
+        return tuple(v if type(v) in _ATOMS else snapshot(v) for v in obj)
+    else:
+        return obj
+    if type(copied) is dict:
+        for key, value in copied.items():
+            if type(value) not in _ATOMS:
+                copied[key] = snapshot(value)
+    else:
+        for index, value in enumerate(copied):
+            if type(value) not in _ATOMS:
+                copied[index] = snapshot(value)
+    return copied
+
+
+class MemoEntry:
+    """What is known about one message content.
+
+    :ivar snapshot: the content (see the module docstring); never mutate it.
+    :ivar chars: length of its token-bearing text (``len(message_text(...))``).
+    :ivar images: images in it.
+    :ivar marked: it carries a ``cache_control`` marker somewhere
+        :func:`ctxengine.messages.strip_cache_markers` would remove it.
+    :ivar tokens: its exact token count, once the session's counter has computed it.
     """
 
-    def __init__(self) -> None:
-        self._items: Sequence[object] | None = None
-        self._done = 0
-        self._tail: object = None
-        self.value: Any = None
-        """Whatever the owner accumulated over the first :meth:`resume` items."""
+    __slots__ = ("chars", "images", "marked", "snapshot", "tokens")
 
-    def resume(self, items: Sequence[object]) -> int:
-        """How many leading items of ``items`` are already done (0 for another list)."""
-        done = self._done
-        if (
-            self._items is items
-            and len(items) >= done
-            and (done == 0 or items[done - 1] is self._tail)
-        ):
-            return done
-        return 0
+    def __init__(self, snapshot: dict[str, Any], chars: int, images: int, marked: bool) -> None:
+        self.snapshot = snapshot
+        self.chars = chars
+        self.images = images
+        self.marked = marked
+        self.tokens: int | None = None
 
-    def record(self, items: Sequence[object], done: int, value: Any = None) -> None:
-        """The first ``done`` items of ``items`` are done, with ``value`` accumulated."""
-        self._items = items
-        self._done = done
-        self._tail = items[done - 1] if done else None
-        self.value = value
 
-    def reset(self) -> None:
-        self._items, self._done, self._tail, self.value = None, 0, None, None
+def _content_key(entry: MemoEntry) -> tuple[Any, ...]:
+    """The key entries are filed under: cheap, and the same for equal contents (different
+    contents may share it; lookups compare snapshots). ``_entry`` builds the same key inline."""
+    role = entry.snapshot.get("role")
+    return (role if type(role) is str else None, entry.chars, entry.images, entry.marked)
+
+
+class MessageView:
+    """The entries of one list, position by position, as :meth:`MessageMemo.resolve` found them.
+
+    ``entries[i]`` describes ``items[i]`` as the list was when it was resolved; the lists a view
+    holds are shared with later views and must not be mutated.
+
+    :ivar items: the list that was resolved (the caller's own list object when it was a list).
+    :ivar marked: indices of the messages that carry cache markers.
+    """
+
+    __slots__ = ("_ids", "entries", "items", "length", "marked", "snapshots", "tail")
+
+    def __init__(
+        self,
+        items: list[Any],
+        entries: list[MemoEntry],
+        snapshots: list[Any],
+        marked: tuple[int, ...],
+    ) -> None:
+        self.items = items
+        self.entries = entries
+        self.snapshots = snapshots
+        self.marked = marked
+        self.length = len(items)
+        self.tail: object = items[-1] if items else None
+        self._ids: dict[int, int] | None = None
+
+    def describes(self, items: Sequence[Any]) -> bool:
+        """Whether ``items`` is the very list this view resolved, at the same length and with the
+        same last element (nothing appended, removed or replaced at the end since)."""
+        return (
+            items is self.items
+            and len(items) == self.length
+            and (not items or items[-1] is self.tail)
+        )
+
+    def index_of(self, message: object) -> int | None:
+        """The position of ``message`` (by identity) in the resolved list, or ``None``."""
+        if self._ids is None:
+            self._ids = {id(item): index for index, item in enumerate(self.items[: self.length])}
+        return self._ids.get(id(message))
+
+
+class MessageMemo:
+    """One session's memo of message facts (see the module docstring). Thread-safe.
+
+    :param max_entries: entries kept besides those of the list resolved last (at least 1).
+    :raises ValueError: for ``max_entries`` below 1.
+    """
+
+    def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
+            raise ValueError(f"max_entries must be an integer of at least 1, got {max_entries!r}")
+        self._max = max_entries
+        self._lock = threading.RLock()
+        self._last: MessageView | None = None
+        self._reusable = False
+        # content key -> entries with that key; insertion order of _order is the LRU order.
+        self._table: dict[tuple[Any, ...], list[MemoEntry]] = {}
+        self._order: dict[MemoEntry, tuple[Any, ...]] = {}
+        # id(message) -> its entry; a hint only (checked against the snapshot), so it may go stale.
+        self._by_id: dict[int, MemoEntry] = {}
+
+    # -- lists ------------------------------------------------------------------------------
+
+    def resolve(self, messages: Sequence[Any]) -> MessageView:
+        """The entry of every message of ``messages``, checked against the messages as they are
+        now (an edit in place since the last call is seen).
+
+        :raises NotAMessageError: a message is not a dict (the error names its index).
+        """
+        items = messages if type(messages) is list else list(messages)
+        with self._lock:
+            view = self._resolve(items)
+            self._last = view
+            self._reusable = True
+            return view
+
+    def view_of(self, messages: Sequence[Any]) -> MessageView:
+        """Like :meth:`resolve`, but hands back the view :meth:`resolve` made last when
+        ``messages`` is that very list, unchanged in length and last element, and
+        :meth:`release` was not called since.
+
+        This lets the calls that serve one request share one check of the list: the session
+        resolves the history once per turn and releases the view when the request is prepared.
+        An edit in place made between :meth:`resolve` and this call is not seen.
+        """
+        with self._lock:
+            last = self._last
+            if self._reusable and last is not None and last.describes(messages):
+                return last
+            return self.resolve(messages)
+
+    def release(self) -> None:
+        """End the current turn: the next :meth:`view_of` checks the list again."""
+        self._reusable = False
+
+    def marked_indices(self, messages: list[Any]) -> tuple[int, ...]:
+        """Indices of the messages that carry cache markers (for ``strip_cache_markers``),
+        from :meth:`view_of`."""
+        return self.view_of(messages).marked
+
+    def _resolve(self, items: list[Any]) -> MessageView:
+        last = self._last
+        count = len(items)
+        if last is None:
+            start = known = 0
+            old_entries: list[MemoEntry] = []
+            old_snaps: list[Any] = []
+        else:
+            old_entries, old_snaps = last.entries, last.snapshots
+            known = len(old_snaps)
+            limit = min(count, known)
+            # One comparison in C for the common case: the previous list, maybe grown.
+            if count == known:
+                same = items == old_snaps
+            elif count > known:
+                same = items[:known] == old_snaps
+            else:
+                same = items == old_snaps[:count]
+            if same:
+                if count == known:
+                    return MessageView(items, old_entries, old_snaps, last.marked)
+                start = limit
+            else:
+                start = next(i for i in range(limit) if items[i] != old_snaps[i])
+        entries = old_entries[:start]
+        snaps = old_snaps[:start]
+        marked = [i for i in last.marked if i < start] if last is not None else []
+        limit = min(count, known)
+        for index in range(start, count):
+            msg = items[index]
+            if start < index < limit and msg == old_snaps[index]:
+                entry = old_entries[index]
+            else:
+                entry = self._entry(msg, index)
+            entries.append(entry)
+            snaps.append(entry.snapshot)
+            if entry.marked:
+                marked.append(index)
+        view = MessageView(items, entries, snaps, tuple(marked))
+        self._evict(view)
+        return view
+
+    # -- single messages --------------------------------------------------------------------
+
+    def entry(self, message: object) -> MemoEntry:
+        """The entry of one message (by identity, then by content).
+
+        :raises NotAMessageError: ``message`` is not a dict.
+        """
+        with self._lock:
+            return self._entry(message, None)
+
+    def _entry(self, message: object, index: int | None) -> MemoEntry:
+        # Runs once per new message of every request: kept flat on purpose.
+        if not isinstance(message, dict):
+            where = "message" if index is None else f"messages[{index}]"
+            raise NotAMessageError(f"{where}: expected a dict, got {type(message).__name__}")
+        by_id = self._by_id
+        found = by_id.get(id(message))
+        if found is not None and message == found.snapshot:
+            self._touch(found)
+            return found
+        last = self._last
+        if last is not None:
+            position = last.index_of(message)
+            if position is not None and message == last.snapshots[position]:
+                found = last.entries[position]
+                by_id[id(message)] = found
+                return found
+        chars, images = text_size(message)
+        fresh = MemoEntry(snapshot(message), chars, images, carries_marker(message))
+        role = message.get("role")
+        key = (role if type(role) is str else None, chars, images, fresh.marked)
+        chain = self._table.get(key)
+        if chain is None:
+            self._table[key] = [fresh]
+        else:
+            for candidate in chain:
+                if candidate.snapshot == fresh.snapshot:
+                    self._touch(candidate)
+                    by_id[id(message)] = candidate
+                    return candidate
+            chain.append(fresh)
+        self._order[fresh] = key
+        if len(by_id) > 4 * self._max:  # hints only: dropping them costs a lookup by content
+            by_id.clear()
+        by_id[id(message)] = fresh
+        return fresh
+
+    def _touch(self, entry: MemoEntry) -> None:
+        key = self._order.pop(entry, None)
+        if key is not None:
+            self._order[entry] = key
+
+    def _evict(self, view: MessageView) -> None:
+        """Drop the least recently found entries beyond ``max_entries`` (those of ``view`` stay).
+
+        Runs only once the memo is a quarter over its bound, so the cost is amortised."""
+        order = self._order
+        allowed = self._max + len(view.entries)
+        if len(order) <= allowed + self._max // 4:
+            return
+        keep = {id(entry) for entry in view.entries}
+        for entry in list(order):
+            if len(order) <= allowed:
+                break
+            if id(entry) in keep:
+                continue
+            key = order.pop(entry)
+            chain = self._table[key]
+            chain.remove(entry)
+            if not chain:
+                del self._table[key]
+        self._by_id.clear()
+
+    # -- housekeeping -----------------------------------------------------------------------
+
+    def retain(self, messages: Sequence[Any]) -> MessageView:
+        """Forget every entry except those of ``messages`` (resolved now); returns their view."""
+        with self._lock:
+            view = self.resolve(messages)
+            kept = {id(entry): entry for entry in view.entries}
+            self._table = {}
+            self._order = {}
+            self._by_id = {}
+            for entry in kept.values():
+                key = _content_key(entry)
+                self._table.setdefault(key, []).append(entry)
+                self._order[entry] = key
+            return view
+
+    def clear(self) -> None:
+        """Forget everything."""
+        with self._lock:
+            self._table = {}
+            self._order = {}
+            self._by_id = {}
+            self._last = None
+            self._reusable = False
+
+    def __len__(self) -> int:
+        """How many entries the memo keeps."""
+        return len(self._order)

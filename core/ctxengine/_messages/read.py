@@ -16,6 +16,7 @@ both build on this module, which imports neither.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -43,6 +44,7 @@ __all__ = [
     "match_results",
     "message_text",
     "openai_tool_calls",
+    "text_size",
     "tool_call_ids",
     "tool_calls",
     "tool_groups",
@@ -59,6 +61,8 @@ ANTHROPIC_BLOCK_TYPES = frozenset({"tool_use", "tool_result", "thinking", "redac
 OPENAI_PART_TYPES = frozenset({"image_url", "input_audio", "refusal"})
 # Message keys only the OpenAI chat format has.
 _OPENAI_KEYS = ("tool_calls", "tool_call_id", "reasoning_content")
+# Content blocks that are images, in either format (OpenAI chat, OpenAI Responses, Anthropic).
+IMAGE_BLOCK_TYPES = frozenset({"image", "image_url", "input_image"})
 
 
 @attrs.frozen
@@ -252,6 +256,127 @@ def message_text(msg: Message) -> str:
     for call in openai_tool_calls(msg):
         pieces.append(f"{call.name} {call.arguments}")
     return "\n".join(pieces)
+
+
+def image_count(content: Any) -> int:
+    """Images in a content value, including those inside Anthropic ``tool_result`` contents."""
+    if not isinstance(content, list):
+        return 0
+    images = 0
+    for block in content:
+        if isinstance(block, dict):
+            kind = block.get("type")
+            if kind in IMAGE_BLOCK_TYPES:
+                images += 1
+            elif kind == "tool_result":
+                images += image_count(block.get("content"))
+    return images
+
+
+def _json_length(value: Any) -> int:
+    """``len(dumps_arguments(value))`` without building the text, except that characters JSON
+    escapes (quotes, backslashes, newlines) count once: scanning for them would cost more than
+    the whole estimate."""
+    kind = type(value)
+    if kind is str:
+        return len(value) + 2
+    if kind is dict:
+        if not all(type(key) is str for key in value):
+            return len(dumps_arguments(value))  # json.dumps spells non-string keys its own way
+        # "{" key ": " value (", " key ": " value)* "}"
+        return sum(_json_length(k) + _json_length(v) + 4 for k, v in value.items()) or 2
+    if kind is list or kind is tuple:
+        return sum(_json_length(item) + 2 for item in value) or 2
+    if kind is int:
+        return len(str(value))
+    if kind is float and math.isfinite(value):
+        return len(repr(value))
+    if value is None or value is True:
+        return 4
+    if value is False:
+        return 5
+    return len(dumps_arguments(value))
+
+
+def _text_length(value: Any) -> int:
+    return len(value) if isinstance(value, str) else 0
+
+
+def _content_length(content: Any) -> int:
+    """``len(_content_text(content))`` without joining."""
+    if isinstance(content, str):
+        return len(content)
+    if not isinstance(content, list):
+        return 0
+    total = parts = 0
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text":
+            length = _text_length(block.get("text"))
+            if length:
+                total += length
+                parts += 1
+    return total + parts - 1 if parts else 0
+
+
+def text_size(msg: Message) -> tuple[int, int]:
+    """``(len(message_text(msg)), images)``: the length of everything in ``msg`` that costs
+    input tokens, and how many images it holds, without building the text.
+
+    A walk over the message's structure that reads string lengths only, so it costs far less
+    than :func:`message_text` (no joining, no JSON encoding of tool inputs). The length equals
+    ``len(message_text(msg))`` except inside Anthropic ``tool_use`` inputs, where a character
+    JSON escapes (a quote, a backslash, a newline) counts once instead of twice.
+    """
+    chars = pieces = images = 0
+    reasoning = msg.get("reasoning_content")
+    if isinstance(reasoning, str) and reasoning:
+        chars += len(reasoning)
+        pieces += 1
+    content = msg.get("content")
+    if isinstance(content, str):
+        if content:
+            chars += len(content)
+            pieces += 1
+    elif isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                length = _text_length(block.get("text"))
+            elif kind == "thinking":
+                length = _text_length(block.get("thinking"))
+            elif kind == "redacted_thinking":
+                length = _text_length(block.get("data"))
+            elif kind == "tool_use":
+                name = block.get("name", "")
+                length = len(name if isinstance(name, str) else f"{name}") + 1
+                length += _json_length(block.get("input", {}))
+            elif kind == "tool_result":
+                inner = block.get("content")
+                length = _content_length(inner)
+                images += image_count(inner)
+            elif kind == "refusal":
+                length = _text_length(block.get("refusal"))
+            else:
+                length = 0
+                if kind in IMAGE_BLOCK_TYPES:
+                    images += 1
+            if length:
+                chars += length
+                pieces += 1
+    calls = msg.get("tool_calls")
+    if isinstance(calls, list):
+        for call in calls:
+            if not isinstance(call, dict):
+                continue
+            fn = call.get("function")
+            fn = fn if isinstance(fn, dict) else {}
+            args = fn.get("arguments", "")
+            chars += _text_length(fn.get("name")) + 1
+            chars += len(args) if isinstance(args, str) else _json_length(args)
+            pieces += 1
+    return chars + pieces - 1 if pieces else 0, images
 
 
 def has_visible_assistant_text(msg: Message) -> bool:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ctxengine._accounting.tokens import TokenCounter
     from ctxengine._accounting.usage import Usage
     from ctxengine._config.core import Config
+    from ctxengine._messages.memo import MessageMemo
     from ctxengine._summarize import SummaryProvider
 
 T = TypeVar("T")
@@ -68,6 +69,12 @@ class EngineContext:
     clock: Callable[[], float] = time.monotonic
     log: logging.Logger = attrs.field(factory=lambda: logging.getLogger("ctxengine"))
     env: Mapping[str, str] = attrs.field(factory=lambda: os.environ, repr=False)
+
+    @property
+    def memo(self) -> MessageMemo:
+        """This session's message memo: the one :attr:`tokens` keeps its counts in, and where a
+        cache strategy learns which messages carry markers (one memo per session)."""
+        return self.tokens.memo
 
     def plugin_state(self, key: str, factory: Callable[[], T]) -> T:
         """This session's state object of one plugin, ``ctx.state[key]``, created with

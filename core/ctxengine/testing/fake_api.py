@@ -44,7 +44,7 @@ import attrs
 
 from ctxengine import SUMMARY_HEADINGS
 from ctxengine._accounting.cachesim import PromptCacheSimulator
-from ctxengine._accounting.tokens import RoughCounter, estimate_tokens
+from ctxengine._accounting.estimate import RoughCounter, estimate_tokens
 from ctxengine.testing import fake_streams
 from ctxengine.testing.fake_responses import check_responses_request, responses_body
 

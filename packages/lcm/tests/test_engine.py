@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import ctxengine_lcm.engine as lcm_engine
-from ctxengine import ConfigError
+from ctxengine import ConfigError, TokenEstimate
 from ctxengine._messages.validate import validate
 from ctxengine.testing import samples
 from ctxengine_lcm.engine import get_state
@@ -207,11 +207,11 @@ def test_should_compress_uses_its_own_threshold(make_kernel: Any) -> None:
     kernel = make_kernel(context_length=100_000, threshold=0.75)
     ctx = kernel.session("t").ctx
     hook = kernel.hooks.should_compress
-    assert hook(ctx, 74_999, False, "agent", False, 10) is False
-    assert hook(ctx, 75_000, False, "agent", False, 10) is True
+    assert hook(ctx, TokenEstimate.known(74_999), "agent", False, 10) is False
+    assert hook(ctx, TokenEstimate.known(75_000), "agent", False, 10) is True
     get_state(ctx).guard.cooldown_until = ctx.clock() + 100
-    assert hook(ctx, 80_000, False, "agent", False, 10) is False
-    assert hook(ctx, 80_000, False, "agent", True, 10) is True
+    assert hook(ctx, TokenEstimate.known(80_000), "agent", False, 10) is False
+    assert hook(ctx, TokenEstimate.known(80_000), "agent", True, 10) is True
 
 
 def test_busy_session_is_an_honest_noop(make_kernel: Any, monkeypatch: pytest.MonkeyPatch) -> None:

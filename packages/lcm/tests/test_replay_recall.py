@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ctxengine._accounting.tokens import rough_conversation_tokens
+from ctxengine._accounting.estimate import rough_conversation_tokens
 from ctxengine._messages.read import tool_calls, tool_results, visible_text
 from ctxengine._messages.validate import validate
 from ctxengine.testing.transcripts import load_sessions

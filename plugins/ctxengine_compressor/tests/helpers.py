@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ctxengine._accounting.estimate import TokenEstimate
 from ctxengine._accounting.models import model_for_settings
 from ctxengine._accounting.tokens import TokenCounter
 from ctxengine._config.core import config_from_mapping
@@ -16,6 +17,20 @@ from ctxengine_compressor import engine
 
 COUNTER = TokenCounter()
 """One counter for all tests: loading the encoding takes a moment."""
+
+
+class CountedSizes:
+    """Boundary sizes from a per-message count (exact everywhere), for boundary tests."""
+
+    def __init__(self, messages: list[Message], count: Callable[[Message], int]) -> None:
+        self._messages = messages
+        self._count = count
+
+    def exact(self, index: int) -> int:
+        return self._count(self._messages[index])
+
+    def run(self, start: int = 0, stop: int | None = None) -> TokenEstimate:
+        return TokenEstimate.known(sum(map(self._count, self._messages[start:stop])))
 
 
 class Clock:

@@ -8,7 +8,7 @@ from ctxengine._messages.read import cut_points
 from ctxengine.testing import samples
 from ctxengine_compressor.boundaries import find_boundaries
 
-from .helpers import openai_call
+from .helpers import CountedSizes, openai_call
 
 
 def _bounds(messages: list[dict[str, Any]], fmt: str = "openai", **kw: Any):  # type: ignore[no-untyped-def]
@@ -17,10 +17,10 @@ def _bounds(messages: list[dict[str, Any]], fmt: str = "openai", **kw: Any):  # 
         "protect_first_n": 3,
         "protect_last_n": 4,
         "tail_token_budget": 0,
-        "count": lambda m: 10,
     }
     args.update(kw)
-    return find_boundaries(messages, fmt, **args)  # type: ignore[arg-type]
+    count = args.pop("count", lambda m: 10)
+    return find_boundaries(messages, fmt, sizes=CountedSizes(messages, count), **args)  # type: ignore[arg-type]
 
 
 def test_first_compaction_keeps_system_plus_first_n_and_never_splits_groups() -> None:

@@ -9,6 +9,7 @@ import pytest
 
 import ctxengine_compressor as plugin
 from ctxengine import SUMMARY_HEADINGS
+from ctxengine._accounting.estimate import TokenEstimate
 from ctxengine._messages.validate import validate
 from ctxengine._summarize.errors import SummaryError
 from ctxengine.testing import samples
@@ -17,6 +18,9 @@ from ctxengine_compressor.state import get_state
 from ctxengine_compressor.summary import SYSTEM_PROMPT, summary_budget
 
 from .helpers import GOOD_SUMMARY, Clock, ScriptedProvider, make_ctx, run
+
+known = TokenEstimate.known
+"""A prompt size known exactly (the engine's decisions are tested on exact sizes)."""
 
 FORMATS = ("openai", "anthropic")
 
@@ -158,9 +162,9 @@ def test_abort_kinds_abort_with_cooldown(kind: str) -> None:
     assert "paused for 60 s" in result.reason
     import ctxengine_compressor as plugin
 
-    assert plugin.should_compress(ctx, 10**6, True, "agent", False) is False
+    assert plugin.should_compress(ctx, known(10**6), "agent", False) is False
     clock.now += 61
-    assert plugin.should_compress(ctx, 10**6, True, "agent", False) is True
+    assert plugin.should_compress(ctx, known(10**6), "agent", False) is True
 
 
 @pytest.mark.parametrize("kind", ["empty", "server", "unparsable", "context_length", "other"])
@@ -230,10 +234,10 @@ def test_a_summary_that_does_not_pay_is_a_noop() -> None:
     assert state.guard.recent_savings == []  # a noop is not a compaction: no anti-thrash
     assert state.retry_above_tokens is not None
     # Automatic compaction waits until the prompt has grown past the retry mark...
-    assert plugin.should_compress(ctx, state.retry_above_tokens - 1, True, "agent", False) is False
-    assert plugin.should_compress(ctx, state.retry_above_tokens, True, "agent", False) is True
+    assert plugin.should_compress(ctx, known(state.retry_above_tokens - 1), "agent", False) is False
+    assert plugin.should_compress(ctx, known(state.retry_above_tokens), "agent", False) is True
     # ...and a forced one does not wait.
-    assert plugin.should_compress(ctx, 9_000, True, "agent", True) is True
+    assert plugin.should_compress(ctx, known(9_000), "agent", True) is True
 
 
 def test_short_conversation_is_an_honest_noop() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import ctxengine_compressor as plugin
+from ctxengine._accounting.estimate import TokenEstimate
 from ctxengine._config.core import SummaryProviderSettings
 from ctxengine._messages.conversation import Format, Message
 from ctxengine._messages.validate import validate
@@ -25,6 +26,9 @@ from ctxengine_compressor.assemble import (
 from ctxengine_compressor.ledger import build_ledger, missing_from, readable_text
 
 from .helpers import GOOD_SUMMARY, Clock, make_ctx, run
+
+known = TokenEstimate.known
+"""A prompt size known exactly (the engine's decisions are tested on exact sizes)."""
 
 APIS = ("anthropic", "openai")
 
@@ -125,10 +129,10 @@ def _aborts(api: FakeAPI, which: str, clock: Clock, timeout: float = 5.0) -> Com
     assert result.system is system
     assert_nothing_lost(messages, result)
     # Cooldown: automatic compaction stays off for 60 s unless forced.
-    assert plugin.should_compress(ctx, 10**6, True, "agent", False) is False
-    assert plugin.should_compress(ctx, 10**6, True, "agent", True) is True
+    assert plugin.should_compress(ctx, known(10**6), "agent", False) is False
+    assert plugin.should_compress(ctx, known(10**6), "agent", True) is True
     clock.now += 60.5
-    assert plugin.should_compress(ctx, 10**6, True, "agent", False) is True
+    assert plugin.should_compress(ctx, known(10**6), "agent", False) is True
     return result
 
 
@@ -166,7 +170,7 @@ def _falls_back(api: FakeAPI, which: str, kind: str) -> CompressResult:
     assert validate(result.messages, fmt, system=result.system) == []
     assert_nothing_lost(messages, result)
     # A fallback is not an abort: no cooldown.
-    assert plugin.should_compress(ctx, 10**6, True, "agent", False) is True
+    assert plugin.should_compress(ctx, known(10**6), "agent", False) is True
     return result
 
 

@@ -13,12 +13,16 @@ from typing import Any
 import pytest
 
 import ctxengine_compressor as plugin
+from ctxengine._accounting.estimate import TokenEstimate
 from ctxengine._messages.conversation import Format
 from ctxengine._messages.convert import to_anthropic
 from ctxengine._messages.validate import validate
 from ctxengine.testing.transcripts import transcript_files
 
 from .helpers import COUNTER, make_ctx, run
+
+known = TokenEstimate.known
+"""A prompt size known exactly (the engine's decisions are tested on exact sizes)."""
 
 FILES = transcript_files()
 
@@ -57,7 +61,7 @@ def test_real_session_compacts_validly(
     # tenth of the session.
     tokens = COUNTER.count(messages, system)
     ctx = make_ctx(None, context_length=max(tokens, 1_024))  # the config's smallest window
-    assert plugin.should_compress(ctx, tokens, False, "agent", False) is (tokens >= 512)
+    assert plugin.should_compress(ctx, known(tokens), "agent", False) is (tokens >= 512)
     result = run(ctx, messages, fmt, system)
     record_property("status", result.status)
     record_property("tokens", f"{result.tokens_before} -> {result.tokens_after}")

@@ -238,7 +238,7 @@ def test_replaying_the_longest_real_session_as_a_gateway_stays_valid_and_in_the_
 
 
 def test_estimated_before_and_after_use_the_same_counting() -> None:
-    from ctxengine._accounting.tokens import rough_conversation_tokens
+    from ctxengine._accounting.estimate import rough_conversation_tokens
 
     kernel = gateway_kernel()
     _, big = samples.conversation("openai", turns=60)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         PluginCommands,
         PluginSettings,
         Stage,
+        TokenEstimate,
         Tool,
         Usage,
     )
@@ -57,7 +58,7 @@ def declare_settings(settings: PluginSettings) -> None:
 
 @hookimpl
 def should_compress(
-    ctx: EngineContext, prompt_tokens: int, stage: Stage, force: bool
+    ctx: EngineContext, prompt: TokenEstimate, stage: Stage, force: bool
 ) -> bool | None:
     """Agent stage: prompt tokens >= ``engines.lcm.threshold`` x window (default 0.75).
 
@@ -72,7 +73,7 @@ def should_compress(
     from ctxengine_lcm.compaction import budget_for
 
     settings = settings_for(ctx.config, ctx.env)
-    if prompt_tokens < budget_for(ctx, settings).threshold_tokens:
+    if not prompt.reaches(budget_for(ctx, settings).threshold_tokens):
         return False
     if force:
         return True
