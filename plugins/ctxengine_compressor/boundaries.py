@@ -89,9 +89,9 @@ def find_boundaries(
       can be the first (user) message;
     - ``is_summary`` marks earlier summary messages, which never count as the latest ask or reply.
 
-    Tokens counted exactly: the tail, message by message until the budget is spent, and the
-    runs before and after a kept ask or reply only when their estimates cannot tell which is
-    larger.
+    Tokens counted exactly: the tail, message by message until the budget is spent (the message
+    that overflows it only when its estimate cannot tell), and the runs before and after a kept
+    ask or reply only when their estimates cannot tell which is larger.
     """
     n = len(messages)
     system_end = system_prefix_length(messages, fmt)
@@ -104,6 +104,10 @@ def find_boundaries(
     tail_start = n
     spent = 0
     while tail_start > head_end:
+        # A message whose fewest possible tokens overflow the budget is not counted at all (the
+        # one that ends the tail is often a huge tool output).
+        if spent + sizes.run(tail_start - 1, tail_start).low > tail_token_budget:
+            break
         cost = sizes.exact(tail_start - 1)
         if spent + cost > tail_token_budget:
             break

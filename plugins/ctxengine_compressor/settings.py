@@ -97,5 +97,13 @@ def settings(ctx: EngineContext) -> CompressorSettings:
 
 
 def budgets(ctx: EngineContext) -> Budgets:
-    """This session's budgets."""
-    return budgets_for(settings(ctx), ctx.model.context_length, ctx.window)
+    """This session's budgets (derived once per config and model)."""
+    from ctxengine_compressor.state import get_state
+
+    state = get_state(ctx)
+    cached = state.budgets
+    if cached is not None and cached[0] is ctx.config and cached[1] is ctx.model:
+        return cached[2]
+    derived = budgets_for(settings(ctx), ctx.model.context_length, ctx.window)
+    state.budgets = (ctx.config, ctx.model, derived)
+    return derived

@@ -9,8 +9,9 @@ import attrs
 from ctxengine import CompactionGuard
 
 if TYPE_CHECKING:
-    from ctxengine import EngineContext
+    from ctxengine import Config, EngineContext, ModelInfo
     from ctxengine_compressor.ledger import Ledger
+    from ctxengine_compressor.settings import Budgets
 
 STATE_KEY = "compressor"
 """The key of this engine's entry in ``EngineContext.state``."""
@@ -50,6 +51,9 @@ class CompressorState:
     awaiting_measurement: bool = False
     savings_baseline: int | None = None
     retry_above_tokens: int | None = None
+    budgets: tuple[Config, ModelInfo, Budgets] | None = attrs.field(default=None, repr=False)
+    """``(config, model, budgets)``: the budgets last derived, for that config and model (they
+    are fixed for a session; derived once instead of on every request)."""
 
     def record_saving(self, ratio: float, *, baseline: int | None) -> None:
         """Remember one compaction's saving (an estimate until the next real usage arrives)."""

@@ -14,10 +14,10 @@ middle), by
     LOW_RATIO x rough - LOW_SLACK  <=  exact  <=  min(HIGH_RATIO x rough + HIGH_SLACK, 4 x chars)
 
 (fixed costs are exact on both sides). The last term is a proof: a token is at least one UTF-8
-byte and a character at most four. The others are measured: over every run of every bundled
-transcript (``tests/data/transcripts``: 146 sessions, 5,453 messages of Claude Code, OpenHands
+byte and a character at most four. The others are measured: over all 636,049 runs of the bundled
+transcripts (``tests/data/transcripts``: 83 sessions, 5,453 messages of Claude Code, OpenHands
 and tau-bench agents; ``tests/test_estimate.py`` checks them on each run of the suite) the worst
-runs need 1.35 x rough + 3,703 and 0.70 x rough - 5; the constants leave headroom beyond both.
+runs need 1.35 x rough + 3,703 and 0.70 x rough - 5; the slacks leave headroom beyond both.
 
 Decisions use the bound, not the estimate: :meth:`TokenEstimate.reaches` answers "is the exact
 count at least this threshold?" from the bounds when the threshold lies outside them, and counts

@@ -243,13 +243,18 @@ def _clamp(ratio: float) -> float:
 
 
 def _smoothed(samples: Iterable[float]) -> float:
-    """The exponential moving average of ``samples`` (the first sets it), clamped at each step;
-    1.0 for none. Monotone in every sample, which is what makes bounds on it cheap."""
+    """The exponential moving average of ``samples`` (clamped; the first sets it); 1.0 for
+    none. A convex combination of the samples, so monotone in each of them."""
     ratio: float | None = None
     for raw in samples:
         sample = _clamp(raw)
-        ratio = sample if ratio is None else _clamp(ratio + RATIO_SMOOTHING * (sample - ratio))
+        ratio = sample if ratio is None else ratio + RATIO_SMOOTHING * (sample - ratio)
     return 1.0 if ratio is None else ratio
+
+
+# How far the average over the last CALIBRATION_WINDOW samples can be from the average over all
+# of them: the older samples weigh 0.7^(window - 1) together and lie within the clamp range.
+_WINDOW_SLACK = (1 - RATIO_SMOOTHING) ** (CALIBRATION_WINDOW - 1) * (RATIO_MAX - RATIO_MIN)
 
 
 class Calibration:
@@ -257,29 +262,43 @@ class Calibration:
 
     An observation pairs the provider's prompt tokens with the local count of the same request.
     The local count may be a :class:`TokenEstimate` that is made exact only when the exact ratio
-    is asked for, so learning costs nothing per request. :meth:`bounds` and :meth:`point` never
-    count: the average is monotone in each observation, so running it over the bounds of the
-    local counts bounds it.
+    is asked for, so learning costs nothing per request:
+
+    - :meth:`ratio`, the exact ratio: the moving average over the last
+      :data:`CALIBRATION_WINDOW` observations (counts the ones not exact yet);
+    - :meth:`point`: the same average over the point estimates of all observations, kept up to
+      date in O(1), so the same however the requests were counted;
+    - :meth:`bounds`: the same average over the local counts' bounds (the average is monotone in
+      each observation), widened by what the observations older than the window can weigh.
     """
 
     def __init__(self) -> None:
         self._samples: deque[tuple[int, TokenEstimate]] = deque(maxlen=CALIBRATION_WINDOW)
         self._lock = threading.Lock()
         self._exact: float | None = 1.0
-        self._bounds: tuple[float, float] | None = (1.0, 1.0)
-        self._point: float | None = 1.0
+        self._point = self._low = self._high = 1.0
         self.observations = 0
         """How many observations shaped the ratio."""
 
     def add(self, local: TokenEstimate, provider_tokens: int) -> None:
-        """One response: ``provider_tokens`` for a request whose local count is ``local``."""
+        """One response: ``provider_tokens`` for a request whose local count is ``local``
+        (``local.value`` and ``local.high`` are positive)."""
+        point = _clamp(provider_tokens / local.value)
+        low = _clamp(provider_tokens / local.high)
+        high = _clamp(provider_tokens / local.low) if local.low else RATIO_MAX
         with self._lock:
+            if self.observations == 0:
+                self._point, self._low, self._high = point, low, high
+            else:
+                self._point += RATIO_SMOOTHING * (point - self._point)
+                self._low += RATIO_SMOOTHING * (low - self._low)
+                self._high += RATIO_SMOOTHING * (high - self._high)
             self._samples.append((provider_tokens, local))
             self.observations += 1
-            self._exact = self._bounds = self._point = None
+            self._exact = None
 
     def ratio(self) -> float:
-        """The exact ratio (counts the requests whose local count is not exact yet)."""
+        """The exact ratio (counts the observed requests whose local count is not exact yet)."""
         exact = self._exact
         if exact is None:
             with self._lock:
@@ -289,27 +308,20 @@ class Calibration:
         return exact
 
     def bounds(self) -> tuple[float, float]:
-        """The ratio lies in these bounds (the exact ratio itself once it is known)."""
-        if self._exact is not None:
-            return self._exact, self._exact
-        bounds = self._bounds
-        if bounds is None:
-            with self._lock:
-                samples = list(self._samples)
-            low = _smoothed(p / local.high for p, local in samples)
-            high = _smoothed(p / local.low if local.low else RATIO_MAX for p, local in samples)
-            # One ulp of slack each way: the average is monotone, its float arithmetic nearly so.
-            bounds = self._bounds = (low * (1 - 1e-12), high * (1 + 1e-12))
-        return bounds
+        """The exact ratio lies in these bounds (they are the exact ratio once it is known)."""
+        exact = self._exact
+        if exact is not None:
+            return exact, exact
+        slack = _WINDOW_SLACK if self.observations > CALIBRATION_WINDOW else 0.0
+        # One part in 1e12 more: the average is monotone, its float arithmetic nearly so.
+        return (
+            max(RATIO_MIN, (self._low - slack) * (1 - 1e-12)),
+            min(RATIO_MAX, (self._high + slack) * (1 + 1e-12)),
+        )
 
     def point(self) -> float:
-        """The ratio of the point estimates: the same however requests were counted before."""
-        point = self._point
-        if point is None:
-            with self._lock:
-                samples = list(self._samples)
-            point = self._point = _smoothed(p / local.value for p, local in samples)
-        return point
+        """The average of the point estimates (the same however requests were counted)."""
+        return self._point
 
 
 class MessageSizes:

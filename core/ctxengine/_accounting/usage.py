@@ -97,15 +97,19 @@ def cost_usd(usage: Usage, model: ModelInfo) -> float:
     )
 
 
-_CHAT_KEYS = ("prompt_tokens", "completion_tokens")
-_ANTHROPIC_ONLY_KEYS = ("cache_read_input_tokens", "cache_creation_input_tokens", "cache_creation")
-_RESPONSES_KEYS = ("input_tokens_details", "total_tokens")
-_TOKEN_KEYS = ("input_tokens", "output_tokens", *_CHAT_KEYS)
+_CHAT_KEYS = frozenset({"prompt_tokens", "completion_tokens"})
+_ANTHROPIC_ONLY_KEYS = frozenset(
+    {"cache_read_input_tokens", "cache_creation_input_tokens", "cache_creation"}
+)
+_RESPONSES_KEYS = frozenset({"input_tokens_details", "total_tokens"})
+_TOKEN_KEYS = frozenset({"input_tokens", "output_tokens", *_CHAT_KEYS})
 
 
 def _as_mapping(obj: object) -> dict[str, Any] | None:
     """A dict view of a usage dict or SDK object (pydantic models, plain attribute objects);
     keys whose value is None are dropped, so absent and null fields look the same."""
+    if type(obj) is dict:  # the usual case, kept cheap: this runs on every response
+        return {k if type(k) is str else str(k): v for k, v in obj.items() if v is not None}
     if isinstance(obj, Mapping):
         items = dict(obj)
     else:
@@ -124,6 +128,8 @@ def _as_mapping(obj: object) -> dict[str, Any] | None:
 
 def _count(data: Mapping[str, Any], key: str, where: str = "") -> int:
     value = data.get(key)
+    if type(value) is int and value >= 0:
+        return value
     if value is None:
         return 0
     if isinstance(value, float) and value.is_integer():
@@ -228,13 +234,14 @@ def normalize_usage(raw: object) -> Usage:
             f"cannot read a usage report from {type(raw).__name__}: expected a dict or an SDK "
             "usage object"
         )
-    if not any(key in data for key in (*_TOKEN_KEYS, *_ANTHROPIC_ONLY_KEYS)) and "usage" in data:
+    keys = data.keys()
+    if keys.isdisjoint(_TOKEN_KEYS) and keys.isdisjoint(_ANTHROPIC_ONLY_KEYS) and "usage" in data:
         return normalize_usage(data["usage"])
-    if any(key in data for key in _CHAT_KEYS):
+    if not keys.isdisjoint(_CHAT_KEYS):
         return _from_openai_chat(data)
-    if any(key in data for key in _ANTHROPIC_ONLY_KEYS):
+    if not keys.isdisjoint(_ANTHROPIC_ONLY_KEYS):
         return _from_anthropic(data)
-    if any(key in data for key in _RESPONSES_KEYS):
+    if not keys.isdisjoint(_RESPONSES_KEYS):
         return _from_openai_responses(data)
     if "input_tokens" in data or "output_tokens" in data:
         return _from_anthropic(data)

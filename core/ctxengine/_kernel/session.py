@@ -32,7 +32,7 @@ from ctxengine._config.core import Config
 from ctxengine._kernel.hooks import Hooks
 from ctxengine._kernel.hygiene import HygieneReport, run_hygiene
 from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
-from ctxengine._messages.memo import MemoEntry
+from ctxengine._messages.memo import MemoEntry, MessageView
 from ctxengine._messages.read import detect_format
 from ctxengine._plugin.context import CacheSettings, EngineContext
 from ctxengine._plugin.results import CompressResult
@@ -151,19 +151,15 @@ class Session:
             measured = self._measured
             if measured_tokens > 0 and not self._usage_stale and measured is None:
                 return TokenEstimate.known(measured_tokens, measured=True)
-            entries = tokens.memo.resolve(messages).entries
+            view = tokens.memo.resolve(messages)
             if measured_tokens > 0 and not self._usage_stale and measured is not None:
                 known = len(measured.entries)
-                if len(entries) >= known and (
-                    entries == measured.entries
-                    if len(entries) == known
-                    else entries[:known] == measured.entries
-                ):
-                    if len(entries) == known:
+                if view.starts_with(measured.entries):
+                    if len(view.entries) == known:
                         return TokenEstimate.known(measured_tokens, measured=True)
-                    added = tokens.tally(entries[known:])
+                    added = tokens.tally(view.entries[known:])
                     return tokens.scaled(added, plus=measured_tokens, measured=True)
-            return tokens.scaled(tokens.tally(entries, system=system, tools=tools))
+            return tokens.scaled(tokens.tally(view.entries, system=system, tools=tools))
 
     def prompt_tokens(
         self,
@@ -282,25 +278,22 @@ class Session:
             memo = self.ctx.tokens.memo
             messages = prepared.get("messages")
             if isinstance(messages, list):
-                entries = memo.view_of(messages).entries
-                self._prepared = self._request(
-                    entries, prepared.get("system"), prepared.get("tools")
-                )
+                view = memo.view_of(messages)
+                self._prepared = self._request(view, prepared.get("system"), prepared.get("tools"))
             settings = self._services.cache_settings
             if settings is not None:
                 prepared = self._hooks.cache_strategy(self.ctx, prepared, settings)
             memo.release()
         return prepared
 
-    def _request(self, entries: list[MemoEntry], system: Any, tools: Any) -> _Request:
+    def _request(self, view: MessageView, system: Any, tools: Any) -> _Request:
         """The record of a prepared request, sized from what is new since the last one."""
         tokens = self.ctx.tokens
+        entries = view.entries
         base = self._prepared or self._measured
         size: TextSize | None = None
-        if base is not None:
-            known = len(base.entries)
-            if len(entries) >= known and entries[:known] == base.entries:
-                size = tokens.size_of(entries[known:], base.size)
+        if base is not None and view.starts_with(base.entries):
+            size = tokens.size_of(entries[len(base.entries) :], base.size)
         if size is None:
             size = tokens.size_of(entries)
         system = system if isinstance(system, (str, list)) else None

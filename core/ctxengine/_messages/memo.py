@@ -130,7 +130,17 @@ class MessageView:
     :ivar marked: indices of the messages that carry cache markers.
     """
 
-    __slots__ = ("_ids", "entries", "items", "length", "marked", "snapshots", "tail")
+    __slots__ = (
+        "_base",
+        "_ids",
+        "_shared",
+        "entries",
+        "items",
+        "length",
+        "marked",
+        "snapshots",
+        "tail",
+    )
 
     def __init__(
         self,
@@ -138,7 +148,12 @@ class MessageView:
         entries: list[MemoEntry],
         snapshots: list[Any],
         marked: tuple[int, ...],
+        *,
+        base: list[MemoEntry] | None = None,
+        shared: int = 0,
     ) -> None:
+        """:param base: the entries of the view resolved before this one, of which the first
+        ``shared`` are this view's first ``shared`` entries."""
         self.items = items
         self.entries = entries
         self.snapshots = snapshots
@@ -146,6 +161,18 @@ class MessageView:
         self.length = len(items)
         self.tail: object = items[-1] if items else None
         self._ids: dict[int, int] | None = None
+        self._base = base
+        self._shared = shared
+
+    def starts_with(self, entries: list[MemoEntry]) -> bool:
+        """Whether this view's entries begin with ``entries`` (the same entry objects, so the
+        same contents): O(1) when ``entries`` are those of the view resolved before."""
+        count = len(entries)
+        if count > len(self.entries):
+            return False
+        if entries is self.entries or (entries is self._base and self._shared >= count):
+            return True
+        return self.entries[:count] == entries
 
     def describes(self, items: Sequence[Any]) -> bool:
         """Whether ``items`` is the very list this view resolved, at the same length and with the
@@ -242,7 +269,9 @@ class MessageMemo:
                 same = items == old_snaps[:count]
             if same:
                 if count == known:
-                    return MessageView(items, old_entries, old_snaps, last.marked)
+                    return MessageView(
+                        items, old_entries, old_snaps, last.marked, base=old_entries, shared=count
+                    )
                 start = limit
             else:
                 start = next(i for i in range(limit) if items[i] != old_snaps[i])
@@ -255,12 +284,12 @@ class MessageMemo:
             if start < index < limit and msg == old_snaps[index]:
                 entry = old_entries[index]
             else:
-                entry = self._entry(msg, index)
+                entry = self._entry(msg, index, by_position=False)
             entries.append(entry)
             snaps.append(entry.snapshot)
             if entry.marked:
                 marked.append(index)
-        view = MessageView(items, entries, snaps, tuple(marked))
+        view = MessageView(items, entries, snaps, tuple(marked), base=old_entries, shared=start)
         self._evict(view)
         return view
 
@@ -272,9 +301,11 @@ class MessageMemo:
         :raises NotAMessageError: ``message`` is not a dict.
         """
         with self._lock:
-            return self._entry(message, None)
+            return self._entry(message, None, by_position=True)
 
-    def _entry(self, message: object, index: int | None) -> MemoEntry:
+    def _entry(self, message: object, index: int | None, *, by_position: bool) -> MemoEntry:
+        """``by_position``: also look for the object in the list resolved last (worth it for
+        single lookups; :meth:`_resolve` has compared positions already)."""
         # Runs once per new message of every request: kept flat on purpose.
         if not isinstance(message, dict):
             where = "message" if index is None else f"messages[{index}]"
@@ -285,7 +316,7 @@ class MessageMemo:
             self._touch(found)
             return found
         last = self._last
-        if last is not None:
+        if by_position and last is not None:
             position = last.index_of(message)
             if position is not None and message == last.snapshots[position]:
                 found = last.entries[position]
