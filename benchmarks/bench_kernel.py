@@ -16,7 +16,9 @@ turns. Arrival modes:
   + ``update_usage``, with the kernel loaded and tiktoken's encoding in memory.
 
 Each is a ratio to ``copy.deepcopy`` of the same turns' histories, timed the same way in the same
-run, interleaved with the modes. The
+run, interleaved with the modes. The ``*_same_request_again`` figures time the first three modes
+the way the earlier version of this benchmark did: a session that served the whole session sends
+its last request again (nothing new to walk, everything hot in the CPU's caches). The
 model's window is set per session so the prompt of the last turn lies just below 80 % of the
 compaction threshold: no compaction is due, and no turn is further from the threshold than the
 targets allow.
@@ -47,6 +49,8 @@ TARGETS = {
     "new_dicts": 0.4,
     "fresh_session": 1.0,
 }
+AGAIN = ("same_list", "new_list", "new_dicts")
+"""Modes also timed on the same request sent again (the steady state of the earlier benchmark)."""
 MODEL = "claude-sonnet-4-6"
 
 
@@ -61,10 +65,12 @@ def turn_starts(messages: list[dict[str, Any]]) -> list[int]:
 
 def usage_for(prompt_tokens: int) -> dict[str, int]:
     """An Anthropic usage report for a request of ``prompt_tokens``, mostly cache reads."""
+    written = min(1_000, prompt_tokens // 4)
+    uncached = min(1_000, prompt_tokens // 4)
     return {
-        "input_tokens": 1_000,
-        "cache_read_input_tokens": prompt_tokens - 2_000,
-        "cache_creation_input_tokens": 1_000,
+        "input_tokens": uncached,
+        "cache_read_input_tokens": prompt_tokens - written - uncached,
+        "cache_creation_input_tokens": written,
         "output_tokens": 300,
     }
 
@@ -79,6 +85,7 @@ def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, fl
     system = session_data.system
     ends = [*turn_starts(messages), len(messages)]  # each request's history is messages[:end]
     warmup, timed = ends[-TURNS - 2 : -TURNS], ends[-TURNS:]
+    again = [len(messages)] * TURNS  # the last request, sent TURNS more times
     full = reference.count(messages, system)
     # A window that puts this prompt just below 80 % of the compressor's threshold (0.5 x window).
     kernel = ctxengine.load(
@@ -105,8 +112,9 @@ def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, fl
         opened.append(f"bench-{next(ids)}")
         return kernel.session(opened[-1])
 
-    def replay(history_at: Callable[[int], list[dict[str, Any]]]) -> Steps:
-        """A session that served the warm-up turns, and the timed turns as steps.
+    def replay(history_at: Callable[[int], list[dict[str, Any]]], repeated: bool) -> Steps:
+        """A session that served the warm-up turns, and the timed turns as steps (or, when
+        ``repeated``, one that served every turn, and the last request again as the steps).
 
         ``history_at(end)`` is the host handing over ``messages[:end]`` its way."""
         session = new_session()
@@ -120,26 +128,28 @@ def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, fl
 
             return run
 
-        for end in warmup:
+        for end in ends if repeated else warmup:
             turn(end)()
-        return [turn(end) for end in timed]
+        return [turn(end) for end in (again if repeated else timed)]
 
-    def same_list() -> Steps:
+    def same_list(repeated: bool) -> Steps:
         grown: list[dict[str, Any]] = []
 
         def history_at(end: int) -> list[dict[str, Any]]:
             grown.extend(messages[len(grown) : end])  # the same list object, appended in place
             return grown
 
-        return replay(history_at)
+        return replay(history_at, repeated)
 
-    def new_list() -> Steps:
-        return replay(lambda end: list(messages[:end]))
+    def new_list(repeated: bool) -> Steps:
+        return replay(lambda end: list(messages[:end]), repeated)
 
-    def new_dicts() -> Steps:
-        # Built before the timer starts: the reload is the host's cost, not ctxengine's.
-        built = {end: session_data.fresh_messages()[:end] for end in [*warmup, *timed]}
-        return replay(built.__getitem__)
+    def new_dicts(repeated: bool) -> Steps:
+        # Built before the timer starts: the reload is the host's cost, not ctxengine's. One
+        # list per step, as each request of a gateway reloads its history anew.
+        order = [*ends, *again] if repeated else [*warmup, *timed]
+        built = iter([session_data.fresh_messages()[:end] for end in order])
+        return replay(lambda end: next(built), repeated)
 
     def fresh_session() -> Steps:
         def first_request(end: int) -> Callable[[], object]:
@@ -161,17 +171,21 @@ def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, fl
         {
             # The baseline: a stateless deep copy of each timed turn's history.
             "deepcopy": repeat(*(deepcopy_of(messages[:end]) for end in timed)),
-            "same_list": same_list,
-            "new_list": new_list,
-            "new_dicts": new_dicts,
+            "deepcopy_again": repeat(*(deepcopy_of(messages) for _ in again)),
+            "same_list": lambda: same_list(False),
+            "new_list": lambda: new_list(False),
+            "new_dicts": lambda: new_dicts(False),
             "fresh_session": fresh_session,
+            "same_list_again": lambda: same_list(True),
+            "new_list_again": lambda: new_list(True),
+            "new_dicts_again": lambda: new_dicts(True),
         },
         ROUNDS,
     )
     kernel.close()
-    return {mode: best[mode] / best["deepcopy"] for mode in TARGETS} | {
-        "deepcopy_ms": best["deepcopy"] * 1e3
-    }
+    ratios = {mode: best[mode] / best["deepcopy"] for mode in TARGETS}
+    ratios |= {f"{mode}_again": best[f"{mode}_again"] / best["deepcopy_again"] for mode in AGAIN}
+    return ratios | {"deepcopy_ms": best["deepcopy"] * 1e3}
 
 
 def main() -> None:
@@ -189,6 +203,10 @@ def main() -> None:
     for mode, target in TARGETS.items():
         values = [r[mode] for r in results]
         print(line(f"kernel_{mode}_vs_deepcopy", values, f"target<={target:g}x", len(values)))
+    for mode in AGAIN:
+        values = [r[f"{mode}_again"] for r in results]
+        target = f"target<={TARGETS[mode]:g}x"
+        print(line(f"kernel_{mode}_same_request_again_vs_deepcopy", values, target, len(values)))
 
 
 if __name__ == "__main__":

@@ -103,6 +103,9 @@ def find_boundaries(
     # Tail by token budget, then the message-count floor (capped at half of what follows the head).
     tail_start = n
     spent = 0
+    # Everything after the head fits when even its most possible tokens do: nothing to count.
+    if sizes.run(head_end, n).high <= tail_token_budget:
+        tail_start = head_end
     while tail_start > head_end:
         # A message whose fewest possible tokens overflow the budget is not counted at all (the
         # one that ends the tail is often a huge tool output).

@@ -169,7 +169,13 @@ def compress(
     tokens_after = ctx.tokens.count(new_messages, new_system)
     # It pays when kept + middle - after >= (1 - PAYS_RATIO) x middle, that is when the middle
     # has at least (after - kept) / PAYS_RATIO tokens: counted exactly only if that is close.
-    if not middle_tokens.reaches(math.ceil((tokens_after - kept_tokens) / PAYS_RATIO)):
+    need = math.ceil((tokens_after - kept_tokens) / PAYS_RATIO)
+    pays = middle_tokens.reaches(need)
+    # What the answer proved about the middle corrects its estimate (so a compaction never
+    # reports fewer tokens before than after).
+    middle_estimate = max(middle_estimate, need) if pays else min(middle_estimate, need - 1)
+    tokens_before = kept_tokens + middle_estimate
+    if not pays:
         # Not a compaction, so not anti-thrash; but wait for the middle to grow before spending
         # another summary call on it.
         state.retry_above_tokens = tokens_before + max(1, limits.tail_token_budget)

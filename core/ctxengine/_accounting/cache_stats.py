@@ -113,20 +113,44 @@ class SessionCacheStats:
     """Running totals of one session's responses.
 
     ``add`` each response's normalised usage with the model that served it (the model may change
-    within a session, so it is passed per response).
+    within a session, so it is passed per response). Totals are kept as plain sums (this runs on
+    every response); :attr:`usage` and :attr:`cost` build the records when read.
     """
 
     responses: int = 0
-    usage: Usage = attrs.field(factory=Usage)
-    cost: CacheCost = ZERO_COST
+    _tokens: list[int] = attrs.field(factory=lambda: [0] * 6, repr=False)
+    _costs: list[float] = attrs.field(factory=lambda: [0.0] * 7, repr=False)
 
     def add(self, usage: Usage, model: ModelInfo) -> CacheCost:
         """Count one response; returns its cost."""
         response_cost = cost_of(usage, model)
         self.responses += 1
-        self.usage = self.usage + usage
-        self.cost = self.cost + response_cost
+        tokens = self._tokens
+        tokens[0] += usage.input_tokens
+        tokens[1] += usage.output_tokens
+        tokens[2] += usage.cache_read_tokens
+        tokens[3] += usage.cache_write_5m_tokens
+        tokens[4] += usage.cache_write_1h_tokens
+        tokens[5] += usage.reasoning_tokens
+        costs = self._costs
+        costs[0] += response_cost.input_cost
+        costs[1] += response_cost.cache_read_cost
+        costs[2] += response_cost.cache_write_5m_cost
+        costs[3] += response_cost.cache_write_1h_cost
+        costs[4] += response_cost.output_cost
+        costs[5] += response_cost.total
+        costs[6] += response_cost.uncached_total
         return response_cost
+
+    @property
+    def usage(self) -> Usage:
+        """The sum of every response's usage."""
+        return Usage(*self._tokens)
+
+    @property
+    def cost(self) -> CacheCost:
+        """The sum of every response's cost."""
+        return CacheCost(*self._costs)
 
     @property
     def hit_ratio(self) -> float:

@@ -371,9 +371,10 @@ class MessageMemo:
     # -- housekeeping -----------------------------------------------------------------------
 
     def retain(self, messages: Sequence[Any]) -> MessageView:
-        """Forget every entry except those of ``messages`` (resolved now); returns their view."""
+        """Forget every entry except those of ``messages`` (see :meth:`view_of`); returns their
+        view."""
         with self._lock:
-            view = self.resolve(messages)
+            view = self.view_of(messages)  # usually just resolved: counting the result did
             kept = {id(entry): entry for entry in view.entries}
             self._table = {}
             self._order = {}

@@ -29,6 +29,7 @@ from ctxengine import (
     PluginSettings,
     SettingsSpec,
     Stage,
+    TokenEstimate,
     Tool,
     hookimpl,
 )
@@ -80,14 +81,15 @@ def declare_settings(settings: PluginSettings) -> None:
 
 @hookimpl
 def should_compress(
-    ctx: EngineContext, prompt_tokens: int, stage: Stage, force: bool
+    ctx: EngineContext, prompt: TokenEstimate, stage: Stage, force: bool
 ) -> bool | None:
     if stage == "gateway":
         return None  # the gateway safety net decides that stage
     if not ctx.config.compression.enabled:
         return False
     limit = ctx.fraction_of_window(ctx.config.settings(SETTINGS).threshold)
-    return prompt_tokens >= limit and state(ctx).guard.holds(ctx.clock(), force=force) is None
+    # reaches: the answer exact counts give, counting only when the prompt is close to the limit
+    return prompt.reaches(limit) and state(ctx).guard.holds(ctx.clock(), force=force) is None
 
 
 @hookimpl
