@@ -1,5 +1,5 @@
-"""Token counting benchmark: incremental count after one new message vs a full recount,
-and the cost of ``import ctxengine``.
+"""Token counting benchmark: the exact count after one new message vs a full recount, and the
+cost of ``import ctxengine``.
 
 Run: ``python benchmarks/bench_tokens.py``. Prints one tab-separated line per figure
 (``name<TAB>value<TAB>target``). Exits non-zero only when something crashes, never on a missed
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxengine._accounting.tokens import TokenCounter, get_encoding
+from ctxengine._messages.read import message_text
 from ctxengine.testing.transcripts import TRANSCRIPTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,14 +45,20 @@ def best_of(repeats: int, setup: Callable[[], Any], run: Callable[[Any], object]
     return min(times)
 
 
+def novel(msg: dict[str, Any]) -> dict[str, Any]:
+    """A user message with ``msg``'s text reversed: as long, but content the counter never saw."""
+    return {"role": "user", "content": message_text(msg)[::-1]}
+
+
 def bench_counting(fmt: str) -> None:
     session_id, messages = largest_session(fmt)
     get_encoding("o200k_base")  # load once, outside every timing
-    # The appended message is a fresh copy of a median-sized one from the same session: a typical
-    # turn. The largest message (a ~78k-character tool output) is reported separately.
+    # The appended message is new content the size of a median message of the same session: a
+    # typical turn (a copy of an existing message would be found by content and cost nothing).
+    # One the size of the largest message (a ~78k-character tool output) is reported separately.
     by_size = sorted(messages, key=lambda m: len(json.dumps(m)))
-    typical = by_size[len(by_size) // 2]
-    largest = by_size[-1]
+    typical = novel(by_size[len(by_size) // 2])
+    largest = novel(by_size[-1])
 
     full = best_of(REPEATS, lambda: None, lambda _: TokenCounter().count(messages))
 
