@@ -19,11 +19,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 from collections.abc import Callable
-
-from harness import BenchSession, interleaved_min, line, long_sessions, repeat
+from pathlib import Path
 
 import ctxengine
+
+if not __package__:  # run as a script (nox -s bench): make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.harness import BenchSession, interleaved_min, line, long_sessions, repeat
 
 ROUNDS = 9
 TARGETS = {"cold": 5.0, "warm": 3.0}

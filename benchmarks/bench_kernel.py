@@ -32,13 +32,18 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
-
-from harness import BenchSession, Steps, interleaved_min, line, long_sessions, repeat
 
 import ctxengine
 from ctxengine._accounting.tokens import TokenCounter
+
+if not __package__:  # run as a script (nox -s bench): make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.harness import BenchSession, Steps, interleaved_min, line, long_sessions, repeat
 
 ROUNDS = 7
 TURNS = 8
@@ -205,8 +210,8 @@ def main() -> None:
         print(line(f"kernel_{mode}_vs_deepcopy", values, f"target<={target:g}x", len(values)))
     for mode in AGAIN:
         values = [r[f"{mode}_again"] for r in results]
-        target = f"target<={TARGETS[mode]:g}x"
-        print(line(f"kernel_{mode}_same_request_again_vs_deepcopy", values, target, len(values)))
+        wanted = f"target<={TARGETS[mode]:g}x"
+        print(line(f"kernel_{mode}_same_request_again_vs_deepcopy", values, wanted, len(values)))
 
 
 if __name__ == "__main__":

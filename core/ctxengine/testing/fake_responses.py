@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxengine._accounting.tokens import estimate_tokens
+from ctxengine._accounting.estimate import estimate_tokens
 
 _ROLES = ("user", "assistant", "system", "developer")
 _CONTENT_TYPES = frozenset(
