@@ -1,269 +1,122 @@
 """The ``ctxengine`` command line.
 
-Built-in commands: ``engines`` (every plugin found and where from) and ``config`` (the effective
-configuration and where each value came from). Plugins add their own commands through the
-``register_commands`` hook; a plugin that fails to load or to register never breaks the others or
-``--help``.
+Built-in commands: ``engines`` (every plugin found and where from), ``config`` (the effective
+configuration, each value's source and owner), ``compress`` and ``replay``. Plugins add their own
+commands through the ``register_commands`` hook; a plugin that fails to load or to register never
+breaks the others or ``--help``.
+
+How it behaves, for every command:
+
+- ``--config``, ``-v`` and ``--plain`` may come before or after the sub-command; ``--version``
+  prints the version;
+- errors are one line each on stderr, ``ctxengine: ...``, with exit code 2 for usage and
+  configuration problems and 1 for failures at run time; a traceback only with ``-v``;
+- ``-v`` logs ctxengine's own debug output (not that of the HTTP libraries, which would dump
+  whole conversations); ``CTXENGINE_TRACE=1`` shows the hook trace without ``-v``;
+- the output is plain text (no emoji) with ``--plain``, with ``NO_COLOR`` set, or when stdout
+  cannot encode the emoji; it never fails with ``UnicodeEncodeError``.
+
+Import cost: ``--version`` and ``--help`` import neither the kernel nor any plugin's code beyond
+what plugin discovery needs for the commands they add.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, TextIO
+import traceback
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TextIO
 
-from ctxengine._cli.files import (
-    ConversationFileError,
-    ConversationRecord,
-    read_conversations,
-    write_conversations,
-)
-from ctxengine._cli.replay import replay
-from ctxengine._cli.report import (
-    plot_replay,
-    replay_json,
-    write_compress_report,
-    write_replay_report,
-)
+import attrs
+
+from ctxengine._cli import conversation_commands, show
+from ctxengine._cli.console import Console, can_encode, wants_plain
+from ctxengine._cli.conversation_commands import CommandError
+from ctxengine._cli.parser import Parser, UsageError, first_command
 from ctxengine._config.core import LoadedConfig, ctxengine_home, load_config
 from ctxengine._config.fields import ConfigError
-from ctxengine._kernel.resolve import Catalog, discover
 from ctxengine._plugin.commands import CommandRegistry, DuplicateCommandError
+from ctxengine._version import __version__
 
-BUILTIN_COMMANDS = frozenset({"engines", "config", "compress", "replay"})
-
-Handler = Callable[[argparse.Namespace, TextIO], int]
-
-
-def _load(args: argparse.Namespace) -> LoadedConfig:
-    return load_config(args.config)
+Handler = Callable[[argparse.Namespace, Console], int]
 
 
-def _catalog(loaded: LoadedConfig) -> Catalog:
-    return discover(ctxengine_home(), loaded.config.context.plugin_dirs)
+@attrs.frozen
+class BuiltinCommand:
+    """One built-in sub-command: ``configure`` adds its arguments, ``run`` returns the exit
+    code (the same shape as a plugin's command, plus the console)."""
+
+    name: str
+    help: str
+    description: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Handler
 
 
-def cmd_engines(args: argparse.Namespace, out: TextIO) -> int:
-    """List every plugin found: name, kind, source, distribution and version, load errors.
+BUILTINS = (
+    BuiltinCommand(
+        "engines",
+        "list engines and plugins, where they come from, and load errors",
+        "Every plugin found (directory, registry, builtin) with its kind, distribution and "
+        "version, and which are selected; broken plugins show their error. Says what happens "
+        "when context.engine does not resolve (a fallback, or an error with context.strict).",
+        show.configure_engines,
+        show.run_engines,
+    ),
+    BuiltinCommand(
+        "config",
+        "show the effective configuration, each value's source and owner",
+        "Every effective value with where it came from (default, file, environment, override) "
+        "and which plugin reads it; keys that no selected plugin reads are listed as unused.",
+        show.configure_config,
+        show.run_config,
+    ),
+    BuiltinCommand(
+        "compress",
+        "compact a conversation file (JSON or JSONL, OpenAI or Anthropic)",
+        "Compact each conversation of FILE with the configured engine (forced, whatever its "
+        "size) and report messages and tokens before and after, the summariser used and the "
+        "session id it ran under; --out writes the result in the same shape.",
+        conversation_commands.configure_compress,
+        conversation_commands.run_compress,
+    ),
+    BuiltinCommand(
+        "replay",
+        "replay sessions turn by turn: compaction and caching vs neither",
+        "Replay recorded sessions as the agent lived them through the selected engine and "
+        "cache strategy, against a simulated provider cache, and compare tokens and cost: no "
+        "compaction and no caching, caching only, compaction only, both. Runs sandboxed: what "
+        "engines store goes to a temporary folder (or --data-dir), never to your real stores.",
+        conversation_commands.configure_replay,
+        conversation_commands.run_replay,
+    ),
+)
+BUILTIN_COMMANDS = frozenset(command.name for command in BUILTINS)
 
-    Unlike :func:`ctxengine.load`, this imports every plugin, so broken ones show their error.
+
+def _plugin_commands(loaded: LoadedConfig | None) -> tuple[CommandRegistry, list[str]]:
+    """Ask every loadable plugin for its commands; failures become notes, never crashes.
+
+    ``loaded`` is ``None`` when the configuration is broken: plugins are then looked for with
+    the defaults (home and installed distributions, no ``context.plugin_dirs``).
     """
-    loaded = _load(args)
-    catalog = _catalog(loaded)
-    config = loaded.config
-    selected = {config.context.engine}
-    if config.prompt_caching.enabled is not False:
-        selected.add(config.prompt_caching.strategy)
-    selected.update(config.context.extensions)
-    rows = [("NAME", "KIND", "SOURCE", "FROM", "STATUS")]
-    for entry in catalog.load_all():
-        if entry.error is not None:
-            status = f"error: {entry.error}"
-        elif entry.shadowed_by is not None:
-            status = f"shadowed by {entry.shadowed_by}"
-        elif entry.name in selected or entry.always_on:
-            status = "selected" if entry.name in selected else "always on"
-        elif entry.kind == "extension":
-            status = "available (opt in with context.extensions)"
-        else:
-            status = "available"
-        rows.append((entry.name, entry.kind, entry.source, entry.location, status))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
-        out.write("  ".join([*cells, row[4]]).rstrip() + "\n")
-    wanted = config.context.engine
-    winner, tried = catalog.resolve(wanted, "engine")
-    if winner is None:
-        from ctxengine._kernel.kernel import not_found_message
-
-        consequence = (
-            "ctxengine.load() fails (context.strict is true)"
-            if config.context.strict
-            else "the built-in 'compressor' is used instead"
-        )
-        out.write(
-            f"\nwarning: context.engine = {wanted!r} does not resolve to a loadable engine, so "
-            f"{consequence}: {not_found_message(wanted, 'engine', catalog, tried)}\n"
-        )
-    return 0
-
-
-def _format_value(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple | list):
-        return "[" + ", ".join(str(v) for v in value) + "]"
-    return str(value)
-
-
-def cmd_config(args: argparse.Namespace, out: TextIO) -> int:
-    """Print every effective value with its source and owner, then the keys nothing reads.
-
-    The selected plugins are loaded so their keys are validated and listed like the kernel's.
-    """
-    if getattr(args, "reference", False):
-        from ctxengine._cli.reference import current_reference
-
-        out.write(current_reference(ctxengine_home()))
-        return 0
-    from ctxengine._kernel.kernel import load
-
-    with load(_load(args)) as kernel:
-        loaded = kernel.loaded
-    out.write(f"# config file: {loaded.path if loaded.path else 'none (defaults)'}\n")
-    rows = loaded.rows()
-    used = [r for r in rows if r.status != "unused"]
-    width = max(len(r.key) for r in rows)
-    value_width = min(40, max(len(_format_value(r.value)) for r in rows))
-    for row in used:
-        owner = row.owner if row.owner is not None else "not declared by its plugin"
-        out.write(
-            f"{row.key.ljust(width)}  {_format_value(row.value).ljust(value_width)}  "
-            f"# {row.source}; {owner}\n"
-        )
-    unused = [r for r in rows if r.status == "unused"]
-    if unused:
-        out.write("# unused (no selected plugin reads these keys):\n")
-        for row in unused:
-            out.write(
-                f"{row.key.ljust(width)}  {_format_value(row.value).ljust(value_width)}  "
-                f"# {row.source}; {row.note}\n"
-            )
-    return 0
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    overrides: dict[str, Any] = {}
-    if getattr(args, "engine", None):
-        overrides["context.engine"] = args.engine
-    if getattr(args, "threshold", None) is not None:
-        overrides["compression.threshold"] = args.threshold
-    if getattr(args, "context_length", None) is not None:
-        overrides["model.context_length"] = args.context_length
-    if getattr(args, "model", None):
-        overrides["model.name"] = args.model
-    return overrides
-
-
-def _read(path: str) -> list[ConversationRecord]:
-    try:
-        return read_conversations(path)
-    except ConversationFileError as exc:
-        raise CommandError(str(exc)) from None
-
-
-class CommandError(Exception):
-    """A user error in a command's input; printed as ``ctxengine: <message>``, exit code 1."""
-
-
-def _pick(
-    records: list[ConversationRecord], session: int | None, path: str
-) -> list[ConversationRecord]:
-    if session is None:
-        return records
-    if not 0 <= session < len(records):
-        raise CommandError(
-            f"{path} holds {len(records)} conversation(s); --session must be 0..{len(records) - 1}"
-        )
-    return [records[session]]
-
-
-def cmd_compress(args: argparse.Namespace, out: TextIO) -> int:
-    """Compact each conversation of a file with the configured engine and report."""
-    from ctxengine._kernel.kernel import load
-
-    loaded = load_config(args.config, overrides=_overrides(args))
-    records = _pick(_read(args.file), args.session, args.file)
-    written = []
-    with load(loaded) as kernel:
-        for line in kernel.status_lines():
-            out.write(line + "\n")
-        for index, record in enumerate(records):
-            # One session per record: two records with the same id must not share engine state.
-            result = kernel.session(f"{record.id}#{index}").compress(
-                record.messages, record.system, force=True, focus=args.focus, format=record.format
-            )
-            write_compress_report(f"{record.id} ({record.format})", result, out)
-            written.append((record, result.messages, result.system))
-    if args.out:
-        try:
-            write_conversations(args.out, written)
-        except OSError as exc:
-            raise CommandError(f"cannot write {args.out}: {exc}") from None
-        out.write(f"wrote {len(written)} conversation(s) to {args.out}\n")
-    return 0
-
-
-def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
-    """Replay sessions turn by turn under four scenarios and compare tokens and cost."""
-    loaded = load_config(args.config, overrides=_overrides(args))
-    records = [record for path in args.files for record in _pick(_read(path), args.session, path)]
-    if not args.json:
-        from ctxengine._kernel.kernel import load
-
-        with load(loaded) as kernel:
-            for line in kernel.status_lines():
-                out.write(line + "\n")
-    show_progress = args.progress or (not args.json and sys.stderr.isatty())
-    reports = []
-    for number, record in enumerate(records, 1):
-
-        def progress(
-            label: str,
-            done: int,
-            total: int,
-            number: int = number,
-            record: ConversationRecord = record,
-        ) -> None:
-            if show_progress and (done == total or done % 10 == 0):
-                end = "\n" if done == total and label == "both" else ""
-                sys.stderr.write(
-                    f"\rreplaying {number}/{len(records)} {record.id}: {label:<10} "
-                    f"turn {done}/{total}{end}"
-                )
-                sys.stderr.flush()
-
-        reports.append(replay(record, loaded.config, gap_seconds=args.gap, progress=progress))
-    if args.json:
-        json.dump(replay_json(reports), out, indent=1)
-        out.write("\n")
-    else:
-        for report in reports:
-            write_replay_report(report, out, turns=args.turns)
-    if args.plot:
-        try:
-            plot_replay(reports, Path(args.plot))
-        except ImportError as exc:
-            raise CommandError(str(exc)) from None
-        except OSError as exc:
-            raise CommandError(f"cannot write {args.plot}: {exc}") from None
-        if not args.json:
-            out.write(f"\nchart written to {args.plot}\n")
-    return 0
-
-
-def _plugin_commands(parser_loaded: LoadedConfig | None) -> tuple[CommandRegistry, list[str]]:
-    """Ask every loadable plugin for its commands; failures become notes, never crashes."""
-    registry = CommandRegistry(reserved=BUILTIN_COMMANDS)
-    notes: list[str] = []
-    if parser_loaded is None:
-        return registry, notes
     import pluggy
 
     from ctxengine import hookspecs
     from ctxengine._kernel.hooks import Hooks, guarded
+    from ctxengine._kernel.resolve import discover
 
+    registry = CommandRegistry(reserved=BUILTIN_COMMANDS)
+    notes: list[str] = []
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
-    for entry in _catalog(parser_loaded).load_all():
+    plugin_dirs = loaded.config.context.plugin_dirs if loaded is not None else ()
+    for entry in discover(ctxengine_home(), plugin_dirs).load_all():
         if entry.ok and entry.shadowed_by is None and not pm.has_plugin(entry.name):
             pm.register(guarded(pm, entry.plugin, entry.name), name=entry.name)
     for failure in Hooks(pm).register_commands(registry):
@@ -276,17 +129,8 @@ def _plugin_commands(parser_loaded: LoadedConfig | None) -> tuple[CommandRegistr
     return registry, notes
 
 
-def _engine_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", help="context engine to use (overrides context.engine)")
-    parser.add_argument("--model", help="main model (overrides model.name)")
-    parser.add_argument("--threshold", type=float, help="overrides compression.threshold")
-    parser.add_argument(
-        "--context-length", type=int, help="model window in tokens (overrides model.context_length)"
-    )
-
-
 def _plugin_handler(run: Callable[[argparse.Namespace], int]) -> Handler:
-    def handler(args: argparse.Namespace, out: TextIO) -> int:
+    def handler(args: argparse.Namespace, console: Console) -> int:
         return run(args)
 
     return handler
@@ -296,98 +140,142 @@ def build_parser(
     plugin_commands: CommandRegistry | None = None,
 ) -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     """The argument parser and the handler for each sub-command."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="ctxengine",
-        description="Keep long LLM-agent conversations inside the context window and cheap.",
+        description="Keep long LLM-agent conversations inside the context window and cheap to "
+        "send. Options shown here may also follow the command.",
+        root=True,
     )
-    parser.add_argument("--config", metavar="PATH", help="config.yaml to use")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug output")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     handlers: dict[str, Handler] = {}
-
-    sub.add_parser("engines", help="list engines and plugins, where they come from, load errors")
-    handlers["engines"] = cmd_engines
-    config_parser = sub.add_parser(
-        "config", help="show the effective configuration, each value's source and owner"
-    )
-    config_parser.add_argument(
-        "--reference",
-        action="store_true",
-        help="print the reference of every key this repository's plugins declare (Markdown)",
-    )
-    handlers["config"] = cmd_config
-
-    compress = sub.add_parser(
-        "compress", help="compact a conversation file (JSON or JSONL, OpenAI or Anthropic)"
-    )
-    compress.add_argument("file", help="conversation file")
-    compress.add_argument("--out", help="write the compacted conversation(s) here")
-    compress.add_argument("--session", type=int, help="only the N-th conversation (from 0)")
-    _engine_flags(compress)
-    compress.add_argument("--focus", help="topic the summary should keep in most detail")
-    handlers["compress"] = cmd_compress
-
-    replay_parser = sub.add_parser(
-        "replay", help="replay sessions turn by turn: compaction and caching vs neither"
-    )
-    replay_parser.add_argument("files", nargs="+", metavar="FILE", help="conversation files")
-    replay_parser.add_argument("--session", type=int, help="only the N-th conversation of each")
-    _engine_flags(replay_parser)
-    replay_parser.add_argument(
-        "--gap", type=float, default=30.0, help="seconds between turns (default 30)"
-    )
-    replay_parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    replay_parser.add_argument("--turns", action="store_true", help="also print every turn")
-    replay_parser.add_argument("--plot", metavar="OUT", help="write a chart (.png or .html)")
-    replay_parser.add_argument("--progress", action="store_true", help="show progress on stderr")
-    handlers["replay"] = cmd_replay
-
+    for builtin in BUILTINS:
+        command_parser = sub.add_parser(
+            builtin.name, help=builtin.help, description=builtin.description
+        )
+        builtin.configure(command_parser)
+        handlers[builtin.name] = builtin.run
     for command in plugin_commands or ():
         command_parser = sub.add_parser(
-            command.name, help=f"{command.help} (from plugin {command.provider})"
+            command.name,
+            help=f"{command.help} (from plugin {command.provider})",
+            description=f"{command.help} (from plugin {command.provider}).",
         )
         command.configure(command_parser)
         handlers[command.name] = _plugin_handler(command.run)
     return parser, handlers
 
 
+def _error(message: object) -> None:
+    for line in str(message).splitlines() or [""]:
+        print(f"ctxengine: {line}", file=sys.stderr)
+
+
+@contextmanager
+def _logging(verbose: bool, env: Mapping[str, str]) -> Iterator[None]:
+    """Log ctxengine (debug with ``-v``) and the hook trace (``CTXENGINE_TRACE``) to stderr for
+    one command, leaving other libraries at WARNING; restored afterwards."""
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.WARNING)
+    package, trace = logging.getLogger("ctxengine"), logging.getLogger("ctxengine.trace")
+    saved = package.level, trace.level
+    package.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    if env.get("CTXENGINE_TRACE", "") not in ("", "0"):
+        trace.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        package.setLevel(saved[0])
+        trace.setLevel(saved[1])
+
+
+def _safe_stdout() -> None:
+    """Make the process's stdout replace what its encoding cannot show, so a plugin command that
+    prints to it directly never fails with ``UnicodeEncodeError`` either."""
+    if not can_encode(sys.stdout):
+        reconfigure = getattr(sys.stdout, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="replace")
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """Run the CLI; returns the exit code (2 for usage and configuration errors)."""
-    out = out or sys.stdout
+    """Run the CLI; returns the exit code (2 for usage and configuration errors, 1 for errors at
+    run time, 130 when interrupted)."""
+    if out is None:
+        _safe_stdout()
+    stream = sys.stdout if out is None else out
     argv = list(sys.argv[1:] if argv is None else argv)
-    # Plugin commands need the config (plugin_dirs); a broken config must still allow --help.
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--config")
-    known, _ = pre.parse_known_args(argv)
+    verbose = False
     try:
-        loaded: LoadedConfig | None = load_config(known.config)
-    except ConfigError:
-        loaded = None
-    registry, notes = _plugin_commands(loaded)
-    parser, handlers = build_parser(registry)
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    for note in notes:
-        print(f"warning: {note}", file=sys.stderr)
-    if args.command is None:
-        parser.print_help(out)
+        early, command = first_command(argv)
+        verbose = early.verbose
+        if early.version and command is None:  # before plugin discovery: instant
+            print(f"ctxengine {__version__}", file=stream)
+            return 0
+        config_error: ConfigError | None = None
+        try:
+            loaded: LoadedConfig | None = load_config(early.config)
+        except ConfigError as exc:
+            loaded, config_error = None, exc
+        registry, notes = _plugin_commands(loaded)
+        parser, handlers = build_parser(registry)
+        if config_error is not None and command is not None and command not in handlers:
+            # The command may come from a plugin in context.plugin_dirs, which a broken
+            # configuration hides: the configuration is the problem to report.
+            raise config_error
+        args = parser.parse_args(argv)
+        verbose = args.verbose
+        console = Console(stream, plain=wants_plain(stream, os.environ, flag=args.plain))
+        for note in notes:
+            print(f"warning: {note}", file=sys.stderr)
+        if args.version:
+            console.line(f"ctxengine {__version__}")
+            return 0
+        if args.command is None:
+            parser.print_help(console)
+            return 2
+        return _run(handlers[args.command], args, console)
+    except UsageError as exc:
+        _error(exc)
         return 2
-    try:
-        return handlers[args.command](args, out)
     except ConfigError as exc:
-        print(str(exc), file=sys.stderr)
+        _report(exc, verbose)
+        return 2
+    except SystemExit as exc:  # --help, or a plugin's own parser
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+
+
+def _run(handler: Handler, args: argparse.Namespace, console: Console) -> int:
+    from ctxengine._kernel.kernel import EngineNotFoundError, EngineNotFoundWarning
+
+    try:
+        with _logging(args.verbose, os.environ), warnings.catch_warnings():
+            # The status lines (or, with --json, the log) already say it.
+            warnings.simplefilter("ignore", EngineNotFoundWarning)
+            return handler(args, console)
+    except (ConfigError, EngineNotFoundError, UsageError) as exc:
+        _report(exc, args.verbose)
         return 2
     except CommandError as exc:
-        print(f"ctxengine: {exc}", file=sys.stderr)
+        _report(exc, args.verbose)
         return 1
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
     except BrokenPipeError:
         # The reader went away (`ctxengine replay ... | head`): stop quietly, as Unix tools do.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except Exception as exc:
+        if args.verbose:
+            traceback.print_exc()
+        _error(f"{type(exc).__name__}: {exc}" + ("" if args.verbose else " (-v shows where)"))
+        return 1
+
+
+def _report(exc: BaseException, verbose: bool) -> None:
+    if verbose:
+        traceback.print_exception(exc)
+    _error(exc)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -72,14 +72,27 @@ def declared_specs(entries: Sequence[PluginEntry]) -> list[tuple[PluginEntry, Ow
     return [(by_name[owned.owner], owned) for owned in registry.specs]
 
 
+def _core_rows() -> list[tuple[str, str, Field]]:
+    rows = [(spec.key(f.name), CORE_OWNER, f) for spec in CORE_SPECS for f in spec.fields]
+    rows += [(f"models.<name>.{f.name}", CORE_OWNER, f) for f in MODEL_OVERRIDE_FIELDS]
+    return rows
+
+
+def reference_rows(
+    plugins: Sequence[tuple[PluginEntry, OwnedSpec]],
+) -> list[tuple[str, str, Field]]:
+    """``(key path, owner, field)`` for every key of the reference, the kernel's first."""
+    rows = _core_rows()
+    rows += [(o.spec.key(f.name), e.name, f) for e, o in plugins for f in o.spec.fields]
+    return rows
+
+
 def config_reference(plugins: Sequence[tuple[PluginEntry, OwnedSpec]]) -> str:
     """The reference as Markdown: the kernel's keys, then each plugin's, by section."""
     lines = [MARKER, "", f"## The kernel (`{CORE_OWNER}`)", ""]
     lines.append("Read whatever engine is selected.")
     lines.append("")
-    core_rows = [(spec.key(f.name), f) for spec in CORE_SPECS for f in spec.fields]
-    core_rows += [(f"models.<name>.{f.name}", f) for f in MODEL_OVERRIDE_FIELDS]
-    lines += _table(core_rows)
+    lines += _table((key, field) for key, _, field in _core_rows())
     order: dict[str, list[tuple[PluginEntry, OwnedSpec]]] = {}
     for entry, owned in plugins:
         order.setdefault(entry.name, []).append((entry, owned))

@@ -1,27 +1,29 @@
-"""Rendering CLI reports: compaction results, replay tables, JSON and charts."""
+"""Rendering CLI reports as text and JSON: compaction results and replay tables.
+
+Charts are in :mod:`ctxengine._cli.charts` (PNG) and :mod:`ctxengine._cli.html_report` (the
+interactive page). Every renderer takes whatever scenarios a report holds, in its order.
+"""
 
 from __future__ import annotations
 
-import base64
-import html
-import io
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from ctxengine._accounting.cache_stats import cache_line
-from ctxengine._cli.replay import SCENARIOS, ReplayReport
+from ctxengine._cli.console import Writer
+from ctxengine._cli.replay import ReplayReport, totals
 from ctxengine._plugin.results import CompressResult
 
-SCENARIO_LABELS = {
-    "none": "no compaction, no caching",
-    "caching": "caching only",
-    "compaction": "compaction only",
-    "both": "compaction + caching",
-}
+PALETTE = ("#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+"""Scenario colours in report order (the baseline first, in grey), for every chart."""
 
 
-def _table(rows: Sequence[Sequence[str]], out: TextIO, right: Sequence[bool] | None = None) -> None:
+def colour(index: int) -> str:
+    """The colour of the ``index``-th scenario of a report."""
+    return PALETTE[index % len(PALETTE)]
+
+
+def _table(rows: Sequence[Sequence[str]], out: Writer, right: Sequence[bool] | None = None) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     right = right or [False] * len(widths)
     for row in rows:
@@ -32,9 +34,30 @@ def _table(rows: Sequence[Sequence[str]], out: TextIO, right: Sequence[bool] | N
         out.write("  ".join(cells).rstrip() + "\n")
 
 
-def write_compress_report(label: str, result: CompressResult, out: TextIO) -> None:
-    """Human-readable report of one ``compress`` call."""
+def compress_json(label: str, session_id: str, result: CompressResult) -> dict[str, Any]:
+    """One ``compress`` result for ``--json`` (everything but the messages themselves)."""
+    return {
+        "conversation": label,
+        "session_id": session_id,
+        "status": result.status,
+        "engine": result.engine,
+        "reason": result.reason,
+        "messages_before": result.messages_before,
+        "messages_after": result.messages_after,
+        "tokens_before": result.tokens_before,
+        "tokens_after": result.tokens_after,
+        "summary_by": result.provider,
+        "fallback_used": result.fallback_used,
+        "duration_s": round(result.duration_s, 4),
+        "summary": result.summary,
+    }
+
+
+def write_compress_report(label: str, session_id: str, result: CompressResult, out: Writer) -> None:
+    """Human-readable report of one ``compress`` call, naming the session id it ran under (the
+    id to look the conversation up by, e.g. ``ctxengine lcm status --session ID``)."""
     out.write(f"{label}: {result.status} ({result.engine})\n")
+    out.write(f"  session:  {session_id}\n")
     out.write(f"  reason:   {result.reason}\n")
     out.write(
         f"  messages: {result.messages_before} -> {result.messages_after}"
@@ -58,15 +81,22 @@ def write_compress_report(label: str, result: CompressResult, out: TextIO) -> No
             out.write(f"    ... ({len(lines) - 12} more lines)\n")
 
 
-def _money(value: float) -> str:
+def money(value: float) -> str:
+    """Dollars with cents, or four decimals below ten cents."""
     return f"${value:,.2f}" if value >= 0.1 else f"${value:,.4f}"
 
 
-def write_replay_report(report: ReplayReport, out: TextIO, *, turns: bool) -> None:
+def write_replay_report(report: ReplayReport, out: Writer, *, turns: bool) -> None:
     """Totals per scenario (and optionally every turn) as aligned text tables."""
+    trigger = (
+        f", compacts at {report.trigger:g} of the window ({report.trigger_key})"
+        if report.trigger_key is not None and report.trigger is not None
+        else ""
+    )
     out.write(
         f"\nsession {report.session_id} ({report.format}, {report.messages} messages, "
-        f"model {report.model}, engine {report.engine}, {report.gap_seconds:g}s between turns)\n"
+        f"model {report.model}, engine {report.engine}{trigger}, "
+        f"{report.gap_seconds:g}s between turns)\n"
     )
     rows = [
         (
@@ -81,27 +111,28 @@ def write_replay_report(report: ReplayReport, out: TextIO, *, turns: bool) -> No
             "input saved",
         ),
     ]
+    base = report.baseline
     for name, result in report.scenarios.items():
-        saved = "-" if name == "none" else f"{report.savings(name):.1%}"
+        saved = "-" if result is base else f"{report.savings(name):.1%}"
         rows.append(
             (
-                SCENARIO_LABELS[name],
+                result.scenario.label,
                 str(len(result.turns)),
                 f"{result.prompt_tokens:,}",
                 f"{result.cache_read_tokens:,}",
                 f"{result.cache_write_tokens:,}",
                 str(result.compactions),
-                _money(result.input_cost),
-                _money(result.cost),
+                money(result.input_cost),
+                money(result.cost),
                 saved,
             )
         )
     _table(rows, out, right=[False, *([True] * 8)])
     if not turns:
         return
-    best = report.scenarios.get("both") or next(iter(report.scenarios.values()))
-    base = report.scenarios["none"]
-    out.write(f"\nper turn ({SCENARIO_LABELS[best.scenario]} vs baseline):\n")
+    # The last scenario is the configuration as written; compare it with the baseline.
+    best = list(report.scenarios.values())[-1]
+    out.write(f"\nper turn ({best.scenario.label} vs baseline):\n")
     turn_rows: list[tuple[str, ...]] = [
         ("turn", "baseline tokens", "tokens", "cost", "cache", "event")
     ]
@@ -111,7 +142,7 @@ def write_replay_report(report: ReplayReport, out: TextIO, *, turns: bool) -> No
                 str(mine.turn),
                 f"{theirs.prompt_tokens:,}",
                 f"{mine.prompt_tokens:,}",
-                _money(mine.cost),
+                money(mine.cost),
                 cache_line(mine.usage) if best.caching else "",
                 (mine.compaction or "")[:70],
             )
@@ -121,106 +152,16 @@ def write_replay_report(report: ReplayReport, out: TextIO, *, turns: bool) -> No
 
 def replay_json(reports: Sequence[ReplayReport]) -> dict[str, Any]:
     """The ``--json`` document: every session, and totals per scenario."""
-    totals: dict[str, dict[str, float]] = {}
-    for report in reports:
-        for name, result in report.scenarios.items():
-            entry = totals.setdefault(
-                name, {"prompt_tokens": 0, "input_cost_usd": 0.0, "cost_usd": 0.0, "compactions": 0}
-            )
-            entry["prompt_tokens"] += result.prompt_tokens
-            entry["input_cost_usd"] += result.input_cost
-            entry["cost_usd"] += result.cost
-            entry["compactions"] += result.compactions
-    for entry in totals.values():
-        entry["input_cost_usd"] = round(entry["input_cost_usd"], 6)
-        entry["cost_usd"] = round(entry["cost_usd"], 6)
     return {
         "version": 1,
         "sessions": [report.to_json() for report in reports],
-        "totals": totals,
+        "totals": {
+            total.scenario.name: {
+                "prompt_tokens": total.prompt_tokens,
+                "input_cost_usd": round(total.input_cost, 6),
+                "cost_usd": round(total.cost, 6),
+                "compactions": total.compactions,
+            }
+            for total in totals(reports)
+        },
     }
-
-
-def plot_replay(reports: Sequence[ReplayReport], path: Path) -> None:
-    """A chart of prompt tokens and cumulative cost per turn, per scenario.
-
-    ``.png`` writes the image; ``.html`` writes a page embedding it with the totals table.
-
-    :raises ImportError: with the install line when matplotlib is missing.
-    """
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("plotting needs matplotlib: pip install 'ctxengine[plot]'") from exc
-
-    colours = {"none": "#7f7f7f", "caching": "#1f77b4", "compaction": "#ff7f0e", "both": "#2ca02c"}
-    fig, axes = plt.subplots(2 * len(reports), 1, figsize=(11, 6.5 * len(reports)), squeeze=False)
-    for n, report in enumerate(reports):
-        tokens_ax, cost_ax = axes[2 * n][0], axes[2 * n + 1][0]
-        for name in SCENARIOS:
-            result = report.scenarios.get(name)
-            if result is None:
-                continue
-            xs = [t.turn for t in result.turns]
-            # Caching does not change prompt sizes: dashed lines keep both of a pair visible.
-            tokens_ax.plot(
-                xs,
-                [t.prompt_tokens for t in result.turns],
-                label=SCENARIO_LABELS[name],
-                color=colours[name],
-                linewidth=2.6 if name in ("none", "compaction") else 1.4,
-                linestyle="-" if name in ("none", "compaction") else "--",
-            )
-            running, cumulative = 0.0, []
-            for t in result.turns:
-                running += t.cost
-                cumulative.append(running)
-            cost_ax.plot(xs, cumulative, label=SCENARIO_LABELS[name], color=colours[name])
-        both = report.scenarios.get("both")
-        if both is not None:
-            tokens_ax.fill_between(
-                [t.turn for t in both.turns],
-                [t.cache_read_tokens for t in both.turns],
-                color=colours["both"],
-                alpha=0.15,
-                label="cache reads (compaction + caching)",
-            )
-            label: str | None = "compaction"
-            for t in both.turns:
-                if t.compaction and t.compaction.startswith("compacted"):
-                    tokens_ax.axvline(
-                        t.turn, color="#d62728", linestyle="--", linewidth=0.8, label=label
-                    )
-                    label = None  # one legend entry for all compaction lines
-        tokens_ax.set_title(f"{report.session_id}: prompt tokens per request")
-        tokens_ax.set_xlabel("turn (assistant response)")
-        tokens_ax.set_ylabel("prompt tokens")
-        tokens_ax.legend(loc="upper left", fontsize=8)
-        tokens_ax.grid(alpha=0.3)
-        cost_ax.set_title(f"{report.session_id}: cumulative cost ({report.model})")
-        cost_ax.set_xlabel("turn (assistant response)")
-        cost_ax.set_ylabel("USD")
-        cost_ax.legend(loc="upper left", fontsize=8)
-        cost_ax.grid(alpha=0.3)
-    fig.tight_layout()
-    if path.suffix.lower() in (".html", ".htm"):
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=110)
-        plt.close(fig)
-        text = io.StringIO()
-        for report in reports:
-            write_replay_report(report, text, turns=False)
-        image = base64.b64encode(buffer.getvalue()).decode("ascii")
-        path.write_text(
-            "<!doctype html><meta charset='utf-8'><title>ctxengine replay</title>"
-            "<h1>ctxengine replay</h1>"
-            f"<pre>{html.escape(text.getvalue())}</pre>"
-            f"<img alt='prompt tokens and cost per turn' src='data:image/png;base64,{image}'>",
-            encoding="utf-8",
-        )
-        return
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

@@ -146,6 +146,12 @@ class Field:
     ``nullable`` also admits ``null``. ``doc`` is a one-line description for generated docs;
     ``env`` names an environment variable that overrides the key (its text is parsed like a
     YAML value of the field's kind: ``1/0``, ``yes/no``, ``null``, ...).
+
+    ``storage`` marks where the plugin keeps persistent data (a database file, a folder). Such a
+    field must be nullable, and ``null`` must mean a place under ``ctx.data_dir``: a kernel
+    loaded with ``sandbox=`` (``ctxengine replay`` does that) resets every storage field to
+    ``null`` and points ``ctx.data_dir`` at the sandbox, so simulations never write to the
+    user's data.
     """
 
     name: str
@@ -158,6 +164,7 @@ class Field:
     choices: tuple[object, ...] = attrs.field(default=(), kw_only=True)
     doc: str = attrs.field(default="", kw_only=True)
     env: str | None = attrs.field(default=None, kw_only=True)
+    storage: bool = attrs.field(default=False, kw_only=True)
 
     def allowed(self, *, from_text: bool = False) -> str:
         """The "must be ..." sentence used in error messages.

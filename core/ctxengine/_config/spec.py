@@ -89,6 +89,11 @@ class SettingsSpec(Generic[T]):
                 f"declared keys ({', '.join(names)})"
             )
         for field in self.fields:
+            if field.storage and not (field.nullable and field.default is None):
+                raise SettingsDeclarationError(
+                    f"{self.section}.{field.name}: a storage field must be nullable with default "
+                    "null (null = a place under ctx.data_dir), so a sandbox can redirect it"
+                )
             if field.env is not None and _ENV_NAME.fullmatch(field.env) is None:
                 raise SettingsDeclarationError(
                     f"{self.section}.{field.name}: environment variable {field.env!r} must be "
@@ -101,6 +106,10 @@ class SettingsSpec(Generic[T]):
 
     def defaults(self) -> dict[str, Any]:
         return {f.name: f.default for f in self.fields}
+
+    def storage_keys(self) -> list[str]:
+        """The key paths of the fields marked ``storage`` (where the owner keeps data)."""
+        return [self.key(f.name) for f in self.fields if f.storage]
 
 
 @attrs.frozen

@@ -41,6 +41,7 @@ from ctxengine._config.core import (
     resolve_loaded,
 )
 from ctxengine._config.fields import ConfigError, ConfigProblem
+from ctxengine._config.resolve import RawConfig
 from ctxengine._config.spec import SettingsRegistry
 from ctxengine._kernel.cache_settings import cache_settings_for, caching_status_line
 from ctxengine._kernel.hooks import Hooks, guarded
@@ -113,7 +114,10 @@ def select_plugins(config: Config, catalog: Catalog) -> Selection:
     if engine is None:
         message = not_found_message(wanted, "engine", catalog, tried)
         if config.context.strict:
-            raise EngineNotFoundError(message)
+            raise EngineNotFoundError(
+                f"{message} (context.strict is true, so there is no fallback to the built-in "
+                f"{DEFAULT_ENGINE!r})"
+            )
         fallback = builtin_entry(DEFAULT_ENGINE)
         if not fallback.ok:
             raise EngineNotFoundError(
@@ -159,7 +163,7 @@ def build_plugin_manager(
         pm.register(guarded(pm, plugin, name), name=name)
     pm.check_pending()
     if trace:
-        enable_tracing(pm, log)
+        enable_tracing(pm, logging.getLogger("ctxengine.trace"))
     return pm
 
 
@@ -170,12 +174,43 @@ def _engine_trigger(registry: SettingsRegistry, engine: str) -> str | None:
     return None
 
 
+def _with_kernel_overrides(
+    loaded: LoadedConfig,
+    registry: SettingsRegistry,
+    engine: str,
+    trigger_key: str | None,
+    trigger: float | None,
+    sandbox: object | None,
+) -> RawConfig:
+    """The raw configuration with what ``load(trigger=..., sandbox=...)`` asks for on top."""
+    raw = loaded.config.raw
+    overrides = dict(raw.overrides)
+    if sandbox is not None:
+        # Every declared storage location goes back to its default, which is under data_dir.
+        overrides.update(
+            {key: None for owned in registry.specs for key in owned.spec.storage_keys()}
+        )
+    if trigger is not None:
+        if trigger_key is None:
+            rule = (
+                f"cannot be applied: engine {engine!r} declares no trigger setting "
+                "(SettingsSpec.trigger); set one of its own keys instead"
+            )
+            raise ConfigError([ConfigProblem("trigger", trigger, rule, "override")])
+        overrides[trigger_key] = trigger
+    return attrs.evolve(raw, overrides=overrides) if overrides != dict(raw.overrides) else raw
+
+
 class Kernel:
     """One loaded configuration with its plugins; hands out per-session :class:`Session` objects.
 
     Thread-safe: sessions are created once per id under a lock, and each session serialises its
     own calls. Build it with :func:`load`.
 
+    :ivar trigger_key: the key path of the selected engine's compaction trigger
+        (``compression.threshold`` for the compressor, ``engines.lcm.threshold`` for lcm), or
+        ``None`` when the engine declares none.
+    :ivar data_dir: where plugins keep persistent data (``ctx.data_dir``).
     :raises ConfigError: when a selected plugin's settings are invalid.
     :raises EngineNotFoundError: for an unknown engine with ``context.strict: true``.
     """
@@ -189,9 +224,12 @@ class Kernel:
         extra_plugins: Iterable[tuple[str, object]] = (),
         clock: Callable[[], float] = time.monotonic,
         env: Mapping[str, str] | None = None,
+        trigger: float | None = None,
+        sandbox: str | os.PathLike[str] | None = None,
     ) -> None:
         self.catalog = catalog
         self.env: Mapping[str, str] = os.environ if env is None else env
+        self.data_dir = Path(sandbox) if sandbox is not None else ctxengine_home(self.env)
         trace = self.env.get("CTXENGINE_TRACE", "") not in ("", "0")
         self.selection = select_plugins(loaded.config, catalog)
         pm = build_plugin_manager(self.selection, extra_plugins=extra_plugins, trace=trace)
@@ -207,11 +245,14 @@ class Kernel:
                 f"({failure.describe()}); its keys are not validated"
             )
         order = {name: index for index, name in enumerate(self.hooks.plugin_names)}
+        self.trigger_key = _engine_trigger(registry, self.engine)
         resolved = resolve_loaded(
-            loaded.config.raw,
+            _with_kernel_overrides(
+                loaded, registry, self.engine, self.trigger_key, trigger, sandbox
+            ),
             loaded.path,
             sorted(registry.specs, key=lambda owned: order.get(owned.owner, len(order))),
-            engine_trigger=_engine_trigger(registry, self.engine),
+            engine_trigger=self.trigger_key,
         )
         # The kernel's own values stay as given (a host or replay may pass a Config it evolved
         # in code); the plugins' values come from the layers they were declared for.
@@ -252,6 +293,7 @@ class Kernel:
             summary_provider=self.summary_provider,
             clock=clock,
             env=self.env,
+            data_dir=self.data_dir,
         )
 
     def use_summary_provider(self, provider: SummaryProvider | None) -> None:
@@ -402,6 +444,8 @@ def load(
     plugins: Iterable[tuple[str, object]] = (),
     env: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    trigger: float | None = None,
+    sandbox: str | os.PathLike[str] | None = None,
 ) -> Kernel:
     """Load the configuration, import the selected plugins and build a :class:`Kernel`.
 
@@ -411,8 +455,15 @@ def load(
     :param main_summarizer: the host's own model as a callable ``(system, prompt, max_tokens) ->
         text``, used by ``auxiliary.compression.provider: main``.
     :param plugins: extra ``(name, plugin)`` pairs registered as always-on extensions.
+    :param trigger: the selected engine's compaction trigger (a fraction of the window), set on
+        whichever key that engine declares as its trigger (``compression.threshold`` for the
+        compressor, ``engines.lcm.threshold`` for lcm); validated like that key, with source
+        ``override``.
+    :param sandbox: a folder for a simulation: ``ctx.data_dir`` points there and every setting
+        a plugin marks as ``storage`` is reset to its default, so nothing is written to the
+        user's own data (the configuration and directory plugins are still read from home).
     :raises ctxengine.ConfigError: for an invalid configuration, the selected plugins' keys
-        included.
+        included, or a ``trigger`` for an engine that declares none.
     :raises EngineNotFoundError: for an unknown engine with ``context.strict: true``.
     """
     loaded = _as_loaded(config, env)
@@ -425,6 +476,8 @@ def load(
         extra_plugins=plugins,
         clock=clock,
         env=env,
+        trigger=trigger,
+        sandbox=sandbox,
     )
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -56,6 +57,7 @@ class Services:
     summary_provider: Callable[[], SummaryProvider | None]
     clock: Callable[[], float]
     env: Mapping[str, str]
+    data_dir: Path
 
 
 @attrs.frozen
@@ -88,6 +90,7 @@ class Session:
             summarizer=services.summary_provider,
             clock=services.clock,
             env=services.env,
+            data_dir=services.data_dir,
         )
         self.cache_stats = SessionCacheStats()
         # True from a compaction until the next provider usage: the last real prompt size then

@@ -2,7 +2,8 @@
 
 Arguments and results are summarised (a conversation as its size and format, a request as its
 message count, a context as its session id), never dumped: a long conversation would otherwise
-write megabytes per request. Lines go to the ``ctxengine`` logger at INFO.
+write megabytes per request. Lines go to the ``ctxengine.trace`` logger (a child of ``ctxengine``)
+at INFO, so a host or the CLI can show them without ctxengine's other INFO lines.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
@@ -52,8 +53,10 @@ class EngineContext:
     :ivar clock: monotonic seconds; injected so tests can move time (cooldowns, cache TTLs).
     :ivar summarizer: returns the configured summary provider, built on first use; ``None``
         means the ``extractive`` provider (a deterministic local digest, no model call).
-    :ivar env: the environment the kernel was loaded with (e.g. for ``$CTXENGINE_HOME`` via
-        :func:`ctxengine.ctxengine_home`); use it instead of ``os.environ``.
+    :ivar env: the environment the kernel was loaded with; use it instead of ``os.environ``.
+    :ivar data_dir: where plugins keep persistent data (a store, an index): ``$CTXENGINE_HOME``
+        normally, a temporary folder when the kernel runs a simulation (``load(sandbox=...)``,
+        ``ctxengine replay``). Default locations of stored data must be under it.
     :ivar config: the validated configuration; a plugin reads its own keys with
         ``ctx.config.settings(ITS_SPEC)``.
     """
@@ -69,6 +72,9 @@ class EngineContext:
     clock: Callable[[], float] = time.monotonic
     log: logging.Logger = attrs.field(factory=lambda: logging.getLogger("ctxengine"))
     env: Mapping[str, str] = attrs.field(factory=lambda: os.environ, repr=False)
+    data_dir: Path = attrs.field(
+        default=attrs.Factory(lambda self: _home(self.env), takes_self=True), repr=False
+    )
 
     @property
     def memo(self) -> MessageMemo:
@@ -97,6 +103,12 @@ class EngineContext:
     def fraction_of_window(self, fraction: float) -> int:
         """``int(fraction × window)``: the token count a threshold setting stands for."""
         return int(fraction * self.window)
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    from ctxengine._config.files import ctxengine_home
+
+    return ctxengine_home(env)
 
 
 def usable_window(context_length: int, max_tokens: int | None) -> int:

@@ -43,7 +43,7 @@ def open_session(ctx: EngineContext) -> LcmSession:
 
     state = get_state(ctx)
     if state.session is None:
-        settings = settings_for(ctx.config, ctx.env)
+        settings = settings_for(ctx.config, ctx.data_dir)
         state.session = LcmSession(store_for(settings), ctx.session_id, settings)
     return state.session
 
@@ -72,7 +72,7 @@ def should_compress(
         return False
     from ctxengine_lcm.compaction import budget_for
 
-    settings = settings_for(ctx.config, ctx.env)
+    settings = settings_for(ctx.config, ctx.data_dir)
     if not prompt.reaches(budget_for(ctx, settings).threshold_tokens):
         return False
     if force:

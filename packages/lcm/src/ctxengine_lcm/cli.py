@@ -48,10 +48,10 @@ def _target(args: argparse.Namespace) -> tuple[str | Path, int]:
 
     if args.db:
         return (args.db if is_database_url(args.db) else Path(args.db).expanduser()), 2
-    from ctxengine import load_config
+    from ctxengine import ctxengine_home, load_config
     from ctxengine_lcm.settings import settings_for
 
-    settings = settings_for(load_config(getattr(args, "config", None)).config)
+    settings = settings_for(load_config(getattr(args, "config", None)).config, ctxengine_home())
     if settings.database_url is not None:
         return settings.database_url, settings.database_pool_size
     return settings.path, 1

@@ -58,7 +58,7 @@ class LcmSettings:
 
 
 def _build(db_path: str | None, **values: Any) -> LcmSettings:
-    # The default path depends on $CTXENGINE_HOME, which only the session's context knows;
+    # The default path depends on the data folder, which only the session's context knows;
     # settings_for fills it in.
     return LcmSettings(db_path=Path(db_path).expanduser() if db_path else None, **values)
 
@@ -90,7 +90,9 @@ SETTINGS: SettingsSpec[LcmSettings] = SettingsSpec(
             "str",
             None,
             nullable=True,
-            doc="SQLite file; null = <CTXENGINE_HOME>/lcm/lcm.db (unused with database_url)",
+            storage=True,  # a replay redirects it to a temporary store
+            doc="SQLite file; null = <CTXENGINE_HOME>/lcm/lcm.db (unused with database_url; a "
+            "replay uses a temporary one)",
         ),
         Field(
             "database_url",
@@ -98,6 +100,7 @@ SETTINGS: SettingsSpec[LcmSettings] = SettingsSpec(
             None,
             nullable=True,
             env="CTXENGINE_LCM_DATABASE_URL",
+            storage=True,  # a replay never writes to the real database either
             doc="postgresql://user@host:port/dbname: keep the store in PostgreSQL instead of "
             "the SQLite file (many processes and hosts); null = SQLite",
         ),
@@ -191,33 +194,36 @@ def fields() -> list[Field]:
     return list(SETTINGS.fields)
 
 
-def default_db_path(env: Mapping[str, str] | None = None) -> Path:
-    """``<CTXENGINE_HOME>/lcm/lcm.db``."""
-    return ctxengine_home(env) / "lcm" / "lcm.db"
+def default_db_path(data_dir: Path) -> Path:
+    """``<data_dir>/lcm/lcm.db`` (``data_dir`` is ``ctx.data_dir``: ``$CTXENGINE_HOME``, or a
+    replay's temporary folder)."""
+    return data_dir / "lcm" / "lcm.db"
 
 
 def parse_settings(
     options: Mapping[str, Any] | None,
     *,
     source: str = "config",
-    env: Mapping[str, str] | None = None,
+    data_dir: Path | None = None,
 ) -> LcmSettings:
     """Validate a raw ``engines.lcm`` mapping on its own (tools and tests).
 
+    :param data_dir: where the default store goes (default ``$CTXENGINE_HOME``).
     :raises ctxengine.ConfigError: naming every unknown key and invalid value.
     """
     settings = config_from_mapping(
         {"engines": {ENGINE_NAME: dict(options or {})}}, source=source, specs=[SETTINGS]
     ).settings(SETTINGS)
-    return _with_path(settings, env)
+    return _with_path(settings, ctxengine_home() if data_dir is None else data_dir)
 
 
-def settings_for(config: Config, env: Mapping[str, str] | None = None) -> LcmSettings:
-    """The engine's validated settings from a loaded :class:`~ctxengine.Config`."""
-    return _with_path(config.settings(SETTINGS), env)
+def settings_for(config: Config, data_dir: Path) -> LcmSettings:
+    """The engine's validated settings from a loaded :class:`~ctxengine.Config`, the default
+    store placed under ``data_dir`` (``ctx.data_dir``)."""
+    return _with_path(config.settings(SETTINGS), data_dir)
 
 
-def _with_path(settings: LcmSettings, env: Mapping[str, str] | None) -> LcmSettings:
+def _with_path(settings: LcmSettings, data_dir: Path) -> LcmSettings:
     if settings.db_path is not None:
         return settings
-    return attrs.evolve(settings, db_path=default_db_path(env))
+    return attrs.evolve(settings, db_path=default_db_path(data_dir))

@@ -1,0 +1,172 @@
+"""Replay charts: the interactive HTML report in a real headless Chromium, and PNGs that stay
+readable whatever the number of sessions."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxengine._cli.charts import DPI, HEIGHT_IN, WIDTH_IN, write_chart
+from ctxengine._cli.files import read_conversations
+from ctxengine._cli.main import main
+from ctxengine._cli.replay import SCENARIOS, replay
+from ctxengine._config.core import Config
+from ctxengine.testing import samples
+from ctxengine.testing.transcripts import transcript_files
+from tests.browser import Browser, find_chromium
+
+SCENARIO_NAMES = [s.name for s in SCENARIOS]
+CHARTS = ("tokens", "cost", "cumulative")
+
+
+@pytest.fixture(scope="module")
+def every_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One replay of every bundled session (83 of them), as JSON, an HTML page and a PNG."""
+    folder = tmp_path_factory.mktemp("every-session")
+    html, png = folder / "all.html", folder / "all.png"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CTXENGINE_HOME", str(folder / "home"))
+        patch.setenv("CTXENGINE_CONFIG", "")
+        out = io.StringIO()
+        files = [str(p) for p in transcript_files()]
+        code = main(["replay", *files, "--json", "--plot", str(html), "--plot", str(png)], out)
+    assert code == 0
+    yield {"json": json.loads(out.getvalue()), "html": html, "png": png}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    chromium = Browser(find_chromium())
+    yield chromium
+    chromium.close()
+
+
+def test_the_png_of_every_bundled_session_is_a_readable_summary(
+    every_session: dict[str, Any],
+) -> None:
+    import matplotlib.image
+
+    assert len(every_session["json"]["sessions"]) == 83
+    height, width = matplotlib.image.imread(str(every_session["png"])).shape[:2]
+    # One fixed-size summary, not one panel per session (once 1210 x 59345 px).
+    assert (width, height) == (int(WIDTH_IN * DPI), int(HEIGHT_IN * DPI))
+    assert height <= 2000
+
+
+def _paths(browser: Browser, chart: str) -> list[str]:
+    value = browser.evaluate(
+        f"[...document.querySelectorAll('[data-chart={chart}] path.series')]"
+        ".map(p => p.dataset.scenario)"
+    )
+    assert isinstance(value, list)
+    return value
+
+
+def test_the_html_report_opens_offline_in_chromium_and_shows_every_scenario(
+    every_session: dict[str, Any], browser: Browser
+) -> None:
+    browser.call("Network.enable")
+    browser.open(every_session["html"])
+    sessions = every_session["json"]["sessions"]
+    assert browser.evaluate("document.body.dataset.ready") == "true"
+    assert browser.errors == []
+    # Self-contained: the page itself is the only thing loaded.
+    requests = [e["request"]["url"] for e in browser.events("Network.requestWillBeSent")]
+    assert requests == [every_session["html"].resolve().as_uri()]
+
+    # The picker lists every session; every chart draws every scenario.
+    options = browser.evaluate(
+        "[...document.querySelectorAll('#session-picker option')].map(o => o.textContent)"
+    )
+    assert len(options) == len(sessions)
+    assert options[0].startswith(f"1. {sessions[0]['session_id']} (")
+    for chart in CHARTS:
+        assert _paths(browser, chart) == SCENARIO_NAMES
+    rows = browser.evaluate(
+        "[...document.querySelectorAll('#session-table tr')].slice(1).map(r => r.cells[0]"
+        ".textContent)"
+    )
+    assert rows == [s.label for s in SCENARIOS]
+    totals = browser.evaluate(
+        "[...document.querySelectorAll('#totals-table tr')].slice(1).map(r => r.cells[4]"
+        ".textContent)"
+    )
+    expected = every_session["json"]["totals"]
+    assert totals == [f"${expected[name]['input_cost_usd']:.2f}" for name in SCENARIO_NAMES]
+
+    # Picking another session redraws it: a long Claude Code session with compactions.
+    pick = max(range(len(sessions)), key=lambda i: sessions[i]["messages"])
+    chosen = sessions[pick]
+    before = browser.evaluate(
+        "document.querySelector('[data-chart=tokens] path').getAttribute('d')"
+    )
+    browser.evaluate(
+        f"(() => {{ const s = document.getElementById('session-picker'); s.value = '{pick}';"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
+    info = browser.evaluate("document.getElementById('session-info').textContent")
+    assert info.startswith(f"{chosen['session_id']}: {chosen['format']}, {chosen['messages']} ")
+    after = browser.evaluate("document.querySelector('[data-chart=tokens] path').getAttribute('d')")
+    assert after != before
+    turns = len(chosen["scenarios"]["none"]["turns"])
+    assert after.count("L") == turns - 1  # one point per turn
+    events = browser.evaluate("document.querySelectorAll('[data-chart=tokens] line.event').length")
+    compactions = sum(s["compactions"] for s in chosen["scenarios"].values())
+    assert events == compactions > 0
+
+    # Turn ticks are whole numbers, in order.
+    ticks = browser.evaluate(
+        "[...document.querySelectorAll('[data-chart=tokens] .turn-tick')].map(t => t.textContent)"
+    )
+    assert [int(t) for t in ticks] == sorted({int(t) for t in ticks}) and ticks[0] == "1"
+
+    # The legend hides and shows a scenario in every chart.
+    toggle = (
+        "(() => {{ const b = document.querySelector('#legend input[data-scenario=caching]');"
+        " b.checked = {0}; b.dispatchEvent(new Event('change')); }})()"
+    )
+    browser.evaluate(toggle.format("false"))
+    for chart in CHARTS:
+        assert _paths(browser, chart) == [n for n in SCENARIO_NAMES if n != "caching"]
+    browser.evaluate(toggle.format("true"))
+    assert _paths(browser, "tokens") == SCENARIO_NAMES
+
+    # Hovering a turn shows each scenario's value at that turn.
+    tooltip = browser.evaluate(
+        "(() => { const svg = document.querySelector('[data-chart=tokens]');"
+        " const r = svg.getBoundingClientRect();"
+        " svg.dispatchEvent(new MouseEvent('mousemove', {clientX: r.right - 1,"
+        " clientY: r.top + 40, bubbles: true}));"
+        " return svg.parentNode.querySelector('.tooltip').innerText; })()"
+    )
+    lines = tooltip.splitlines()
+    assert lines[0] == f"turn {turns}"
+    assert [line.split(":")[0] for line in lines[1:] if " tokens" in line] == [
+        s.label for s in SCENARIOS
+    ]
+    assert browser.errors == []
+
+
+def test_a_short_session_gets_whole_turn_ticks(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from ctxengine._cli import charts
+
+    path = tmp_path / "short.json"
+    path.write_text(json.dumps(samples.openai_conversation(turns=3)))
+    [record] = read_conversations(path)
+    report = replay(record, Config())
+    assert 2 <= len(report.baseline.turns) <= 5  # few turns: where fractional ticks showed
+    fig = plt.figure()
+    charts._one_session(fig, report)
+    for ax in fig.axes:
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    plt.close(fig)
+    write_chart([report], tmp_path / "short.png")
+    assert (tmp_path / "short.png").stat().st_size > 10_000
