@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import warnings
@@ -15,6 +16,7 @@ from ctxengine._cli.main import main
 from ctxengine._kernel.kernel import EngineNotFoundWarning
 from ctxengine._messages.validate import validate
 from ctxengine.testing import samples
+from tests.plugin_fixtures import write_directory_plugin
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "sessions" / "claude_code_spotter.anthropic.jsonl"
@@ -325,3 +327,141 @@ def test_compress_gives_each_record_its_own_session(tmp_path: Path) -> None:
     assert code == 0
     first, second = read_conversations(out)
     assert first.messages == second.messages
+
+
+# -- --threshold sets the selected engine's own trigger -------------------------------------
+
+
+def _first_compaction(document: dict[str, Any]) -> int:
+    [session] = document["sessions"]
+    turns = session["scenarios"]["compaction"]["turns"]
+    return next(t["turn"] for t in turns if (t["compaction"] or "").startswith("compacted"))
+
+
+def test_threshold_sets_the_lcm_trigger_not_compression_threshold(openai_list: Path) -> None:
+    # Once: --threshold set compression.threshold, which only the compressor reads, so lcm
+    # compacted at its own 0.75 whatever the flag said.
+    early = _replay_json(openai_list, "--engine", "lcm", "--threshold", "0.3", *SMALL)
+    late = _replay_json(openai_list, "--engine", "lcm", "--threshold", "0.8", *SMALL)
+    assert early["sessions"][0]["engine"] == "lcm"
+    assert early["sessions"][0]["trigger"] == {"key": "engines.lcm.threshold", "value": 0.3}
+    assert late["sessions"][0]["trigger"] == {"key": "engines.lcm.threshold", "value": 0.8}
+    assert _first_compaction(early) < _first_compaction(late)
+    default = _replay_json(openai_list, *SMALL)
+    assert default["sessions"][0]["trigger"] == {"key": "compression.threshold", "value": 0.5}
+    set_ = _replay_json(openai_list, "--threshold", "0.3", *SMALL)
+    assert set_["sessions"][0]["trigger"] == {"key": "compression.threshold", "value": 0.3}
+
+
+def test_threshold_is_validated_like_the_engines_key(
+    openai_list: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _ = run("compress", str(openai_list), "--engine", "lcm", "--threshold", "1.5")
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "ctxengine: config error in override: engines.lcm.threshold = 1.5: must be a number "
+        "> 0.0 and <= 1.0\n"
+    )
+
+
+def test_threshold_for_an_engine_without_a_trigger_is_refused(
+    openai_list: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_directory_plugin(
+        isolated_home / "plugins" / "context_engine",
+        "plain",
+        """
+        from ctxengine import hookimpl
+
+        CTXENGINE_KIND = "engine"
+
+        @hookimpl
+        def should_compress(ctx):
+            return False
+        """,
+    )
+    code, _ = run("compress", str(openai_list), "--engine", "plain", "--threshold", "0.4")
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "ctxengine: config error in override: trigger = 0.4: cannot be applied: engine 'plain' "
+        "declares no trigger setting (SettingsSpec.trigger); set one of its own keys instead\n"
+    )
+
+
+# -- replay never touches real stores; compress stores under the id it names -----------------
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_replay_never_writes_to_the_real_lcm_store(
+    openai_list: Path, isolated_home: Path, tmp_path: Path
+) -> None:
+    # A real store with one session in it, at the default place and at a configured one.
+    assert run("compress", str(openai_list), "--engine", "lcm", "--id", "real", *SMALL)[0] == 0
+    real_default = isolated_home / "lcm" / "lcm.db"
+    assert real_default.is_file()
+    configured = tmp_path / "configured" / "lcm.db"
+    before = _digest(isolated_home)
+    # Once: each replay added its simulated sessions to ~/.ctxengine/lcm/lcm.db.
+    _replay_json(openai_list, "--engine", "lcm", *SMALL)
+    assert _digest(isolated_home) == before
+    (isolated_home / "config.yaml").write_text(
+        f"context:\n  engine: lcm\nengines:\n  lcm:\n    db_path: {configured}\n"
+    )
+    before = _digest(isolated_home)
+    _replay_json(openai_list, *SMALL)
+    assert _digest(isolated_home) == before
+    assert not configured.parent.exists()
+
+
+def test_replay_keeps_its_stores_in_data_dir_when_asked(
+    openai_list: Path, isolated_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kept = tmp_path / "kept"
+    code, output = run(
+        "replay", str(openai_list), "--engine", "lcm", "--data-dir", str(kept), *SMALL
+    )
+    assert code == 0
+    assert f"what the engines stored during the replay is in {kept}" in output
+    assert not (isolated_home / "lcm").exists()
+    capsys.readouterr()
+    code, _ = run("lcm", "status", "--db", str(kept / "lcm" / "lcm.db"), "--json")
+    assert code == 0
+    sessions = {s["session_id"] for s in json.loads(capsys.readouterr().out)["sessions"]}
+    assert sessions == {"replay:conversation-0:compaction", "replay:conversation-0:both"}
+
+
+def test_compress_stores_under_the_id_it_reports(
+    anthropic_object: Path, jsonl: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Once: stored as 'demo#0', so `ctxengine lcm status --session demo` found nothing.
+    code, output = run("compress", str(anthropic_object), "--engine", "lcm", *SMALL)
+    assert code == 0
+    assert "  session:  demo\n" in output
+    assert run("lcm", "status", "--session", "demo")[0] == 0
+    code, output = run("compress", str(anthropic_object), "--engine", "lcm", "--id", "chat-42")
+    assert code == 0 and "  session:  chat-42\n" in output
+    assert run("lcm", "status", "--session", "chat-42")[0] == 0
+    capsys.readouterr()
+    code, _ = run("compress", str(jsonl), "--id", "chat-42")
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"ctxengine: compress: --id names one session, but {jsonl} holds 2 conversations; "
+        "choose one with --session N\n"
+    )
+
+
+def test_repeated_ids_get_their_own_sessions(tmp_path: Path) -> None:
+    line = json.dumps({"id": "same", "messages": samples.openai_conversation()})
+    source = tmp_path / "twice.jsonl"
+    source.write_text(f"{line}\n{line}\n")
+    code, output = run("compress", str(source), "--json", *SMALL)
+    assert code == 0
+    ids = [c["session_id"] for c in json.loads(output)["conversations"]]
+    assert ids == ["same", "same#2"]

@@ -7,6 +7,7 @@ import copy
 import sys
 import threading
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -328,3 +329,54 @@ def test_a_config_evolved_in_code_keeps_its_values() -> None:
     _, messages = samples.conversation("openai", turns=60)
     assert kernel.session("s").should_compress(messages) is False
     assert ctxengine.load(Config()).config.compression.enabled is True
+
+
+# -- load(trigger=...) and load(sandbox=...) ------------------------------------------------
+
+
+def test_trigger_sets_the_selected_engines_own_key() -> None:
+    compressor = ctxengine.load(trigger=0.4)
+    assert compressor.trigger_key == "compression.threshold"
+    assert compressor.loaded.values["compression.threshold"] == 0.4
+    assert compressor.loaded.sources["compression.threshold"] == "override"
+    lcm = ctxengine.load({"context": {"engine": "lcm"}}, trigger=0.4)
+    assert lcm.trigger_key == "engines.lcm.threshold"
+    assert lcm.loaded.values["engines.lcm.threshold"] == 0.4
+    assert "compression.threshold" not in lcm.loaded.values  # the compressor is not selected
+
+
+def test_trigger_is_validated_like_the_key_it_sets() -> None:
+    with pytest.raises(ctxengine.ConfigError) as raised:
+        ctxengine.load({"context": {"engine": "lcm"}}, trigger=0.0)
+    assert str(raised.value) == (
+        "config error in override: engines.lcm.threshold = 0.0: must be a number > 0.0 and <= 1.0"
+    )
+
+
+def test_sandbox_redirects_data_dir_and_every_storage_setting(tmp_path: Path) -> None:
+    configured = tmp_path / "real" / "lcm.db"
+    config = {"context": {"engine": "lcm"}, "engines": {"lcm": {"db_path": str(configured)}}}
+    real = ctxengine.load(config)
+    assert real.data_dir == ctxengine.ctxengine_home()
+    assert real.loaded.values["engines.lcm.db_path"] == str(configured)
+    sandboxed = ctxengine.load(config, sandbox=tmp_path / "sandbox")
+    assert sandboxed.data_dir == tmp_path / "sandbox"
+    assert sandboxed.loaded.values["engines.lcm.db_path"] is None
+    session = sandboxed.session("s")
+    assert session.ctx.data_dir == tmp_path / "sandbox"
+    messages = samples.openai_conversation()
+    assert session.compress(messages, force=True).compacted
+    sandboxed.close()
+    assert (tmp_path / "sandbox" / "lcm" / "lcm.db").is_file()
+    assert not configured.parent.exists()
+
+
+def test_a_storage_field_must_default_to_null() -> None:
+    with pytest.raises(ctxengine.SettingsDeclarationError) as raised:
+        ctxengine.SettingsSpec(
+            "engines.x", (ctxengine.Field("path", "str", "/var/x.db", storage=True),)
+        )
+    assert str(raised.value) == (
+        "engines.x.path: a storage field must be nullable with default null (null = a place "
+        "under ctx.data_dir), so a sandbox can redirect it"
+    )

@@ -22,24 +22,58 @@ def register(commands: PluginCommands) -> None:
     )
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
+def _db_option(parser: argparse.ArgumentParser, *, default: str | None) -> None:
+    # On `lcm` and on each of its commands (`lcm status --db X` reads like `lcm --db X status`);
+    # only `lcm` sets the default, so a value given on either survives.
     parser.add_argument(
         "--db",
+        metavar="PATH_OR_URL",
         help="store file or postgresql:// URL (default: engines.lcm.database_url, else "
-        "engines.lcm.db_path, from the config)",
+        "engines.lcm.db_path, from the config; else $CTXENGINE_HOME/lcm/lcm.db)",
+        default=default,
     )
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    _db_option(parser, default=None)
     sub = parser.add_subparsers(dest="lcm_command", metavar="{status,doctor,grep}")
     sub.required = True
-    status = sub.add_parser("status", help="what the store holds")
-    status.add_argument("--session", help="only this session")
-    sub.add_parser("doctor", help="check full-text indexes, lineage and the active contexts")
-    grep = sub.add_parser("grep", help="search stored messages, summaries and outputs")
-    grep.add_argument("pattern")
-    grep.add_argument("--session", help="only this session (default: every session)")
-    grep.add_argument("--mode", choices=["full_text", "regex", "literal"], default="full_text")
-    grep.add_argument("--scope", choices=["messages", "summaries", "outputs", "all"], default="all")
-    grep.add_argument("--limit", type=int, default=50)
+    status = sub.add_parser(
+        "status", help="what the store holds", description="What the store holds, per session."
+    )
+    status.add_argument("--session", metavar="ID", help="only this session")
+    status.add_argument("--json", action="store_true", help="print the report as JSON")
+    _db_option(status, default=argparse.SUPPRESS)
+    doctor = sub.add_parser(
+        "doctor",
+        help="check full-text indexes, lineage and the active contexts",
+        description="Index pending messages, then check that the full-text indexes match their "
+        "tables, that every summary's lineage is complete and every active context is valid.",
+    )
+    doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
+    _db_option(doctor, default=argparse.SUPPRESS)
+    grep = sub.add_parser(
+        "grep",
+        help="search stored messages, summaries and outputs",
+        description="Search the store like the lcm_grep tool does; newest hits first.",
+    )
+    grep.add_argument("pattern", help="what to look for (FTS5 syntax in full_text mode)")
+    grep.add_argument("--session", metavar="ID", help="only this session (default: every one)")
+    grep.add_argument(
+        "--mode",
+        choices=["full_text", "regex", "literal"],
+        default="full_text",
+        help="full_text (the default), regex or literal",
+    )
+    grep.add_argument(
+        "--scope",
+        choices=["messages", "summaries", "outputs", "all"],
+        default="all",
+        help="what to search (default: all)",
+    )
+    grep.add_argument("--limit", type=int, default=50, help="most hits to show (default 50)")
     grep.add_argument("--json", action="store_true", help="print the hits as JSON")
+    _db_option(grep, default=argparse.SUPPRESS)
 
 
 def _target(args: argparse.Namespace) -> tuple[str | Path, int]:
@@ -75,15 +109,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         command = args.lcm_command
         if command == "status":
-            return _status(store, args.session)
+            return _status(store, args.session, as_json=args.json)
         if command == "doctor":
-            return _doctor(store)
+            return _doctor(store, as_json=args.json)
         return _grep(store, args)
     finally:
         store.close()
 
 
-def _status(store: Store, session: str | None) -> int:
+def _status(store: Store, session: str | None, *, as_json: bool = False) -> int:
     conversation = None
     if session is not None:
         conversation = store.find_conversation(session)
@@ -91,6 +125,17 @@ def _status(store: Store, session: str | None) -> int:
             print(f"no session {session!r} in {store.location}", file=sys.stderr)
             return 1
     stats = store.stats(conversation)
+    sessions = [] if session is not None else store.conversations()
+    if as_json:
+        document = {
+            "store": str(store.location),
+            "dialect": store.dialect,
+            "session": session,
+            **stats,
+            "sessions": [{"session_id": name, "messages": count} for _, name, count in sessions],
+        }
+        print(json.dumps(document, ensure_ascii=False, indent=1, default=str))
+        return 0
     print(f"store:          {store.location}")
     if store.dialect == "postgresql":
         print("full-text:      PostgreSQL text search (every message indexed as stored)")
@@ -105,17 +150,20 @@ def _status(store: Store, session: str | None) -> int:
     print(f"summaries:      {sum(stats['summaries_by_depth'].values())} ({depths or 'none'})")
     print(f"stored outputs: {stats['outputs']}")
     print(f"context items:  {stats['context_items']}")
-    if session is None:
-        for _, name, count in store.conversations():
-            print(f"  session {name}: {count} messages")
+    for _, name, count in sessions:
+        print(f"  session {name}: {count} messages")
     return 0
 
 
-def _doctor(store: Store) -> int:
+def _doctor(store: Store, *, as_json: bool = False) -> int:
     from ctxengine_lcm.doctor import examine
 
     checkup = examine(store)
     problems = checkup.problems
+    if as_json:
+        document = {"store": str(store.location), "notes": checkup.notes, "problems": problems}
+        print(json.dumps(document, ensure_ascii=False, indent=1))
+        return 1 if problems else 0
     for note in checkup.notes:
         print(f"note: {note}")
     if not problems:
