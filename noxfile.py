@@ -8,14 +8,31 @@ editable mode into their own virtual environment, so a fresh clone needs only Py
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
 import nox
 
 ROOT = Path(__file__).parent
-PACKAGES = sorted(p.name for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").is_file())
+# packages/ is absent from the root sdist (each package has its own); the sessions still run.
+PACKAGES = sorted(p.name for p in ROOT.glob("packages/*") if (p / "pyproject.toml").is_file())
 PLUGINS = sorted(p.name for p in (ROOT / "plugins").iterdir() if (p / "tests").is_dir())
+DEMO_COMMAND = (
+    "ctxengine",
+    "replay",
+    "examples/sessions/claude_code_spotter.anthropic.jsonl",
+    "--plot",
+    "replay.html",
+    "--plot",
+    "replay.png",
+)
+"""The demo: the README shows it, `nox -s demo` runs it, the sdist carries what it reads."""
+FRESH_PYTHONS = ["3.10", "3.13"]
+"""The oldest and newest supported Python: their venvs ship the oldest and newest pip."""
+README_INSTALL_MARKER = "<!-- nox -s install_from_clone runs the next block -->"
 # (label, test folder): the kernel suite first, then each built-in plugin's suite (beside the
 # plugin), then one entry per package under packages/.
 TEST_TARGETS = {
@@ -36,10 +53,14 @@ nox.options.reuse_existing_virtualenvs = True
 def install_project(session: nox.Session, *extras: str) -> None:
     """Editable installs of the root distribution and every workspace package, each with its
     ``test`` extra (the framework adapters pin the real framework there; lcm's
-    brings its PostgreSQL driver and server)."""
+    brings its PostgreSQL driver and server).
+
+    The root comes first, as in the README: older pip (23.x, shipped with Python 3.10-3.12)
+    cannot resolve a package's dependency on ``ctxengine`` when the root is listed after it.
+    """
     packages = [arg for name in PACKAGES for arg in ("-e", f"packages/{name}[test]")]
     wanted = ",".join(("test", *extras))
-    session.install(*packages, "-e", f".[{wanted}]")
+    session.install("-e", f".[{wanted}]", *packages)
 
 
 def offline_env(session: nox.Session) -> dict[str, str]:
@@ -48,11 +69,28 @@ def offline_env(session: nox.Session) -> dict[str, str]:
     return {"TIKTOKEN_CACHE_DIR": cache, "CTXENGINE_CONFIG": "", "PYTHONHASHSEED": "0"}
 
 
+def ensure_chromium(session: nox.Session) -> None:
+    """The HTML report is tested in a real headless Chromium: install Debian's package when no
+    Chromium is on PATH (or named by $CTXENGINE_CHROMIUM), so the test never lacks it."""
+    names = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+    if os.environ.get("CTXENGINE_CHROMIUM") or any(shutil.which(n) for n in names):
+        return
+    if shutil.which("apt-get") is None:
+        session.error(
+            "the tests need Chromium: install it (e.g. `apt-get install -y chromium`) or set "
+            "CTXENGINE_CHROMIUM to its executable"
+        )
+    session.log("installing Chromium for the HTML report test (apt-get install -y chromium)")
+    session.run("apt-get", "update", "-q", external=True)
+    session.run("apt-get", "install", "-y", "-q", "chromium", external=True)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suites of the kernel, every built-in plugin and every package (pytest args
     after --)."""
     install_project(session)
+    ensure_chromium(session)
     env = offline_env(session)
     targets = [folder for folder in TEST_TARGETS.values() if (ROOT / folder).is_dir()]
     session.run("pytest", *targets, *session.posargs, env=env)
@@ -63,6 +101,8 @@ def tests(session: nox.Session) -> None:
 def tests_for(session: nox.Session, target: str) -> None:
     """Run one package's tests: `nox -s "tests_for(target='lcm')"`."""
     install_project(session)
+    if target == "core":
+        ensure_chromium(session)
     session.run("pytest", TEST_TARGETS[target], *session.posargs, env=offline_env(session))
 
 
@@ -117,17 +157,75 @@ def load(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """The main job: replay a bundled real session and compare compaction and caching."""
+    """The main job: replay a bundled real session and compare compaction and caching
+    (writes replay.html, interactive, and replay.png)."""
     install_project(session, "plot")
-    env = offline_env(session)
-    env.pop("CTXENGINE_CONFIG", None)
-    session.run("ctxengine", *demo_args(), *session.posargs, env={**env, "CTXENGINE_CONFIG": ""})
+    session.run(*DEMO_COMMAND, *session.posargs, env=offline_env(session))
 
 
-def demo_args() -> list[str]:
-    """The demo command line, shared with the README."""
-    session_file = "examples/sessions/claude_code_spotter.anthropic.jsonl"
-    return ["replay", session_file, "--plot", "replay.png"]
+def readme_install_commands() -> str:
+    """The shell block of the README that follows :data:`README_INSTALL_MARKER`."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(re.escape(README_INSTALL_MARKER) + r"\s*```bash\n(.*?)```", readme, re.S)
+    if found is None:
+        raise RuntimeError(f"README.md has no ```bash block after {README_INSTALL_MARKER}")
+    return found.group(1)
+
+
+def copy_clone(destination: Path) -> None:
+    """What a clone holds: every tracked file, as it is in the working tree."""
+    tracked = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
+    shutil.rmtree(destination, ignore_errors=True)
+    for name in filter(None, tracked):
+        source = ROOT / name
+        if source.is_file():
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+@nox.session(python=FRESH_PYTHONS, venv_backend="venv")
+def install_from_clone(session: nox.Session) -> None:
+    """A new user's first steps, on the oldest and newest supported Python: a clone, a fresh
+    `python -m venv` with the pip it ships, the README's install commands verbatim, the demo;
+    then the sdist of that clone installed (not editable) into another fresh venv, and the
+    demo again from the unpacked sdist. Needs the package index."""
+    work = Path(session.create_tmp()).resolve()
+    clone = work / "clone"
+    copy_clone(clone)
+    script = readme_install_commands()
+    session.log(f"README install commands, in {clone}:\n{script}")
+    env = {**offline_env(session), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    with session.chdir(clone):
+        # `python` is this session's interpreter; the README makes its own .venv from it.
+        session.run("bash", "-euxo", "pipefail", "-c", script, external=True, env=env)
+        venv_python = str(clone / ".venv" / "bin" / "python")
+        session.run(
+            venv_python,
+            "-m",
+            "build",
+            "--sdist",
+            "--outdir",
+            str(work / "dist"),
+            external=True,
+            env=env,
+        )
+    [sdist] = sorted((work / "dist").glob("ctxengine-*.tar.gz"))
+    unpacked = work / "sdist"
+    shutil.rmtree(unpacked, ignore_errors=True)
+    shutil.unpack_archive(sdist, unpacked)
+    [source] = list(unpacked.iterdir())
+    fresh = work / "from-sdist"
+    shutil.rmtree(fresh, ignore_errors=True)
+    session.run("python", "-m", "venv", str(fresh))
+    pip = str(fresh / "bin" / "pip")
+    session.run(pip, "install", f"{sdist}[plot]", external=True, env=env)
+    with session.chdir(source):
+        session.run(str(fresh / "bin" / DEMO_COMMAND[0]), *DEMO_COMMAND[1:], external=True, env=env)
 
 
 @nox.session

@@ -335,7 +335,8 @@ def test_compress_gives_each_record_its_own_session(tmp_path: Path) -> None:
 def _first_compaction(document: dict[str, Any]) -> int:
     [session] = document["sessions"]
     turns = session["scenarios"]["compaction"]["turns"]
-    return next(t["turn"] for t in turns if (t["compaction"] or "").startswith("compacted"))
+    turn: int = next(t["turn"] for t in turns if (t["compaction"] or "").startswith("compacted"))
+    return turn
 
 
 def test_threshold_sets_the_lcm_trigger_not_compression_threshold(openai_list: Path) -> None:

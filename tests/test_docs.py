@@ -51,3 +51,19 @@ def test_no_file_points_outside_the_repository() -> None:
         if pattern.search(text):
             offenders.append(name)
     assert offenders == []
+
+
+def test_paths_named_in_the_readmes_exist() -> None:
+    # Once: the lcm README named `ctxengine_lcm/__init__.py` and `tests/data/transcripts`,
+    # neither of which is beside it. A path in a README is read from the README's folder;
+    # a path that is the text of a link is checked through the link instead.
+    path = re.compile(r"(?<!\[)`([A-Za-z0-9_.][A-Za-z0-9_./-]*/[A-Za-z0-9_./-]*)`(?!\]\()")
+    readmes = [ROOT / "README.md", *ROOT.glob("packages/*/README.md")]
+    readmes += ROOT.glob("examples/*/README.md")
+    missing = [
+        f"{page.relative_to(ROOT)}: {name}"
+        for page in readmes
+        for name in path.findall(page.read_text(encoding="utf-8"))
+        if not (page.parent / name).exists()
+    ]
+    assert missing == []

@@ -72,7 +72,10 @@ BUILTINS: dict[str, Builtin] = {
 DEFAULT_ENGINE = "compressor"
 
 # Engines with an extra of their own get the exact install line in warnings.
-INSTALL_HINTS = {"lcm": "pip install 'ctxengine[lcm]'"}
+INSTALL_HINTS = {
+    "lcm": "pip install 'ctxengine[lcm]' (from a clone of the repository: "
+    "pip install -e packages/lcm)"
+}
 
 
 @attrs.frozen
