@@ -188,31 +188,57 @@ def copy_clone(destination: Path) -> None:
             shutil.copy2(source, target)
 
 
-@nox.session(python=FRESH_PYTHONS, venv_backend="venv")
-def install_from_clone(session: nox.Session) -> None:
+def find_python(session: nox.Session, version: str) -> str:
+    """An interpreter of ``version``: ``python3.X`` on PATH when it runs, else a pyenv build;
+    an error (never a skip) when there is none."""
+
+    def runs_as_wanted(candidate: str) -> bool:
+        probe = subprocess.run(
+            [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return probe.returncode == 0 and probe.stdout.strip() == version
+
+    pyenv = Path("~/.pyenv/versions").expanduser().glob(f"{version}.*/bin/python")
+    candidates = [shutil.which(f"python{version}"), *sorted(map(str, pyenv))]
+    found = next((c for c in candidates if c is not None and runs_as_wanted(c)), None)
+    if found is None:
+        session.error(f"no Python {version} found (python{version} on PATH, or ~/.pyenv/versions)")
+    return found
+
+
+@nox.session(venv_backend="none")
+@nox.parametrize("version", FRESH_PYTHONS)
+def install_from_clone(session: nox.Session, version: str) -> None:
     """A new user's first steps, on the oldest and newest supported Python: a clone, a fresh
     `python -m venv` with the pip it ships, the README's install commands verbatim, the demo;
     then the sdist of that clone installed (not editable) into another fresh venv, and the
     demo again from the unpacked sdist. Needs the package index."""
-    work = Path(session.create_tmp()).resolve()
+    work = ROOT / ".nox" / f"install_from_clone-{version}"
     clone = work / "clone"
     copy_clone(clone)
+    # `python` in the README's commands is this Python; they make their own .venv with it.
+    shims = work / "bin"
+    shims.mkdir(parents=True, exist_ok=True)
+    (shims / "python").unlink(missing_ok=True)
+    (shims / "python").symlink_to(find_python(session, version))
     script = readme_install_commands()
     session.log(f"README install commands, in {clone}:\n{script}")
-    env = {**offline_env(session), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env = {
+        **offline_env(session),
+        "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "VIRTUAL_ENV": "",
+    }
+    shutil.rmtree(work / "dist", ignore_errors=True)
     with session.chdir(clone):
-        # `python` is this session's interpreter; the README makes its own .venv from it.
         session.run("bash", "-euxo", "pipefail", "-c", script, external=True, env=env)
         venv_python = str(clone / ".venv" / "bin" / "python")
+        session.run(venv_python, "-m", "pip", "--version", external=True)  # the pip that did it
         session.run(
-            venv_python,
-            "-m",
-            "build",
-            "--sdist",
-            "--outdir",
-            str(work / "dist"),
-            external=True,
-            env=env,
+            venv_python, "-m", "build", "--sdist", "--outdir", str(work / "dist"), external=True
         )
     [sdist] = sorted((work / "dist").glob("ctxengine-*.tar.gz"))
     unpacked = work / "sdist"
@@ -221,11 +247,11 @@ def install_from_clone(session: nox.Session) -> None:
     [source] = list(unpacked.iterdir())
     fresh = work / "from-sdist"
     shutil.rmtree(fresh, ignore_errors=True)
-    session.run("python", "-m", "venv", str(fresh))
-    pip = str(fresh / "bin" / "pip")
-    session.run(pip, "install", f"{sdist}[plot]", external=True, env=env)
+    session.run(str(shims / "python"), "-m", "venv", str(fresh), external=True)
+    session.run(str(fresh / "bin" / "pip"), "install", f"{sdist}[plot]", external=True, env=env)
     with session.chdir(source):
-        session.run(str(fresh / "bin" / DEMO_COMMAND[0]), *DEMO_COMMAND[1:], external=True, env=env)
+        demo = [str(fresh / "bin" / DEMO_COMMAND[0]), *DEMO_COMMAND[1:]]
+        session.run(*demo, external=True, env=env)
 
 
 @nox.session

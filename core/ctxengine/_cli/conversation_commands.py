@@ -19,19 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from ctxengine._cli.console import Console
+from ctxengine._cli.errors import CommandError, UsageError
 from ctxengine._cli.files import (
     ConversationFileError,
     ConversationRecord,
     read_conversations,
     write_conversations,
 )
-from ctxengine._cli.parser import UsageError
 from ctxengine._cli.show import write_json
 from ctxengine._config.core import LoadedConfig, load_config
-
-
-class CommandError(Exception):
-    """The command failed at run time (exit code 1); printed as ``ctxengine: <message>``."""
 
 
 def _engine_options(parser: argparse.ArgumentParser) -> None:

@@ -27,21 +27,20 @@ import logging
 import os
 import sys
 import traceback
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import attrs
 
-from ctxengine._cli import conversation_commands, show
 from ctxengine._cli.console import Console, can_encode, wants_plain
-from ctxengine._cli.conversation_commands import CommandError
-from ctxengine._cli.parser import Parser, UsageError, first_command
-from ctxengine._config.core import LoadedConfig, ctxengine_home, load_config
-from ctxengine._config.fields import ConfigError
-from ctxengine._plugin.commands import CommandRegistry, DuplicateCommandError
+from ctxengine._cli.errors import CommandError, UsageError
+from ctxengine._cli.parser import Parser, first_command
 from ctxengine._version import __version__
+
+if TYPE_CHECKING:
+    from ctxengine._config.core import LoadedConfig
+    from ctxengine._plugin.commands import CommandRegistry
 
 Handler = Callable[[argparse.Namespace, Console], int]
 
@@ -58,45 +57,51 @@ class BuiltinCommand:
     run: Handler
 
 
-BUILTINS = (
-    BuiltinCommand(
-        "engines",
-        "list engines and plugins, where they come from, and load errors",
-        "Every plugin found (directory, registry, builtin) with its kind, distribution and "
-        "version, and which are selected; broken plugins show their error. Says what happens "
-        "when context.engine does not resolve (a fallback, or an error with context.strict).",
-        show.configure_engines,
-        show.run_engines,
-    ),
-    BuiltinCommand(
-        "config",
-        "show the effective configuration, each value's source and owner",
-        "Every effective value with where it came from (default, file, environment, override) "
-        "and which plugin reads it; keys that no selected plugin reads are listed as unused.",
-        show.configure_config,
-        show.run_config,
-    ),
-    BuiltinCommand(
-        "compress",
-        "compact a conversation file (JSON or JSONL, OpenAI or Anthropic)",
-        "Compact each conversation of FILE with the configured engine (forced, whatever its "
-        "size) and report messages and tokens before and after, the summariser used and the "
-        "session id it ran under; --out writes the result in the same shape.",
-        conversation_commands.configure_compress,
-        conversation_commands.run_compress,
-    ),
-    BuiltinCommand(
-        "replay",
-        "replay sessions turn by turn: compaction and caching vs neither",
-        "Replay recorded sessions as the agent lived them through the selected engine and "
-        "cache strategy, against a simulated provider cache, and compare tokens and cost: no "
-        "compaction and no caching, caching only, compaction only, both. Runs sandboxed: what "
-        "engines store goes to a temporary folder (or --data-dir), never to your real stores.",
-        conversation_commands.configure_replay,
-        conversation_commands.run_replay,
-    ),
-)
-BUILTIN_COMMANDS = frozenset(command.name for command in BUILTINS)
+def builtin_commands() -> tuple[BuiltinCommand, ...]:
+    """The built-in sub-commands, in help order (imported here, so ``--version`` stays cheap)."""
+    from ctxengine._cli import conversation_commands, show
+
+    return (
+        BuiltinCommand(
+            "engines",
+            "list engines and plugins, where they come from, and load errors",
+            "Every plugin found (directory, registry, builtin) with its kind, distribution and "
+            "version, and which are selected; broken plugins show their error. Says what "
+            "happens when context.engine does not resolve (a fallback, or an error with "
+            "context.strict).",
+            show.configure_engines,
+            show.run_engines,
+        ),
+        BuiltinCommand(
+            "config",
+            "show the effective configuration, each value's source and owner",
+            "Every effective value with where it came from (default, file, environment, "
+            "override) and which plugin reads it; keys that no selected plugin reads are "
+            "listed as unused.",
+            show.configure_config,
+            show.run_config,
+        ),
+        BuiltinCommand(
+            "compress",
+            "compact a conversation file (JSON or JSONL, OpenAI or Anthropic)",
+            "Compact each conversation of FILE with the configured engine (forced, whatever "
+            "its size) and report messages and tokens before and after, the summariser used "
+            "and the session id it ran under; --out writes the result in the same shape.",
+            conversation_commands.configure_compress,
+            conversation_commands.run_compress,
+        ),
+        BuiltinCommand(
+            "replay",
+            "replay sessions turn by turn: compaction and caching vs neither",
+            "Replay recorded sessions as the agent lived them through the selected engine and "
+            "cache strategy, against a simulated provider cache, and compare tokens and cost: "
+            "no compaction and no caching, caching only, compaction only, both. Runs "
+            "sandboxed: what engines store goes to a temporary folder (or --data-dir), never "
+            "to your real stores.",
+            conversation_commands.configure_replay,
+            conversation_commands.run_replay,
+        ),
+    )
 
 
 def _plugin_commands(loaded: LoadedConfig | None) -> tuple[CommandRegistry, list[str]]:
@@ -108,10 +113,12 @@ def _plugin_commands(loaded: LoadedConfig | None) -> tuple[CommandRegistry, list
     import pluggy
 
     from ctxengine import hookspecs
+    from ctxengine._config.core import ctxengine_home
     from ctxengine._kernel.hooks import Hooks, guarded
     from ctxengine._kernel.resolve import discover
+    from ctxengine._plugin.commands import CommandRegistry, DuplicateCommandError
 
-    registry = CommandRegistry(reserved=BUILTIN_COMMANDS)
+    registry = CommandRegistry(reserved=frozenset(c.name for c in builtin_commands()))
     notes: list[str] = []
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
@@ -148,7 +155,7 @@ def build_parser(
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     handlers: dict[str, Handler] = {}
-    for builtin in BUILTINS:
+    for builtin in builtin_commands():
         command_parser = sub.add_parser(
             builtin.name, help=builtin.help, description=builtin.description
         )
@@ -203,16 +210,27 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         _safe_stdout()
     stream = sys.stdout if out is None else out
     argv = list(sys.argv[1:] if argv is None else argv)
-    verbose = False
     try:
         early, command = first_command(argv)
-        verbose = early.verbose
-        if early.version and command is None:  # before plugin discovery: instant
-            print(f"ctxengine {__version__}", file=stream)
-            return 0
+    except UsageError as exc:
+        _error(exc)
+        return 2
+    if early.version and command is None:  # before any plugin or configuration: instant
+        print(f"ctxengine {__version__}", file=stream)
+        return 0
+    return _main(argv, stream, early.config, command, verbose=early.verbose)
+
+
+def _main(
+    argv: list[str], stream: TextIO, config: str | None, command: str | None, *, verbose: bool
+) -> int:
+    from ctxengine._config.core import load_config
+    from ctxengine._config.fields import ConfigError
+
+    try:
         config_error: ConfigError | None = None
         try:
-            loaded: LoadedConfig | None = load_config(early.config)
+            loaded: LoadedConfig | None = load_config(config)
         except ConfigError as exc:
             loaded, config_error = None, exc
         registry, notes = _plugin_commands(loaded)
@@ -244,6 +262,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
 
 def _run(handler: Handler, args: argparse.Namespace, console: Console) -> int:
+    import warnings
+
+    from ctxengine._config.fields import ConfigError
     from ctxengine._kernel.kernel import EngineNotFoundError, EngineNotFoundWarning
 
     try:

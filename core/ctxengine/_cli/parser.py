@@ -15,11 +15,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-
-class UsageError(Exception):
-    """The command line is wrong (exit code 2); the message is one line, starting with the
-    sub-command it is about (printed after ``ctxengine: ``)."""
-
+from ctxengine._cli.errors import UsageError
 
 GLOBAL_DEFAULTS: dict[str, Any] = {"config": None, "verbose": False, "plain": False}
 """The global options' values when not given (``--version`` exists only before a command)."""

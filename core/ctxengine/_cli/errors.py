@@ -1,0 +1,18 @@
+"""The two ways a command fails, and the exit code of each (printed as ``ctxengine: <message>``).
+
+Configuration problems (:class:`~ctxengine.ConfigError`, and an unknown engine under
+``context.strict``) exit with 2 like usage errors; anything else unexpected exits with 1, with
+its traceback only under ``-v``.
+"""
+
+from __future__ import annotations
+
+
+class UsageError(Exception):
+    """The command line is wrong (exit code 2); the message is one line, starting with the
+    sub-command it is about (printed after ``ctxengine: ``)."""
+
+
+class CommandError(Exception):
+    """The command failed at run time (exit code 1): unreadable input, an unwritable output, a
+    missing optional dependency."""
