@@ -16,7 +16,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxengine._cli.console import Console
 from ctxengine._cli.errors import CommandError, UsageError
@@ -28,6 +28,9 @@ from ctxengine._cli.files import (
 )
 from ctxengine._cli.show import write_json
 from ctxengine._config.core import LoadedConfig, load_config
+
+if TYPE_CHECKING:
+    from ctxengine._cli.replay import Progress
 
 
 def _engine_options(parser: argparse.ArgumentParser) -> None:
@@ -206,7 +209,7 @@ def configure_replay(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _progress(show: bool, number: int, total_records: int, record: ConversationRecord) -> Any:
+def _progress(show: bool, number: int, total_records: int, record: ConversationRecord) -> Progress:
     from ctxengine._cli.replay import SCENARIOS
 
     def progress(label: str, done: int, total: int) -> None:

@@ -64,6 +64,7 @@
   }
 
   function tickLabel(v, isMoney) {
+    if (v === 0) return isMoney ? "$0" : "0";
     if (isMoney) return "$" + (v >= 1 ? v.toFixed(2) : v.toPrecision(2));
     if (v >= 1e6) return (v / 1e6).toFixed(1) + "M";
     if (v >= 1e3) return (v / 1e3).toFixed(v >= 1e4 ? 0 : 1) + "k";

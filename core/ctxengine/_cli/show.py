@@ -193,7 +193,7 @@ def run_config(args: argparse.Namespace, console: Console) -> int:
         return 0
     console.line(f"# config file: {loaded.path if loaded.path else 'none (defaults)'}")
     if trigger is not None:
-        console.line(f"# the engine compacts at {trigger} (--threshold sets it)")
+        console.line(f"# the selected engine's compaction trigger: {trigger} (--threshold sets it)")
     used = [r for r in rows if r.status != "unused"]
     width = max(len(r.key) for r in rows)
     value_width = min(40, max(len(_format_value(r.value)) for r in rows))
