@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import email.parser
+import importlib
 import os
 import subprocess
 import sys
@@ -23,7 +24,8 @@ from packaging.requirements import Requirement
 import ctxengine
 
 ROOT = Path(__file__).resolve().parents[1]
-LCM = ROOT / "packages" / "lcm"
+PACKAGES = sorted(p for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").is_file())
+BUILTINS = {"ctxengine", "ctxengine_compressor", "ctxengine_caching", "ctxengine_hygiene"}
 
 
 def _build(source: Path, out: Path) -> tuple[Path, Path]:
@@ -39,8 +41,13 @@ def _build(source: Path, out: Path) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[Path, Path]]]:
+    """Distribution name -> (wheel, sdist), for the root and every package under packages/."""
     out = tmp_path_factory.mktemp("dist")
-    yield {"ctxengine": _build(ROOT, out / "root"), "ctxengine-lcm": _build(LCM, out / "lcm")}
+    found = {"ctxengine": _build(ROOT, out / "root")}
+    for package in PACKAGES:
+        wheel, sdist = _build(package, out / package.name)
+        found[_metadata(wheel)["Name"]] = (wheel, sdist)
+    yield found
 
 
 def _metadata(wheel: Path) -> Message:
@@ -49,45 +56,39 @@ def _metadata(wheel: Path) -> Message:
         return email.parser.Parser().parsestr(archive.read(name).decode())
 
 
-def _requirements(metadata: Message) -> dict[str, Requirement]:
-    return {Requirement(r).name: Requirement(r) for r in metadata.get_all("Requires-Dist") or []}
-
-
 def test_every_package_in_the_wheels_is_typed(built: dict[str, tuple[Path, Path]]) -> None:
     # Once: only ctxengine had py.typed; the compressor, caching, hygiene and lcm did not.
-    expected = {
-        "ctxengine": {
-            "ctxengine",
-            "ctxengine_compressor",
-            "ctxengine_caching",
-            "ctxengine_hygiene",
-        },
-        "ctxengine-lcm": {"ctxengine_lcm"},
-    }
-    for dist, packages in expected.items():
-        with zipfile.ZipFile(built[dist][0]) as archive:
+    assert {"ctxengine", "ctxengine-lcm"} <= set(built)
+    for dist, (wheel, _) in built.items():
+        with zipfile.ZipFile(wheel) as archive:
             names = archive.namelist()
         top = {n.split("/")[0] for n in names if "/" in n and ".dist-info" not in n}
-        assert top == packages
-        assert {f"{p}/py.typed" for p in packages} <= set(names)
+        if dist == "ctxengine":
+            assert top == BUILTINS
+        assert top and {f"{p}/py.typed" for p in top} <= set(names), dist
         assert not [n for n in names if "/tests/" in n]  # the suites stay in the repository
-        assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+        assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), dist
 
 
 def test_versions_have_one_source_and_the_dependencies_are_versioned(
     built: dict[str, tuple[Path, Path]],
 ) -> None:
-    import ctxengine_lcm
-
-    root, lcm = _metadata(built["ctxengine"][0]), _metadata(built["ctxengine-lcm"][0])
-    assert root["Version"] == ctxengine.__version__
-    assert lcm["Version"] == ctxengine_lcm.__version__
-    # Once: ctxengine-lcm required any ctxengine at all.
-    needs_kernel = _requirements(lcm)["ctxengine"]
-    assert str(needs_kernel.specifier) and needs_kernel.specifier.contains(root["Version"])
-    extra = _requirements(root)["ctxengine-lcm"]
-    assert extra.marker is not None and "lcm" in str(extra.marker)
-    assert str(extra.specifier) and extra.specifier.contains(lcm["Version"])
+    versions = {dist: _metadata(wheel)["Version"] for dist, (wheel, _) in built.items()}
+    assert versions["ctxengine"] == ctxengine.__version__
+    for dist, (wheel, _) in built.items():
+        module = importlib.import_module(dist.replace("-", "_"))
+        assert versions[dist] == module.__version__, dist
+        # Once: ctxengine-lcm required any ctxengine at all. Every requirement on a
+        # distribution of this repository (extras included) names the versions it works with.
+        for line in _metadata(wheel).get_all("Requires-Dist") or []:
+            requirement = Requirement(line)
+            if requirement.name in versions:
+                assert str(requirement.specifier), f"{dist}: {line}"
+                assert requirement.specifier.contains(versions[requirement.name]), f"{dist}: {line}"
+    extras = {
+        Requirement(r).name for r in _metadata(built["ctxengine"][0]).get_all("Requires-Dist")
+    }
+    assert {"ctxengine-lcm"} <= extras
 
 
 def test_the_metadata_names_licence_and_project_urls(built: dict[str, tuple[Path, Path]]) -> None:
@@ -95,8 +96,8 @@ def test_the_metadata_names_licence_and_project_urls(built: dict[str, tuple[Path
         metadata = _metadata(built[dist][0])
         assert metadata["License-Expression"] == "MIT"
         urls = dict(u.split(", ", 1) for u in metadata.get_all("Project-URL") or [])
-        assert {"Homepage", "Repository", "Issues", "Changelog"} <= set(urls)
-        assert "Typing :: Typed" in (metadata.get_all("Classifier") or [])
+        assert {"Homepage", "Repository", "Issues", "Changelog"} <= set(urls), dist
+        assert "Typing :: Typed" in (metadata.get_all("Classifier") or []), dist
 
 
 def _demo_command() -> tuple[str, ...]:
@@ -146,11 +147,14 @@ def test_the_sdist_runs_the_demo(
     assert (unpacked / "replay.png").read_bytes().startswith(b"\x89PNG")
 
 
-def test_the_lcm_sdist_has_its_licence_readme_and_tests(
+def test_each_package_sdist_has_its_licence_readme_and_tests(
     built: dict[str, tuple[Path, Path]],
 ) -> None:
-    with tarfile.open(built["ctxengine-lcm"][1]) as archive:
-        names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
-    assert {"LICENSE", "README.md", "src/ctxengine_lcm/py.typed", "tests/test_conformance.py"} <= (
-        names
-    )
+    for dist, (_, sdist) in built.items():
+        if dist == "ctxengine":
+            continue
+        with tarfile.open(sdist) as archive:
+            names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
+        module = dist.replace("-", "_")
+        assert {"LICENSE", "README.md", f"src/{module}/py.typed"} <= names, dist
+        assert any(n.startswith("tests/test_") for n in names), dist

@@ -44,8 +44,8 @@ class Scenario:
     """One way of sending a recorded session, compared with the others side by side.
 
     Scenarios are data: the runner, the tables, the JSON and the charts take any tuple of them,
-    so comparing another setting means adding a scenario with the configuration overrides it
-    stands for (:meth:`overrides`).
+    so comparing another setting means adding a scenario and the configuration change it stands
+    for (:meth:`configure`).
 
     :ivar name: the key in reports and JSON (``"both"``).
     :ivar label: what tables and charts call it (``"compaction + caching"``).
@@ -56,14 +56,18 @@ class Scenario:
     compaction: bool
     caching: bool
 
-    def overrides(self) -> dict[str, Any]:
-        """Configuration overrides (dotted key -> value) that put this scenario in place."""
-        overrides: dict[str, Any] = {}
-        if not self.compaction:
-            overrides["compression.enabled"] = False
-        if not self.caching:
-            overrides["prompt_caching.enabled"] = False
-        return overrides
+    def configure(self, config: Config) -> Config:
+        """``config`` with this scenario in place (the kernel keeps the kernel values of a
+        configuration evolved in code, and reads the plugins' keys from its layers)."""
+        compression = config.compression
+        caching = config.prompt_caching
+        return attrs.evolve(
+            config,
+            compression=attrs.evolve(compression, enabled=compression.enabled and self.compaction),
+            prompt_caching=attrs.evolve(
+                caching, enabled=caching.enabled if self.caching else False
+            ),
+        )
 
 
 BASELINE = Scenario("none", "no compaction, no caching", compaction=False, caching=False)
@@ -240,9 +244,7 @@ def _kernel(
     trigger: float | None,
     env: Mapping[str, str] | None,
 ) -> Kernel:
-    raw = config.raw
-    raw = attrs.evolve(raw, overrides={**raw.overrides, **scenario.overrides()})
-    return load(attrs.evolve(config, raw=raw), env=env, trigger=trigger, sandbox=sandbox)
+    return load(scenario.configure(config), env=env, trigger=trigger, sandbox=sandbox)
 
 
 def _replay_one(

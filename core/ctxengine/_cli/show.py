@@ -78,7 +78,9 @@ def _status(entry: PluginEntry, selected: set[str], choice: EngineChoice) -> str
         return "selected"
     if entry.always_on:
         return "always on"
-    return "available (opt in with context.extensions)" if entry.kind == "extension" else "available"
+    return (
+        "available (opt in with context.extensions)" if entry.kind == "extension" else "available"
+    )
 
 
 def configure_engines(parser: argparse.ArgumentParser) -> None:
