@@ -85,10 +85,8 @@ def test_versions_have_one_source_and_the_dependencies_are_versioned(
             if requirement.name in versions:
                 assert str(requirement.specifier), f"{dist}: {line}"
                 assert requirement.specifier.contains(versions[requirement.name]), f"{dist}: {line}"
-    extras = {
-        Requirement(r).name for r in _metadata(built["ctxengine"][0]).get_all("Requires-Dist")
-    }
-    assert {"ctxengine-lcm"} <= extras
+    root = _metadata(built["ctxengine"][0]).get_all("Requires-Dist") or []
+    assert {"ctxengine-lcm"} <= {Requirement(r).name for r in root}
 
 
 def test_the_metadata_names_licence_and_project_urls(built: dict[str, tuple[Path, Path]]) -> None:
