@@ -233,8 +233,8 @@ def test_global_options_go_before_or_after_the_command(isolated_home: Path, tmp_
     ):
         done = cli(*argv, CTXENGINE_HOME=str(isolated_home))
         assert done.returncode == 1, argv
-        assert done.stderr.decode() == f"no lcm store at {store} (it is created by the first " + (
-            "compaction)\n"
+        assert done.stderr.decode() == (
+            f"error: no lcm store at {store} (it is created by the first compaction)\n"
         )
 
 

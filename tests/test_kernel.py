@@ -369,6 +369,16 @@ def test_sandbox_redirects_data_dir_and_every_storage_setting(tmp_path: Path) ->
     sandboxed.close()
     assert (tmp_path / "sandbox" / "lcm" / "lcm.db").is_file()
     assert not configured.parent.exists()
+    # A configured PostgreSQL store is redirected the same way (never connected to).
+    remote = {
+        "context": {"engine": "lcm"},
+        "engines": {"lcm": {"database_url": "postgresql://db/x"}},
+    }
+    kernel = ctxengine.load(remote, sandbox=tmp_path / "sandbox2")
+    assert kernel.loaded.values["engines.lcm.database_url"] is None
+    assert kernel.session("s").compress(messages, force=True).compacted
+    kernel.close()
+    assert (tmp_path / "sandbox2" / "lcm" / "lcm.db").is_file()
 
 
 def test_a_storage_field_must_default_to_null() -> None:
