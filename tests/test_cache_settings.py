@@ -85,7 +85,7 @@ def test_auto_on_for_claude_via_openrouter() -> None:
 def test_auto_on_for_native_anthropic_with_1h() -> None:
     settings, reason, config, model = settings_for("claude-opus-4-6", cache_ttl="1h")
     assert settings == CacheSettings(
-        ttl="1h", route="anthropic", native=True, min_cacheable_tokens=4_096
+        ttl="1h", route="anthropic", native=True, min_cacheable_tokens=4_096, automatic=True
     )
     assert (
         caching_status_line(config, model, settings, reason)
@@ -155,6 +155,6 @@ def test_bad_ttl_on_a_hand_built_config() -> None:
     caching = attrs.evolve(config.prompt_caching, cache_ttl="24h")  # type: ignore[arg-type]
     bad = attrs.evolve(config, prompt_caching=caching)
     with pytest.raises(
-        ValueError, match=re.escape("prompt_caching.cache_ttl must be one of '5m', '1h'; got '24h'")
+        ValueError, match=re.escape("prompt_caching.cache_ttl must be one of '5m', '1h', 'auto'; got '24h'")
     ):
         cache_settings_for(bad, lookup_model("claude-sonnet-4-6"))

@@ -89,11 +89,17 @@ def cache_line(usage: Usage) -> str:
     """The per-response line: ``💾 Cache: 41,200/43,900 tokens (94% hit, 2,700 written)``.
 
     Read tokens over prompt tokens (uncached input + reads + writes); written counts both TTLs,
-    and says how many were 1-hour writes when there were any.
+    and says how many were 1-hour writes when there were any. When the provider said why the
+    prompt missed the cache, the reason follows:
+    ``💾 Cache: 0/43,900 tokens (0% hit, 43,900 written; miss: system_changed, 41,000 tokens)``.
     """
     written = f"{usage.cache_write_tokens:,} written"
     if usage.cache_write_1h_tokens:
         written += f", {usage.cache_write_1h_tokens:,} of them 1h"
+    if usage.cache_miss_reason:
+        written += f"; miss: {usage.cache_miss_reason}"
+        if usage.cache_missed_tokens:
+            written += f", {usage.cache_missed_tokens:,} tokens"
     return (
         f"💾 Cache: {usage.cache_read_tokens:,}/{usage.prompt_tokens:,} tokens "
         f"({_percent(usage.cache_hit_ratio)} hit, {written})"

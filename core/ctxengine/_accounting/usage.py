@@ -11,6 +11,14 @@ Providers count the same things differently:
   ``completion_tokens_details.reasoning_tokens``.
 - OpenAI Responses: ``input_tokens`` *includes* ``input_tokens_details.cached_tokens`` (and
   ``cache_write_tokens``); ``output_tokens_details.reasoning_tokens``.
+- OpenRouter: the chat shape, with ``prompt_tokens_details.cache_write_tokens`` for the providers
+  it routes to that bill writes (Anthropic through OpenRouter).
+- Gemini's OpenAI-compatible endpoint: the chat shape, ``prompt_tokens_details`` may be ``null``
+  (nothing cached), and ``completion_tokens`` may leave out the thinking tokens it reports in
+  ``completion_tokens_details.reasoning_tokens``; ``total_tokens`` then includes them, which is
+  how that case is recognised.
+- Anthropic responses with ``diagnostics.cache_miss_reason`` (requested with ``diagnostics``)
+  say why the prompt missed the cache; pass the whole response to keep the reason.
 
 :class:`Usage` always holds uncached input separately, so ``prompt_tokens`` means the same thing
 whatever the provider.
@@ -44,6 +52,13 @@ class Usage:
     :ivar cache_write_1h_tokens: input tokens written with the long TTL (Anthropic 1 hour;
         OpenAI's extended retention).
     :ivar reasoning_tokens: the part of ``output_tokens`` spent on reasoning / thinking.
+    :ivar cache_miss_reason: why the provider could not reuse the previous request's cached
+        prefix (Anthropic's ``diagnostics.cache_miss_reason.type``: ``messages_changed``,
+        ``system_changed``, ``tools_changed``, ``model_changed``, ``previous_message_not_found``,
+        ``unavailable``); ``None`` when nothing was missed or nothing was said. A sum keeps the
+        latest reason.
+    :ivar cache_missed_tokens: tokens the provider says it would have read had the prefix
+        matched.
     """
 
     input_tokens: int = 0
@@ -52,6 +67,8 @@ class Usage:
     cache_write_5m_tokens: int = 0
     cache_write_1h_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_miss_reason: str | None = None
+    cache_missed_tokens: int = 0
 
     @property
     def cache_write_tokens(self) -> int:
@@ -79,6 +96,8 @@ class Usage:
             cache_write_5m_tokens=self.cache_write_5m_tokens + other.cache_write_5m_tokens,
             cache_write_1h_tokens=self.cache_write_1h_tokens + other.cache_write_1h_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cache_miss_reason=other.cache_miss_reason or self.cache_miss_reason,
+            cache_missed_tokens=self.cache_missed_tokens + other.cache_missed_tokens,
         )
 
 
@@ -184,16 +203,21 @@ def _from_openai_chat(data: Mapping[str, Any]) -> Usage:
     write_short, write_long = _openai_writes(prompt_details, "prompt_tokens_details.")
     completion_details = _details(data, "completion_tokens_details")
     prompt = _count(data, "prompt_tokens")
+    completion = _count(data, "completion_tokens")
+    reasoning = _count(completion_details, "reasoning_tokens", "completion_tokens_details.")
+    total = _count(data, "total_tokens")
+    if reasoning and total == prompt + completion + reasoning:
+        # Gemini's OpenAI-compatible endpoint counts thinking outside completion_tokens; the
+        # total says so. Output always includes reasoning here.
+        completion += reasoning
     return Usage(
         # prompt_tokens includes cached (and written) tokens; keep only the uncached rest.
         input_tokens=max(0, prompt - cached - write_short - write_long),
-        output_tokens=_count(data, "completion_tokens"),
+        output_tokens=completion,
         cache_read_tokens=cached,
         cache_write_5m_tokens=write_short,
         cache_write_1h_tokens=write_long,
-        reasoning_tokens=_count(
-            completion_details, "reasoning_tokens", "completion_tokens_details."
-        ),
+        reasoning_tokens=reasoning,
     )
 
 
@@ -213,13 +237,38 @@ def _from_openai_responses(data: Mapping[str, Any]) -> Usage:
     )
 
 
+def _miss_reason(response: Mapping[str, Any]) -> tuple[str | None, int]:
+    """``(type, cache_missed_input_tokens)`` of a response's ``diagnostics.cache_miss_reason``."""
+    diagnostics = _details(response, "diagnostics")
+    reason = _details(diagnostics, "cache_miss_reason")
+    kind = reason.get("type")
+    if kind is None:
+        return None, 0
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(
+            f"response field 'diagnostics.cache_miss_reason.type' must be a string, got {kind!r}"
+        )
+    return kind, _count(reason, "cache_missed_input_tokens", "diagnostics.cache_miss_reason.")
+
+
+def message_id(response: object) -> str | None:
+    """The ``id`` of an Anthropic Messages response (``msg_...``), or ``None`` for anything else
+    (a bare usage object, an OpenAI response)."""
+    data = response if isinstance(response, Mapping) else None
+    value = data.get("id") if data is not None else getattr(response, "id", None)
+    if isinstance(value, str) and value.startswith("msg_"):
+        return value
+    return None
+
+
 def normalize_usage(raw: object) -> Usage:
     """Turn a provider's usage report into a :class:`Usage`.
 
     ``raw`` may be a :class:`Usage` (returned as is), a dict, or an SDK object (``anthropic``
     ``Usage``, ``openai`` ``CompletionUsage`` or ``ResponseUsage``, or anything with the same
     attributes); a whole response carrying a ``usage`` field is accepted too. The shape is
-    recognised by its keys: ``prompt_tokens``/``completion_tokens`` -> OpenAI chat; Anthropic's
+    recognised by its keys: ``prompt_tokens``/``completion_tokens`` -> OpenAI chat (OpenRouter and
+    Gemini's OpenAI-compatible endpoint included); Anthropic's
     ``cache_*_input_tokens``/``cache_creation`` -> Anthropic; ``input_tokens_details`` or
     ``total_tokens`` -> OpenAI Responses; bare ``input_tokens``/``output_tokens`` -> Anthropic.
 
@@ -236,7 +285,11 @@ def normalize_usage(raw: object) -> Usage:
         )
     keys = data.keys()
     if keys.isdisjoint(_TOKEN_KEYS) and keys.isdisjoint(_ANTHROPIC_ONLY_KEYS) and "usage" in data:
-        return normalize_usage(data["usage"])
+        usage = normalize_usage(data["usage"])
+        reason, missed = _miss_reason(data)
+        if reason is None:
+            return usage
+        return attrs.evolve(usage, cache_miss_reason=reason, cache_missed_tokens=missed)
     if not keys.isdisjoint(_CHAT_KEYS):
         return _from_openai_chat(data)
     if not keys.isdisjoint(_ANTHROPIC_ONLY_KEYS):

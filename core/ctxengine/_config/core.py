@@ -50,7 +50,8 @@ __all__ = [
 T = TypeVar("T")
 
 SummaryProviderName = Literal["auto", "anthropic", "openai", "main", "extractive"]
-CacheTTL = Literal["5m", "1h"]
+CacheTTL = Literal["5m", "1h", "auto"]
+CacheRetention = Literal["in_memory", "24h"]
 
 
 def _default(cls: type[Any], name: str) -> Any:
@@ -105,6 +106,7 @@ class SummaryProviderSettings:
     api_key: str | None = attrs.field(default=None, repr=False)
     timeout: float = 120.0
     context_length: int | None = None
+    cache_aware: bool = True
 
 
 @attrs.frozen
@@ -121,6 +123,9 @@ class PromptCachingSettings:
     enabled: bool | Literal["auto"] = "auto"
     strategy: str = "system_and_3"
     cache_ttl: CacheTTL = "5m"
+    cache_key: bool | Literal["auto"] = "auto"
+    cache_retention: CacheRetention | None = None
+    diagnostics: bool = False
 
 
 @attrs.frozen
@@ -277,6 +282,13 @@ SUMMARY = SettingsSpec(
             ge=1024,
             doc="the summary model's window (null = the model table's)",
         ),
+        _f(
+            _Sum,
+            "cache_aware",
+            "bool",
+            doc="a summary written by the main model on the main route resends the agent's last "
+            "request (read from the prompt cache) with the instruction appended",
+        ),
     ),
     build=SummaryProviderSettings,
 )
@@ -296,9 +308,31 @@ PROMPT_CACHING = SettingsSpec(
             _Cache,
             "cache_ttl",
             "choice",
-            choices=("5m", "1h"),
+            choices=("5m", "1h", "auto"),
             env="CTXENGINE_CACHE_TTL",
-            doc="lifetime of cache entries",
+            doc="lifetime of cache entries; auto = per breakpoint, from the measured request "
+            "gaps and the prices",
+        ),
+        _f(
+            _Cache,
+            "cache_key",
+            "choice",
+            choices=("auto", True, False),
+            doc="send a stable prompt_cache_key per session; auto = on OpenAI's own API",
+        ),
+        _f(
+            _Cache,
+            "cache_retention",
+            "choice",
+            choices=("in_memory", "24h"),
+            nullable=True,
+            doc="OpenAI prompt_cache_retention to send (null = the provider's default)",
+        ),
+        _f(
+            _Cache,
+            "diagnostics",
+            "bool",
+            doc="ask Anthropic why a prompt missed the cache (the diagnostics request field)",
         ),
     ),
     build=PromptCachingSettings,

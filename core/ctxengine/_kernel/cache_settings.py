@@ -9,9 +9,12 @@ markers, the model's minimum cacheable prefix) and hands that to the strategy as
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
+
+import attrs
 
 from ctxengine._plugin.context import CacheSettings, Route
 
@@ -35,8 +38,14 @@ NATIVE_ROUTES: frozenset[Route] = frozenset({"anthropic", "anthropic-compatible"
 MARKER_ROUTES: frozenset[Route] = frozenset({"anthropic", "anthropic-compatible", "openrouter"})
 """Routes known to accept ``cache_control`` (automatic caching turns on only there)."""
 
+DEFAULT_STRATEGY = "system_and_3"
+
+AUTOMATIC_MARKER_ROUTES: frozenset[Route] = frozenset({"anthropic"})
+"""Routes known to accept Anthropic's top-level automatic ``cache_control``."""
+
 _ANTHROPIC_HOST = "api.anthropic.com"
 _OPENROUTER_HOST = "openrouter.ai"
+_OPENAI_HOST = "api.openai.com"
 
 
 def detect_route(model_name: str, base_url: str | None, *, api: ApiKind | None = None) -> Route:
@@ -95,9 +104,13 @@ def cache_settings_for(
         first; this guards hand-built configs).
     """
     caching = config.prompt_caching
-    ttl = caching.cache_ttl
-    if ttl not in ("5m", "1h"):
-        raise ValueError(f"prompt_caching.cache_ttl must be one of '5m', '1h'; got {ttl!r}")
+    policy = caching.cache_ttl
+    if policy not in ("5m", "1h", "auto"):
+        raise ValueError(
+            f"prompt_caching.cache_ttl must be one of '5m', '1h', 'auto'; got {policy!r}"
+        )
+    # With auto the kernel sets the TTLs of every request; until gaps are measured, 5m.
+    ttl: Literal["5m", "1h"] = "1h" if policy == "1h" else "5m"
     base_url = config.model.base_url
     route = detect_route(config.model.name, base_url, api=api)
     where = ROUTE_LABELS[route]
@@ -109,6 +122,8 @@ def cache_settings_for(
         route=route,
         native=route in NATIVE_ROUTES,
         min_cacheable_tokens=model.min_cacheable_tokens,
+        policy=policy,
+        automatic=route in AUTOMATIC_MARKER_ROUTES,
     )
     if caching.enabled is True:
         subject = "Claude" if claude else model.name
@@ -135,9 +150,78 @@ def caching_status_line(
     ``prompt_caching.strategy`` is not loaded, and the line says so.
     """
     if settings is not None:
-        return f"💾 Prompt caching: ENABLED ({reason}, {settings.ttl} TTL)"
+        ttl = "adaptive TTL" if settings.policy == "auto" else f"{settings.ttl} TTL"
+        strategy = config.prompt_caching.strategy
+        # The default strategy goes unnamed, so the line reads as it always did.
+        named = "" if strategy == DEFAULT_STRATEGY else f", strategy {strategy}"
+        return f"💾 Prompt caching: ENABLED ({reason}, {ttl}{named})"
     expected, _ = cache_settings_for(config, model)
     if expected is not None:
         strategy = config.prompt_caching.strategy
         reason = f"cache strategy {strategy!r} is not loaded"
     return f"💾 Prompt caching: DISABLED ({reason})"
+
+
+@attrs.frozen
+class RequestOptions:
+    """What the kernel adds to each request of one session, besides the strategy's markers.
+
+    Values the host already put in a request are never overwritten.
+
+    :ivar cache_key: OpenAI's ``prompt_cache_key`` for OpenAI-format requests: one stable value
+        per session, so the provider routes the session's requests to the machine that holds its
+        cached prefix. ``None`` sends none.
+    :ivar retention: OpenAI's ``prompt_cache_retention`` (``"in_memory"`` or ``"24h"``), sent with
+        the key; ``None`` leaves the provider's default.
+    :ivar diagnostics: ask Anthropic why a prompt missed the cache (``diagnostics`` with the
+        previous response's id) on Anthropic-format requests.
+    """
+
+    cache_key: str | None = None
+    retention: str | None = None
+    diagnostics: bool = False
+
+
+def session_cache_key(session_id: str) -> str:
+    """The ``prompt_cache_key`` of a session: stable, at most 64 characters, and not the session
+    id itself (which may hold a user name)."""
+    digest = hashlib.sha256(session_id.encode("utf-8")).hexdigest()
+    return f"ctxengine-{digest[:40]}"
+
+
+def is_openai_api(base_url: str | None, route: Route) -> bool:
+    """Whether requests go to OpenAI's own API (no base URL for a non-Claude model, or host
+    ``api.openai.com``)."""
+    if route != "openai-compatible":
+        return False
+    if base_url is None or not base_url.strip():
+        return True
+    url = base_url.strip()
+    host = (urlsplit(url if "://" in url else "//" + url).hostname or "").lower()
+    return host == _OPENAI_HOST
+
+
+def request_options(
+    config: Config, session_id: str, *, api: ApiKind | None = None
+) -> RequestOptions:
+    """The :class:`RequestOptions` of session ``session_id``.
+
+    ``prompt_caching.cache_key``: ``auto`` sends a key on OpenAI's own API only (other
+    OpenAI-compatible servers may reject unknown arguments), ``true`` on every OpenAI-format
+    request, ``false`` never; ``cache_retention`` is sent with the key. ``diagnostics: true`` asks
+    on every marked Anthropic-format request. Nothing is added when ``prompt_caching.enabled`` is
+    ``false``.
+    """
+    caching = config.prompt_caching
+    if caching.enabled is False:
+        return RequestOptions()
+    route = detect_route(config.model.name, config.model.base_url, api=api)
+    wants_key = caching.cache_key is True or (
+        caching.cache_key == "auto" and is_openai_api(config.model.base_url, route)
+    )
+    key = session_cache_key(session_id) if wants_key else None
+    return RequestOptions(
+        cache_key=key,
+        retention=caching.cache_retention if key is not None else None,
+        diagnostics=caching.diagnostics,
+    )

@@ -28,14 +28,17 @@ from ctxengine._accounting.cache_stats import SessionCacheStats
 from ctxengine._accounting.estimate import TextSize, TokenEstimate
 from ctxengine._accounting.models import ModelInfo
 from ctxengine._accounting.tokens import TokenCounter
-from ctxengine._accounting.usage import Usage, normalize_usage
+from ctxengine._accounting.ttl import TTLPlanner
+from ctxengine._accounting.usage import Usage, message_id, normalize_usage
 from ctxengine._config.core import Config
+from ctxengine._kernel.cache_settings import RequestOptions, request_options
 from ctxengine._kernel.hooks import Hooks
 from ctxengine._kernel.hygiene import HygieneReport, run_hygiene
 from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
+from ctxengine._messages.markers import detect_request_format
 from ctxengine._messages.memo import MemoEntry, MessageView
 from ctxengine._messages.read import detect_format
-from ctxengine._plugin.context import CacheSettings, EngineContext
+from ctxengine._plugin.context import CacheSettings, EngineContext, PreparedRequest
 from ctxengine._plugin.results import CompressResult
 from ctxengine._plugin.tools import RegisteredTool, ToolError
 from ctxengine._summarize import SummaryProvider
@@ -101,6 +104,10 @@ class Session:
         self._measured: _Request | None = None
         self._tools: dict[str, RegisteredTool] | None = None
         self._closed = False
+        self._ttl = TTLPlanner()
+        self._options: RequestOptions = request_options(services.config, session_id)
+        # The id of the last Anthropic response, for the diagnostics of the next request.
+        self._last_message_id: str | None = None
         self._hooks.session_start(self.ctx)
 
     # -- token accounting -------------------------------------------------------------------
@@ -111,12 +118,15 @@ class Session:
         Remembers the provider's prompt tokens as the measured size of the request last
         prepared with :meth:`prepare`, calibrates local estimates against it (the local count of
         that request is made exact only if the exact ratio is ever needed), updates cache
-        statistics and tells the plugins.
+        statistics and tells the plugins. Pass the whole response (not just its ``usage``) to
+        keep Anthropic's cache-miss reason and to let the next request ask for it
+        (``prompt_caching.diagnostics``).
 
         :raises ValueError: when ``usage`` has no recognisable shape.
         """
         normalized = normalize_usage(usage)
         with self._lock:
+            self._last_message_id = message_id(usage) or self._last_message_id
             prepared = self._prepared
             if prepared is not None and normalized.prompt_tokens > 0:
                 self.ctx.tokens.observe_estimate(prepared.local, normalized.prompt_tokens)
@@ -272,7 +282,13 @@ class Session:
         ``request`` holds the API call's keyword arguments (``messages`` and, for Anthropic,
         ``system``/``tools``). It is not mutated; only the messages that get markers are copied.
         The request is remembered (its messages' contents, not their count) so that the
-        provider's usage in :meth:`update_usage` measures it.
+        provider's usage in :meth:`update_usage` measures it, and the prepared request is kept
+        as ``ctx.last_request`` for engines (see :class:`~ctxengine.PreparedRequest`).
+
+        With ``prompt_caching.cache_ttl: auto`` the strategy gets this request's TTLs, chosen from
+        the session's measured gaps (``docs/builtins/caching.md``). OpenAI-format requests get the
+        session's ``prompt_cache_key`` (and retention) and Anthropic-format ones the cache-miss
+        ``diagnostics`` when the configuration asks for them; a value the host set is kept.
 
         :raises ValueError: a message is not a dict (the message names its index).
         """
@@ -280,14 +296,44 @@ class Session:
         with self._lock:
             memo = self.ctx.tokens.memo
             messages = prepared.get("messages")
+            tokens = 0
             if isinstance(messages, list):
                 view = memo.view_of(messages)
                 self._prepared = self._request(view, prepared.get("system"), prepared.get("tools"))
+                # An estimate is enough to price a TTL and to describe the request for engines.
+                tokens = self._prepared.local.value
+            now = self.ctx.clock()
             settings = self._services.cache_settings
             if settings is not None:
+                if settings.policy == "auto":
+                    choice = self._ttl.choose(now, tokens)
+                    settings = attrs.evolve(
+                        settings, ttl=choice.ttl, stable_ttl=choice.stable_ttl
+                    )
                 prepared = self._hooks.cache_strategy(self.ctx, prepared, settings)
+            if isinstance(messages, list):
+                fmt = detect_request_format(prepared)
+                self._add_options(prepared, fmt, marked=settings is not None)
+                sent = prepared.get("messages")
+                snapshot = list(sent) if isinstance(sent, list) else list(messages)
+                self.ctx.last_request = PreparedRequest(
+                    request={**prepared, "messages": snapshot},
+                    messages=tuple(messages),
+                    format=fmt,
+                    tokens=tokens,
+                    sent_at=now,
+                )
             memo.release()
         return prepared
+
+    def _add_options(self, prepared: dict[str, Any], fmt: Format, *, marked: bool) -> None:
+        options = self._options
+        if fmt == "openai" and options.cache_key is not None:
+            prepared.setdefault("prompt_cache_key", options.cache_key)
+            if options.retention is not None:
+                prepared.setdefault("prompt_cache_retention", options.retention)
+        elif fmt == "anthropic" and options.diagnostics and marked:
+            prepared.setdefault("diagnostics", {"previous_message_id": self._last_message_id})
 
     def _request(self, view: MessageView, system: Any, tools: Any) -> _Request:
         """The record of a prepared request, sized from what is new since the last one."""
@@ -384,6 +430,9 @@ class Session:
             self._hooks.session_reset(self.ctx)
             self.ctx.state.clear()
             self.ctx.last_usage = None
+            self.ctx.last_request = None
+            self._ttl = TTLPlanner()
+            self._last_message_id = None
             self._usage_stale = True
             self._measured = self._prepared = None
             self._tools = None

@@ -13,6 +13,7 @@ import attrs
 
 if TYPE_CHECKING:
     from ctxengine._accounting.models import ModelInfo
+    from ctxengine._messages.conversation import Format
     from ctxengine._accounting.tokens import TokenCounter
     from ctxengine._accounting.usage import Usage
     from ctxengine._config.core import Config
@@ -26,21 +27,78 @@ Route = Literal["anthropic", "openrouter", "anthropic-compatible", "openai-compa
 Anthropic-compatible gateway, or some other OpenAI-compatible endpoint."""
 
 
+TTLPolicy = Literal["5m", "1h", "auto"]
+"""``prompt_caching.cache_ttl``: one TTL for every breakpoint, or chosen per request."""
+
+
+def _default_stable_ttl(settings: CacheSettings) -> Literal["5m", "1h"]:
+    return settings.ttl
+
+
+def _check_ttl_order(settings: CacheSettings, attribute: object, value: str) -> None:
+    if settings.ttl == "1h" and value == "5m":
+        raise ValueError(
+            "stable_ttl must not be shorter than ttl: stable breakpoints come first, and a 1h "
+            "breakpoint must never follow a 5m one"
+        )
+
+
 @attrs.frozen
 class CacheSettings:
-    """How the selected cache strategy should mark requests for this session.
+    """How the selected cache strategy should mark one request of this session.
 
-    :ivar ttl: ``"5m"`` or ``"1h"``.
+    The kernel hands the strategy a fresh value per request: with ``prompt_caching.cache_ttl:
+    auto`` the TTLs change from request to request (see ``docs/builtins/caching.md``).
+
+    :ivar ttl: ``"5m"`` or ``"1h"``: the TTL of breakpoints that move with the conversation
+        (messages, a top-level automatic marker).
     :ivar route: where requests go; decides where markers are allowed.
     :ivar native: true on routes that accept ``cache_control`` on tool messages (native
         Anthropic API and Anthropic-compatible gateways), false on OpenAI-envelope routes.
     :ivar min_cacheable_tokens: the model's minimum cacheable prefix.
+    :ivar stable_ttl: the TTL of breakpoints closing the stable prefix (tools, system prompt);
+        never shorter than ``ttl``, so marking the stable prefix first keeps the API's
+        "longer TTLs first" rule. Defaults to ``ttl``.
+    :ivar policy: the configured ``cache_ttl`` (``"auto"`` when the kernel chose the TTLs).
+    :ivar automatic: the route accepts Anthropic's top-level automatic ``cache_control`` (the
+        native Anthropic API), which marks the last cacheable block by itself and counts towards
+        the four breakpoints.
     """
 
     ttl: Literal["5m", "1h"]
     route: Route
     native: bool
     min_cacheable_tokens: int
+    stable_ttl: Literal["5m", "1h"] = attrs.field(
+        default=attrs.Factory(_default_stable_ttl, takes_self=True), validator=_check_ttl_order
+    )
+    policy: TTLPolicy = attrs.field(default=attrs.Factory(lambda self: self.ttl, takes_self=True))
+    automatic: bool = False
+
+
+@attrs.frozen
+class PreparedRequest:
+    """The last request a session prepared, as the kernel keeps it for engines
+    (``ctx.last_request``).
+
+    An engine that makes a model call of its own on the main model and route (a summary, for
+    instance) can send ``request`` again with something appended at the end: everything up to
+    its breakpoints is then read from the provider's prompt cache instead of being paid in full.
+
+    :ivar request: the request as it was sent: markers, ``system``, ``tools`` and every other
+        argument included. Treat it as read-only; its ``messages`` list is a snapshot.
+    :ivar messages: the caller's own message objects of that request, before marking (a
+        snapshot of the list), to check that a conversation still starts with them.
+    :ivar format: the request's wire format.
+    :ivar tokens: the local token count of the request.
+    :ivar sent_at: ``ctx.clock()`` when it was prepared.
+    """
+
+    request: Mapping[str, Any]
+    messages: tuple[Any, ...]
+    format: Format
+    tokens: int
+    sent_at: float
 
 
 @attrs.define(eq=False)
@@ -69,6 +127,9 @@ class EngineContext:
     summarizer: Callable[[], SummaryProvider | None]
     state: dict[str, Any] = attrs.field(factory=dict)
     last_usage: Usage | None = None
+    last_request: PreparedRequest | None = None
+    """The session's last prepared request (``None`` before the first); see
+    :class:`PreparedRequest`."""
     clock: Callable[[], float] = time.monotonic
     log: logging.Logger = attrs.field(factory=lambda: logging.getLogger("ctxengine"))
     env: Mapping[str, str] = attrs.field(factory=lambda: os.environ, repr=False)
