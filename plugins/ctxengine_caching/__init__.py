@@ -86,7 +86,13 @@ def cache_strategy(
     below the minimum); see :class:`StrategyState` for what is measured when.
     """
     state = ctx.plugin_state(STATE_KEY, StrategyState)
-    marked = apply_system_and_3(request, ttl=settings.ttl, native=settings.native, memo=ctx.memo)
+    marked = apply_system_and_3(
+        request,
+        ttl=settings.ttl,
+        native=settings.native,
+        memo=ctx.memo,
+        stable_ttl=settings.stable_ttl,
+    )
     # Counts come from the caller's message objects (the session's memo knows them); the list
     # itself is snapshotted because the caller keeps appending to it.
     unmarked = {**request, "messages": list(request["messages"])}

@@ -44,17 +44,20 @@ def apply_system_and_3(
     native: bool,
     fmt: Format | None = None,
     memo: MarkedMessages | None = None,
+    stable_ttl: str | None = None,
 ) -> dict[str, Any]:
     """``request`` marked with up to four ``cache_control`` breakpoints.
 
     Breakpoint 1 is the system prompt (Anthropic ``system``, or an OpenAI first message with role
     ``system``/``developer``); breakpoints 2-4 are the last three non-system messages that may
     carry a marker (see the module docstring for what may). Existing markers anywhere in the
-    request are removed first, so the result never holds more than four breakpoints, all with the
-    same TTL (so Anthropic's "longer TTLs first" rule holds), and applying the function to its own
-    result returns an equal request.
+    request are removed first, so the result never holds more than four breakpoints, and applying
+    the function to its own result returns an equal request. The system prompt comes first and
+    gets ``stable_ttl``, never shorter than ``ttl``, so Anthropic's "longer TTLs first" rule holds.
 
-    :param ttl: ``"5m"`` or ``"1h"``.
+    :param ttl: ``"5m"`` or ``"1h"``, for the rolling breakpoints.
+    :param stable_ttl: the system prompt's TTL (default ``ttl``); ``"5m"`` with a ``"1h"``
+        ``ttl`` is refused.
     :param native: true on routes that accept markers on tool messages (native Anthropic API,
         Anthropic-compatible gateways); false on OpenAI-envelope routes such as OpenRouter.
     :param fmt: the request's format; detected with :func:`detect_request_format` when omitted.
@@ -62,10 +65,14 @@ def apply_system_and_3(
         markers (see :func:`strip_cache_markers`); without it every message is scanned.
     :returns: a new request dict; the caller's objects are untouched and only the marked messages
         (and the system prompt when marked) are copies.
-    :raises ValueError: for a TTL other than "5m"/"1h".
+    :raises ValueError: for a TTL other than "5m"/"1h", or a stable TTL shorter than ``ttl``.
     :raises TypeError: for a request that is not a mapping with a list of dict messages.
     """
     cache_marker(ttl)  # validates before any work
+    stable = ttl if stable_ttl is None else stable_ttl
+    cache_marker(stable)
+    if ttl == "1h" and stable == "5m":
+        raise ValueError("stable_ttl '5m' would put a 5m breakpoint before 1h ones")
     if fmt not in (None, "openai", "anthropic"):
         raise ValueError(f"fmt must be 'openai', 'anthropic' or None; got {fmt!r}")
     out = strip_cache_markers(request, memo=memo)
@@ -76,11 +83,11 @@ def apply_system_and_3(
 
     if fmt == "anthropic":
         system = out.get("system")
-        new_system = mark_system(system, ttl)
+        new_system = mark_system(system, stable)
         if new_system is not None:
             out["system"] = new_system
     elif messages and messages[0].get("role") in _SYSTEM_ROLES:
-        first = mark_message(messages[0], ttl, fmt, tool=False)
+        first = mark_message(messages[0], stable, fmt, tool=False)
         if first is not None:
             marked[0] = first
 

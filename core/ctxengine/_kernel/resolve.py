@@ -65,6 +65,7 @@ class Builtin:
 BUILTINS: dict[str, Builtin] = {
     "compressor": Builtin("engine", "ctxengine_compressor"),
     "system_and_3": Builtin("cache_strategy", "ctxengine_caching"),
+    "tool_turns": Builtin("cache_strategy", "ctxengine_tool_turns"),
     "hygiene": Builtin("extension", "ctxengine_hygiene", always_on=True),
 }
 """The built-in tier, imported by module name."""

@@ -47,6 +47,7 @@ __all__ = [
     "marker_positions",
     "marker_problems",
     "strip_cache_markers",
+    "top_level_ttl",
 ]
 
 TTL = Literal["5m", "1h"]
@@ -377,6 +378,7 @@ def marker_findings(
     items: Sequence[tuple[str, int | None, Mapping[str, Any]]],
     *,
     extra_markers: int = 0,
+    trailing_ttl: str | None = None,
 ) -> list[MarkerFinding]:
     """What the API rejects about these markers (the one rule set; :func:`marked_items` finds
     them).
@@ -384,7 +386,8 @@ def marker_findings(
     Rules: ``cache-control-shape`` (type ``ephemeral``, optional ``ttl`` of :data:`TTLS`, no
     other keys), ``cache-control-limit`` (more than :data:`MAX_BREAKPOINTS`, counting
     ``extra_markers`` such as a top-level automatic marker), ``cache-control-ttl-order`` (a 1h
-    marker after a 5m one), ``cache-control-empty-text`` (on a text block without visible text),
+    marker after a 5m one; ``trailing_ttl`` is the TTL of a top-level automatic marker, which
+    lands on the last cacheable block and so comes after every other one), ``cache-control-empty-text`` (on a text block without visible text),
     ``cache-control-thinking`` (on a thinking block).
     """
     findings: list[MarkerFinding] = []
@@ -451,14 +454,31 @@ def marker_findings(
                     "come first (in the order tools, system, messages)",
                 )
             )
+    if trailing_ttl == "1h" and first_short is not None:
+        findings.append(
+            (
+                None,
+                "cache-control-ttl-order",
+                "cache_control",
+                f"the top-level 1h cache_control marks the last block, after the 5m one at "
+                f"{first_short}; longer TTLs must come first",
+            )
+        )
     return findings
+
+
+def top_level_ttl(marker: object) -> str | None:
+    """The TTL of a request's top-level automatic ``cache_control`` (``None`` without one)."""
+    if not isinstance(marker, Mapping):
+        return None
+    return str(marker.get("ttl", "5m"))
 
 
 def marker_problems(request: Mapping[str, Any]) -> list[str]:
     """What Anthropic would reject about the markers of ``request``, one line each (empty when
     nothing); the rules of :func:`marker_findings`, counting a top-level ``cache_control``."""
-    extra = 1 if isinstance(request.get("cache_control"), Mapping) else 0
-    return [
-        f"{where}: {text}"
-        for _, _, where, text in marker_findings(marked_items(request), extra_markers=extra)
-    ]
+    ttl = top_level_ttl(request.get("cache_control"))
+    findings = marker_findings(
+        marked_items(request), extra_markers=0 if ttl is None else 1, trailing_ttl=ttl
+    )
+    return [f"{where}: {text}" for _, _, where, text in findings]

@@ -33,7 +33,7 @@ from typing import Any
 
 from ctxengine._messages.conversation import Format, Message, SystemPrompt
 from ctxengine._messages.errors import MessageFormatError, Problem
-from ctxengine._messages.markers import MAX_BREAKPOINTS, marker_findings
+from ctxengine._messages.markers import MAX_BREAKPOINTS, marker_findings, top_level_ttl
 from ctxengine._messages.read import (
     OPENAI_PART_TYPES,
     OPENAI_ROLES,
@@ -101,7 +101,8 @@ def validate(
     checking ``cache_control`` breakpoints, counted over tools, then system, then messages. With
     ``allow_pending_tool_call`` a tool call at the very end of the list that has no result yet is
     not a problem (the agent is about to run it). ``cache_control`` is the request's top-level
-    automatic marker, when it has one: it counts towards the breakpoint limit.
+    automatic marker, when it has one: it counts towards the breakpoint limit and, as it marks the
+    last cacheable block, comes last in the TTL order.
 
     :raises ValueError: when ``provider`` is neither ``"openai"`` nor ``"anthropic"``.
     """
@@ -139,7 +140,7 @@ def validate(
         else:
             _check_anthropic_message(check, dicts, i, len(messages))
     _check_pairing(check, dicts, provider, allow_pending_tool_call)
-    _check_markers(check, extra_markers=0 if cache_control is None else 1)
+    _check_markers(check, cache_control)
     # Request-level findings first, then by message; stable, so rule order per message is kept.
     return sorted(check.problems, key=lambda p: -1 if p.index is None else p.index)
 
@@ -195,8 +196,13 @@ def _check_system(check: _Checker, system: object) -> None:
         check.text_block(block, where, None, "anthropic")
 
 
-def _check_markers(check: _Checker, extra_markers: int) -> None:
-    for index, rule, where, text in marker_findings(check.markers, extra_markers=extra_markers):
+def _check_markers(check: _Checker, top_level: object) -> None:
+    findings = marker_findings(
+        check.markers,
+        extra_markers=0 if top_level is None else 1,
+        trailing_ttl=top_level_ttl(top_level),
+    )
+    for index, rule, where, text in findings:
         check.add(index, rule, where, text)
 
 
