@@ -10,7 +10,11 @@ The model of the provider (documented behaviour, simplified to message granulari
 - a later request reads the longest cached prefix that ends at most ``lookback`` pieces before
   one of its breakpoints (the API checks about 20 block boundaries back), if it has not expired;
   a read refreshes the entry's lifetime;
-- markers do not change the prefix: a piece's identity is its content without ``cache_control``.
+- markers do not change the prefix: a piece's identity is its content without ``cache_control``;
+- a top-level ``cache_control`` on the request (Anthropic's automatic caching) is a breakpoint on
+  the last piece, with its TTL, and counts like any other;
+- :meth:`PromptCacheSimulator.fingerprint` and :func:`miss_reason` say why a request could not
+  reuse an earlier one's prefix, the way Anthropic's ``diagnostics.cache_miss_reason`` does.
 """
 
 from __future__ import annotations
@@ -131,6 +135,9 @@ class PromptCacheSimulator:
         ``output_tokens`` is left at 0 for the caller to fill in.
         """
         pieces = self.pieces(request)
+        automatic = request.get("cache_control")
+        if isinstance(automatic, Mapping) and pieces and pieces[-1].ttl is None:
+            pieces[-1] = attrs.evolve(pieces[-1], ttl=str(automatic.get("ttl", "5m")))
         hashes: list[int] = []
         cumulative: list[int] = []
         running_hash, running_tokens = 0, 0
@@ -178,6 +185,66 @@ class PromptCacheSimulator:
     def clear(self) -> None:
         """Forget every cache entry (e.g. a new deployment)."""
         self._cache.clear()
+
+    def fingerprint(self, request: Mapping[str, Any]) -> Fingerprint:
+        """What a later request is compared with to explain a cache miss."""
+        tools = request.get("tools")
+        system = request.get("system")
+        keys: list[str] = []
+        cumulative: list[int] = []
+        running = 0
+        if tools:
+            running += self._counter.count_tools(tools)
+        if system:
+            running += self._counter.count_system(system)
+        for message in request.get("messages") or ():
+            key, _ = self._identity(message)
+            running += self._counter.count_message(message)
+            keys.append(key)
+            cumulative.append(running)
+        return Fingerprint(
+            model=str(request.get("model")),
+            tools=self._identity(tools)[0] if tools else None,
+            system=self._identity(system)[0] if system else None,
+            messages=tuple(keys),
+            tokens=running,
+        )
+
+
+@attrs.frozen
+class Fingerprint:
+    """A request as the cache sees it: model, tools, system and each message's identity."""
+
+    model: str
+    tools: str | None
+    system: str | None
+    messages: tuple[str, ...]
+    tokens: int
+
+
+def miss_reason(
+    previous: Fingerprint | None, current: Fingerprint, read_tokens: int
+) -> dict[str, Any] | None:
+    """Anthropic's ``cache_miss_reason`` for ``current`` compared with ``previous``, or ``None``
+    when the previous request is a prefix of this one (nothing diverged).
+
+    ``cache_missed_input_tokens`` is the previous prompt minus what this request read.
+    """
+    if previous is None:
+        return {"type": "previous_message_not_found"}
+    missed = max(0, previous.tokens - read_tokens)
+    for kind, changed in (
+        ("model_changed", previous.model != current.model),
+        ("tools_changed", previous.tools != current.tools),
+        ("system_changed", previous.system != current.system),
+        (
+            "messages_changed",
+            current.messages[: len(previous.messages)] != previous.messages,
+        ),
+    ):
+        if changed:
+            return {"type": kind, "cache_missed_input_tokens": missed}
+    return None
 
 
 def prompt_usage(counter: TokenCounter, request: Mapping[str, Any]) -> Usage:

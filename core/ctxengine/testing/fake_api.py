@@ -16,8 +16,13 @@ against the fake sends requests the real API accepts. The checks are written her
 :mod:`ctxengine.messages`, on purpose: the fake is the oracle those helpers are tested against.
 
 Usage reported by ``/v1/messages`` simulates prompt caching: a prefix ending at a
-``cache_control`` breakpoint is written to an in-memory cache and read back by later requests that
-repeat it (with the API's 20-block look-back), so caching strategies can be tested end to end.
+``cache_control`` breakpoint (or at the last block, for a top-level automatic ``cache_control``)
+is written to an in-memory cache and read back by later requests that repeat it (with the API's
+20-block look-back), so caching strategies can be tested end to end. A request carrying
+``diagnostics: {"previous_message_id": ...}`` gets ``diagnostics.cache_miss_reason`` back when its
+prompt did not extend that earlier request's (``null`` when it did). Chat completions that carry a
+``prompt_cache_key`` are routed to a warm cache for that key (OpenAI caches whole prompts by
+itself) and report ``prompt_tokens_details.cached_tokens``; without a key nothing is cached.
 Token counts are rough (characters / 4 of the JSON of each piece).
 
 Typical use::
@@ -43,7 +48,7 @@ from typing import Any, Literal
 import attrs
 
 from ctxengine import SUMMARY_HEADINGS
-from ctxengine._accounting.cachesim import PromptCacheSimulator
+from ctxengine._accounting.cachesim import Fingerprint, PromptCacheSimulator, miss_reason
 from ctxengine._accounting.estimate import RoughCounter, estimate_tokens
 from ctxengine.testing import fake_streams
 from ctxengine.testing.fake_responses import check_responses_request, responses_body
@@ -151,6 +156,8 @@ class FakeAPI:
         self._steps: collections.deque[Step] = collections.deque()
         self._requests: list[RecordedRequest] = []
         self._caches: dict[str, PromptCacheSimulator] = {}
+        # msg id -> what that request's prompt was, for the diagnostics of later requests.
+        self._fingerprints: dict[str, Fingerprint] = {}
         self._counter = 0
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -307,22 +314,36 @@ class FakeAPI:
             return True
         return api == "anthropic" and headers.get("x-api-key") == self.auth_token
 
-    def _anthropic_usage(self, body: Mapping[str, Any], output_text: str) -> dict[str, Any]:
-        """Usage with simulated prompt caching for one valid ``/v1/messages`` request.
+    def _simulator(self, key: str) -> PromptCacheSimulator:
+        """The simulated cache for ``key`` (call with the lock held), counting with rough
+        estimates so the fake never loads a tokenizer."""
+        simulator = self._caches.get(key)
+        if simulator is None:
+            simulator = PromptCacheSimulator(
+                RoughCounter(), min_cacheable_tokens=self.min_cacheable_tokens
+            )
+            self._caches[key] = simulator
+        return simulator
 
-        One :class:`~ctxengine._accounting.cachesim.PromptCacheSimulator` per model (a cache is
-        per model),
-        counting with rough estimates so the fake never loads a tokenizer.
-        """
+    def _anthropic_usage(
+        self, body: Mapping[str, Any], output_text: str, message_id: str
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Usage with simulated prompt caching for one valid ``/v1/messages`` request (one cache
+        per model), and the ``diagnostics`` to answer with when the request asked for them."""
         model = str(body.get("model"))
+        asked = body.get("diagnostics")
         with self._lock:
-            simulator = self._caches.get(model)
-            if simulator is None:
-                simulator = PromptCacheSimulator(
-                    RoughCounter(), min_cacheable_tokens=self.min_cacheable_tokens
-                )
-                self._caches[model] = simulator
+            simulator = self._simulator(model)
             usage = simulator.send(body, now=time.monotonic())
+            diagnostics: dict[str, Any] | None = None
+            if isinstance(asked, Mapping):
+                current = simulator.fingerprint(body)
+                previous_id = asked.get("previous_message_id")
+                if previous_id is not None:
+                    previous = self._fingerprints.get(str(previous_id))
+                    reason = miss_reason(previous, current, usage.cache_read_tokens)
+                    diagnostics = {"cache_miss_reason": reason} if reason else None
+                self._fingerprints[message_id] = current
         return {
             "input_tokens": usage.input_tokens,
             "output_tokens": estimate_tokens(output_text),
@@ -333,7 +354,23 @@ class FakeAPI:
                 "ephemeral_1h_input_tokens": usage.cache_write_1h_tokens,
             },
             "service_tier": "standard",
+        }, diagnostics
+
+    def _openai_cached_tokens(self, body: Mapping[str, Any]) -> int:
+        """Prompt tokens OpenAI would serve from its cache: only for a ``prompt_cache_key``
+        (requests are routed by it), whose cache holds each whole prompt it saw."""
+        key = body.get("prompt_cache_key")
+        if not isinstance(key, str) or not key:
+            return 0
+        chat = {
+            "messages": [{**m, "content": m.get("content") or ""} for m in body["messages"]],
+            "cache_control": {"type": "ephemeral"},
         }
+        with self._lock:
+            usage = self._simulator(f"openai:{body.get('model')}:{key}").send(
+                chat, now=time.monotonic()
+            )
+        return usage.cache_read_tokens
 
 
 # -- HTTP handler ------------------------------------------------------------------------------
@@ -487,16 +524,21 @@ class _Handler(BaseHTTPRequestHandler):
             for b in blocks
         )
         has_tool = any(b.get("type") == "tool_use" for b in blocks)
-        return {
-            "id": f"msg_fake_{fake._next_id():04d}",
+        message_id = f"msg_fake_{fake._next_id():04d}"
+        usage, diagnostics = fake._anthropic_usage(body, output, message_id)
+        reply: dict[str, Any] = {
+            "id": message_id,
             "type": "message",
             "role": "assistant",
             "model": body.get("model"),
             "content": blocks,
             "stop_reason": "tool_use" if has_tool else "end_turn",
             "stop_sequence": None,
-            "usage": fake._anthropic_usage(body, output),
+            "usage": usage,
         }
+        if "diagnostics" in body:
+            reply["diagnostics"] = diagnostics
+        return reply
 
     def _openai_completion(
         self, body: Mapping[str, Any], blocks: list[Mapping[str, Any]]
@@ -525,6 +567,7 @@ class _Handler(BaseHTTPRequestHandler):
         if reasoning:
             message["reasoning_content"] = reasoning
         prompt = estimate_tokens(json.dumps(body.get("messages"), ensure_ascii=False))
+        cached = min(prompt, fake._openai_cached_tokens(body))
         completion = estimate_tokens(text + reasoning)
         return {
             "id": f"chatcmpl-fake{fake._next_id():04d}",
@@ -543,7 +586,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "prompt_tokens": prompt,
                 "completion_tokens": completion,
                 "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": 0},
+                "prompt_tokens_details": {"cached_tokens": cached},
                 "completion_tokens_details": {"reasoning_tokens": estimate_tokens(reasoning)},
             },
         }
@@ -710,6 +753,9 @@ def check_anthropic_request(body: Any, *, endpoint: str = "messages") -> list[st
         problems.append("messages: at least one message is required")
     else:
         _check_messages(messages, problems, breakpoints)
+    # Top-level automatic caching marks the last cacheable block: last in the TTL order.
+    _check_cache_control(body, "request", problems, breakpoints)
+    _check_diagnostics(body, problems)
     if len(breakpoints) > 4:
         problems.append(
             f"A maximum of 4 blocks with cache_control may be provided. Found {len(breakpoints)}."
@@ -726,6 +772,21 @@ def check_anthropic_request(body: Any, *, endpoint: str = "messages") -> list[st
     if not problems:
         problems.extend(_shared_validator_problems(body))
     return problems
+
+
+def _check_diagnostics(body: Mapping[str, Any], problems: list[str]) -> None:
+    if "diagnostics" not in body or body["diagnostics"] is None:
+        return
+    diagnostics = body["diagnostics"]
+    if not isinstance(diagnostics, Mapping):
+        problems.append("diagnostics: Input should be an object")
+        return
+    unknown = sorted(set(diagnostics) - {"previous_message_id"})
+    if unknown:
+        problems.append(f"diagnostics.{unknown[0]}: Extra inputs are not permitted")
+    previous = diagnostics.get("previous_message_id")
+    if previous is not None and not isinstance(previous, str):
+        problems.append("diagnostics.previous_message_id: Input should be a valid string")
 
 
 def _shared_validator_problems(body: Mapping[str, Any]) -> list[str]:
@@ -745,6 +806,7 @@ def _shared_validator_problems(body: Mapping[str, Any]) -> list[str]:
         system=body.get("system"),
         tools=tools if isinstance(tools, list) else None,
         allow_pending_tool_call=False,
+        cache_control=body.get("cache_control"),
     )
     return [f"{p.message} [ctxengine.messages rule {p.rule}]" for p in found]
 
