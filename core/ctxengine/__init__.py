@@ -63,6 +63,12 @@ if TYPE_CHECKING:
         DuplicateCommandError,
         PluginCommands,
     )
+    from ctxengine._plugin.context import PreparedRequest
+    from ctxengine._summarize.cache_aware import (
+        CacheAwareProvider,
+        reusable_request,
+        with_instruction,
+    )
     from ctxengine._plugin.context import CacheSettings, EngineContext, Route, usable_window
     from ctxengine._plugin.guards import (
         COOLDOWN_SECONDS,
@@ -85,6 +91,7 @@ if TYPE_CHECKING:
 # Public name -> defining private module, imported on first attribute access.
 _LAZY = {
     "COOLDOWN_SECONDS": "ctxengine._plugin.guards",
+    "CacheAwareProvider": "ctxengine._summarize.cache_aware",
     "CacheSettings": "ctxengine._plugin.context",
     "CallRecord": "ctxengine._wrap",
     "Command": "ctxengine._plugin.commands",
@@ -127,6 +134,7 @@ _LAZY = {
     "SettingsView": "ctxengine._config.spec",
     "Stage": "ctxengine._messages.conversation",
     "SummaryError": "ctxengine._summarize",
+    "PreparedRequest": "ctxengine._plugin.context",
     "SummaryProvider": "ctxengine._summarize",
     "SystemPrompt": "ctxengine._messages.conversation",
     "THRASH_RUN": "ctxengine._plugin.guards",
@@ -137,6 +145,8 @@ _LAZY = {
     "Tool": "ctxengine._plugin.tools",
     "ToolError": "ctxengine._plugin.tools",
     "Usage": "ctxengine._accounting.usage",
+    "reusable_request": "ctxengine._summarize.cache_aware",
+    "with_instruction": "ctxengine._summarize.cache_aware",
     "WrappedClient": "ctxengine._wrap",
     "cache_line": "ctxengine._accounting.cache_stats",
     "classify_error": "ctxengine._summarize",
@@ -166,6 +176,7 @@ __all__ = [
     "SUMMARY_HEADINGS",
     "THRASH_RUN",
     "THRASH_SAVING",
+    "CacheAwareProvider",
     "CacheSettings",
     "CallRecord",
     "Command",
@@ -205,6 +216,7 @@ __all__ = [
     "SettingsView",
     "Stage",
     "SummaryError",
+    "PreparedRequest",
     "SummaryProvider",
     "SystemPrompt",
     "TextSize",
@@ -213,6 +225,8 @@ __all__ = [
     "Tool",
     "ToolError",
     "Usage",
+    "reusable_request",
+    "with_instruction",
     "WrappedClient",
     "__version__",
     "cache_line",

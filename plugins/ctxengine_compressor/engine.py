@@ -144,6 +144,8 @@ def compress(
         previous_ledger=previous_ledger,
         earlier=_older_summaries(middle, previous_text),
         kept=[*pruned[: bounds.head_end], *messages[bounds.tail_start :]],
+        conversation=messages,
+        tail_start=bounds.tail_start,
     )
     if outcome.aborted or outcome.text is None:
         reason = (
@@ -205,6 +207,8 @@ def compress(
     state.usage_fresh = False
 
     how = f"summary by {outcome.provider}"
+    if outcome.cache_aware:
+        how += " (cache-aware: the agent's cached request)"
     if outcome.fallback_used:
         how = f"local digest after {outcome.failure}"
     elif outcome.provider == "extractive":

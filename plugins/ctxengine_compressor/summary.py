@@ -82,6 +82,8 @@ class SummaryOutcome:
     failure: str | None = None
     aborted: bool = False
     ledger: Ledger | None = None
+    cache_aware: bool = False
+    """The summary came from the agent's own cached request (:mod:`ctxengine_compressor.cache_aware`)."""
 
 
 # --- rendering ----------------------------------------------------------------------------------
@@ -136,6 +138,13 @@ def _without_old_summary(text: str) -> str:
     return f"{text[:start]}[previous summary: given above]{text[end:]}"
 
 
+UPDATE_INSTRUCTION = (
+    "UPDATE that summary rather than writing a new one: move items that are now finished "
+    "from 'In Progress' to 'Done', add the new progress, decisions, files and errors, and "
+    "drop what is obsolete. Keep everything from it that still matters."
+)
+
+
 def _template() -> str:
     from ctxengine import SUMMARY_HEADINGS
 
@@ -154,9 +163,7 @@ def build_prompt(
     if previous:
         parts += [
             "These turns follow an earlier part of the conversation that was already summarised. "
-            "UPDATE that summary rather than writing a new one: move items that are now finished "
-            "from 'In Progress' to 'Done', add the new progress, decisions, files and errors, and "
-            "drop what is obsolete. Keep everything from it that still matters.",
+            + UPDATE_INSTRUCTION,
             f"<previous-summary>\n{previous}\n</previous-summary>",
         ]
     if focus:
@@ -336,8 +343,15 @@ def summarize(
     previous_ledger: Ledger | None = None,
     kept: Sequence[Message] = (),
     earlier: Sequence[str] = (),
+    conversation: Sequence[Message] = (),
+    tail_start: int = -1,
 ) -> SummaryOutcome:
     """Summarise ``middle`` with the session's summary provider, applying the failure policy.
+
+    With the whole ``conversation`` (and the index of its kept tail), the summary is first tried
+    cache-aware: the session's last prepared request with the instruction appended
+    (:mod:`ctxengine_compressor.cache_aware`); the bounded summariser input below is used when
+    that cannot be done or fails without aborting.
 
     - ``ctx.summarizer()`` returns ``None`` (extractive): the local digest, no failure;
     - a :class:`~ctxengine.SummaryError` that ``aborts`` (auth, network, timeout,
@@ -376,6 +390,10 @@ def summarize(
     if provider is None:
         text, held = job.digest()
         return SummaryOutcome(text, EXTRACTIVE, ledger=held)
+    if conversation:
+        outcome = _cache_aware(job, provider, conversation, tail_start)
+        if outcome is not None:
+            return outcome
     prompt = _fit_prompt(job, provider)
     if prompt is None:
         error = SummaryError.of(
@@ -399,6 +417,42 @@ def summarize(
         return _failed(job, provider.name, SummaryError.of("unparsable", provider.name, detail))
     final, held = job.finish(structured)
     return SummaryOutcome(final, provider.name, ledger=held)
+
+
+def _cache_aware(
+    job: _Job, provider: SummaryProvider, conversation: Sequence[Message], tail_start: int
+) -> SummaryOutcome | None:
+    """The cache-aware attempt: an outcome, or ``None`` to use the bounded summariser input."""
+    from ctxengine import conform_to_template
+    from ctxengine_compressor.cache_aware import build_instruction, cache_aware_reply
+
+    update = UPDATE_INSTRUCTION if job.previous else None
+    if update:
+        update = "The conversation above includes a summary of still earlier turns. " + update
+    reply, error = cache_aware_reply(
+        job.ctx,
+        provider,
+        conversation,
+        job.fmt,
+        tail_start=tail_start,
+        instruction_for=lambda hint: build_instruction(
+            _template(), update, job.focus, job.budget, hint
+        ),
+        budget=job.budget,
+    )
+    if error is not None:
+        return _failed(job, provider.name, error)
+    text = redact(strip_reasoning(reply).strip()) if isinstance(reply, str) else ""
+    structured = conform_to_template(text) if text else None
+    if structured is None:
+        if reply is not None:
+            job.ctx.log.info(
+                "compressor: the cache-aware summary does not follow the template; using the "
+                "bounded input"
+            )
+        return None
+    final, held = job.finish(structured)
+    return SummaryOutcome(final, provider.name, ledger=held, cache_aware=True)
 
 
 def _failed(job: _Job, provider: str, exc: BaseException) -> SummaryOutcome:

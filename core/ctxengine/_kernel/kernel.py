@@ -64,6 +64,7 @@ from ctxengine._summarize import SummaryProvider, describe_provider, resolve_pro
 log = logging.getLogger("ctxengine")
 
 MainSummarizer = Callable[[str, str, int], str]
+MainRequest = Callable[[dict[str, Any], int], str]
 
 
 class EngineNotFoundError(LookupError):
@@ -226,6 +227,7 @@ class Kernel:
         env: Mapping[str, str] | None = None,
         trigger: float | None = None,
         sandbox: str | os.PathLike[str] | None = None,
+        main_request: MainRequest | None = None,
     ) -> None:
         self.catalog = catalog
         self.env: Mapping[str, str] = os.environ if env is None else env
@@ -280,6 +282,7 @@ class Kernel:
         cache_settings, self.caching_reason = cache_settings_for(self.config, self.model)
         self.cache_settings = cache_settings if self.selection.strategy is not None else None
         self.main_summarizer = main_summarizer
+        self.main_request = main_request
         self.clock = clock
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
@@ -318,6 +321,8 @@ class Kernel:
                         main=self.main_summarizer,
                         env=self.env,
                         main_model=self.config.model.name,
+                        main_request=self.main_request,
+                        main_base_url=self.config.model.base_url,
                     ),
                 )
             return self._provider[0]
@@ -446,6 +451,7 @@ def load(
     clock: Callable[[], float] = time.monotonic,
     trigger: float | None = None,
     sandbox: str | os.PathLike[str] | None = None,
+    main_request: MainRequest | None = None,
 ) -> Kernel:
     """Load the configuration, import the selected plugins and build a :class:`Kernel`.
 
@@ -454,6 +460,10 @@ def load(
         (``$CTXENGINE_CONFIG``, then ``<home>/config.yaml``, else defaults).
     :param main_summarizer: the host's own model as a callable ``(system, prompt, max_tokens) ->
         text``, used by ``auxiliary.compression.provider: main``.
+    :param main_request: the host's own model sending a whole request of the agent's:
+        ``(request, max_tokens) -> text``. With it, provider ``main`` writes summaries by
+        resending the agent's last request with the instruction appended, read from the prompt
+        cache (``auxiliary.compression.cache_aware``).
     :param plugins: extra ``(name, plugin)`` pairs registered as always-on extensions.
     :param trigger: the selected engine's compaction trigger (a fraction of the window), set on
         whichever key that engine declares as its trigger (``compression.threshold`` for the
@@ -478,6 +488,7 @@ def load(
         env=env,
         trigger=trigger,
         sandbox=sandbox,
+        main_request=main_request,
     )
 
 

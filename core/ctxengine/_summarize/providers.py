@@ -9,7 +9,7 @@ is neither empty nor reasoning. SDKs are imported on first use, never at module 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -25,6 +25,11 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 MainCallable = Callable[[str, str, int], str]
 """The host's own model: ``(system, prompt, max_tokens) -> text``."""
+
+MainRequestCallable = Callable[[dict[str, Any], int], str]
+"""The host's own model sending a whole request of the agent's (its API arguments, cache markers
+included) with a ``max_tokens`` limit: ``(request, max_tokens) -> text``. It makes provider
+``main``'s summaries cache-aware (:mod:`ctxengine._summarize.cache_aware`)."""
 
 
 @runtime_checkable
@@ -140,6 +145,9 @@ class _SdkProvider:
     timeout: float
     context_length: int
     name: str
+    serves_main: bool = attrs.field(default=False, kw_only=True)
+    """The provider talks to the main model on the main route, so it may resend the agent's
+    cached requests (:meth:`complete_request`)."""
     last_usage: Any = attrs.field(default=None, init=False)
     """The SDK usage object of the last successful call (for cost accounting)."""
     _client: Any = attrs.field(default=None, init=False, repr=False)
@@ -166,15 +174,33 @@ class _SdkProvider:
     def _reply_text(self, reply: Any) -> str:
         raise NotImplementedError
 
+    def _limit(self, request: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+        """``request`` with this API's output limit argument (Anthropic: ``max_tokens``)."""
+        return request
+
     def complete(self, system: str, prompt: str, max_tokens: int) -> str:
         """One API call; see :class:`SummaryProvider`."""
         _check_call(system, prompt, max_tokens)
+        return self._send(self._request(system, prompt, max_tokens))
+
+    def complete_request(self, request: Mapping[str, Any], max_tokens: int) -> str:
+        """Send a whole request of the agent's (markers included) with ``max_tokens`` of answer;
+        the reply is read like :meth:`complete`'s. Streaming and output-limit arguments of the
+        request are replaced; everything else is sent as it is."""
+        from ctxengine._summarize.cache_aware import summary_arguments
+
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        arguments = summary_arguments(request, max_tokens)
+        return self._send(self._limit(arguments, arguments["max_tokens"]))
+
+    def _send(self, request: dict[str, Any]) -> str:
         with self._lock:
             if self._client is None:
                 self._client = self._new_client(asynchronous=False)
             client = self._client
         try:
-            reply = self._create(client, self._request(system, prompt, max_tokens))
+            reply = self._create(client, request)
         except Exception as exc:
             raise classify_error(exc, self.name, timeout=self.timeout) from exc
         text = self._reply_text(reply)
@@ -262,10 +288,14 @@ class OpenAIProvider(_SdkProvider):
         messages = [{"role": "user", "content": prompt}]
         if system.strip():
             messages.insert(0, {"role": "system", "content": system})
+        return self._limit({"model": self.model, "messages": messages}, max_tokens)
+
+    def _limit(self, request: dict[str, Any], max_tokens: int) -> dict[str, Any]:
         # OpenAI's newer models reject `max_tokens`; local servers (llama.cpp, older vLLM and
         # Ollama) only know `max_tokens`.
-        limit_key = "max_completion_tokens" if self.official else "max_tokens"
-        return {"model": self.model, "messages": messages, limit_key: max_tokens}
+        out = {k: v for k, v in request.items() if k != "max_tokens"}
+        out["max_completion_tokens" if self.official else "max_tokens"] = max_tokens
+        return out
 
     def _new_client(self, *, asynchronous: bool) -> Any:
         openai = _import_openai()
@@ -292,6 +322,36 @@ class MainProvider:
     model: str = "main"
     context_length: int = 128_000
     name: str = "main"
+    send: MainRequestCallable | None = attrs.field(default=None, repr=False, kw_only=True)
+    """The host's request sender, when it gave one: summaries then resend the agent's cached
+    request (:meth:`complete_request`)."""
+
+    @property
+    def serves_main(self) -> bool:
+        """True when the host gave a request sender (provider ``main`` is the main model)."""
+        return self.send is not None
+
+    def complete_request(self, request: Mapping[str, Any], max_tokens: int) -> str:
+        """Hand a whole request of the agent's to the host's sender; classified like
+        :meth:`complete`.
+
+        :raises SummaryError: ``unparsable`` when no sender was given (check
+            :attr:`serves_main`), and for every failure of the sender.
+        """
+        from ctxengine._summarize.cache_aware import summary_arguments
+
+        if self.send is None:
+            raise SummaryError.of("unparsable", self.name, "the host gave no request sender")
+        arguments = summary_arguments(request, max_tokens)
+        try:
+            reply = self.send(arguments, arguments["max_tokens"])
+        except Exception as exc:
+            raise classify_error(exc, self.name) from exc
+        if not isinstance(reply, str):
+            raise SummaryError.of(
+                "unparsable", self.name, f"the host sender returned {type(reply).__name__}, not str"
+            )
+        return _final_text(reply, self.name)
 
     def complete(self, system: str, prompt: str, max_tokens: int) -> str:
         """Call the host's model; see :class:`SummaryProvider`."""

@@ -21,6 +21,7 @@ from ctxengine._summarize.providers import (
     AnthropicProvider,
     MainCallable,
     MainProvider,
+    MainRequestCallable,
     OpenAIProvider,
     SummaryProvider,
 )
@@ -216,12 +217,38 @@ def summary_context_length(settings: SummaryProviderSettings, model: str | None)
     return FALLBACK_CONTEXT_LENGTH
 
 
+def serves_main_route(
+    provider: ProviderName,
+    model: str | None,
+    base_url: str | None,
+    *,
+    main_model: str | None,
+    main_base_url: str | None,
+) -> bool:
+    """Whether a provider of this kind, model and endpoint talks to the main model on the main
+    route: same model name, and the same endpoint (no base URL means each SDK's own API:
+    Anthropic's for the anthropic provider, OpenAI's for the openai one)."""
+    if model is None or main_model is None or model != main_model:
+        return False
+    from ctxengine._accounting.models import is_claude
+
+    default = ANTHROPIC_BASE_URL if provider == "anthropic" else "https://api.openai.com/v1"
+    main_default = ANTHROPIC_BASE_URL if is_claude(main_model) else "https://api.openai.com/v1"
+
+    def endpoint(url: str | None, fallback: str) -> str:
+        return (url or fallback).strip().rstrip("/").removesuffix("/v1").lower()
+
+    return endpoint(base_url, default) == endpoint(main_base_url, main_default)
+
+
 def resolve_provider(
     settings: SummaryProviderSettings,
     *,
     main: MainCallable | None = None,
     env: Mapping[str, str] | None = None,
     main_model: str | None = None,
+    main_request: MainRequestCallable | None = None,
+    main_base_url: str | None = None,
 ) -> SummaryProvider | None:
     """Build the configured summary provider; ``None`` means the extractive local digest.
 
@@ -229,7 +256,10 @@ def resolve_provider(
 
     :param main: the host's own model as ``(system, prompt, max_tokens) -> text`` (provider
         ``main``).
-    :param main_model: the host model's name, used for the ``main`` provider's window.
+    :param main_model: the host model's name, used for the ``main`` provider's window and to
+        tell whether an SDK provider serves the main model.
+    :param main_request: the host's request sender (provider ``main``'s cache-aware summaries).
+    :param main_base_url: where the main model is served (``model.base_url``).
     :raises ProviderConfigError: when an explicitly chosen provider cannot work (missing key,
         missing model for a compatible endpoint, no ``main`` callable), naming what to set.
     :raises ImportError: for provider ``openai`` without the openai package; the message holds
@@ -251,9 +281,17 @@ def resolve_provider(
             call=main,
             model=name or "main",
             context_length=summary_context_length(settings, name),
+            send=main_request,
         )
     assert choice.model is not None and choice.api_key is not None
     window = summary_context_length(settings, choice.model)
+    serves_main = serves_main_route(
+        choice.provider,
+        choice.model,
+        choice.base_url,
+        main_model=main_model,
+        main_base_url=main_base_url,
+    )
     if choice.provider == "anthropic":
         assert choice.base_url is not None
         return AnthropicProvider(
@@ -262,6 +300,7 @@ def resolve_provider(
             base_url=choice.base_url,
             timeout=float(settings.timeout),
             context_length=window,
+            serves_main=serves_main,
         )
     return OpenAIProvider(
         model=choice.model,
@@ -269,6 +308,7 @@ def resolve_provider(
         base_url=choice.base_url,
         timeout=float(settings.timeout),
         context_length=window,
+        serves_main=serves_main,
     )
 
 

@@ -1,0 +1,131 @@
+"""Cache-aware summary calls: resend the agent's last request with the instruction appended.
+
+When the summary is written by the agent's own model on the agent's own route, the cheapest
+summary request is the one the provider has just cached: the agent's last prepared request
+(``ctx.last_request``), byte for byte, with its system prompt, tools and breakpoints, plus one
+more user turn holding the instruction. Everything up to its last breakpoint is read from the
+prompt cache (0.1x the input price) instead of a fresh summariser prompt paid in full. Leading
+coding agents compact this way.
+
+Any engine can use it:
+
+1. :func:`reusable_request` says whether ``ctx.last_request`` can be reused for ``messages`` (the
+   conversation being compacted starts with exactly the messages that request sent, the provider
+   serves the main model on the main route, ``auxiliary.compression.cache_aware`` is on and the
+   request plus instruction and answer fit the provider's window);
+2. :func:`with_instruction` appends the instruction (a text block after the last user message's
+   content, or a new user message after an assistant one), leaving every byte before it as it was
+   sent;
+3. the provider's ``complete_request(request, max_tokens)`` sends it.
+
+Anything that does not fit falls back to the engine's own bounded summariser input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ctxengine._summarize.providers import SummaryProvider, fits
+
+if TYPE_CHECKING:
+    from ctxengine._plugin.context import EngineContext, PreparedRequest
+
+__all__ = ["CacheAwareProvider", "reusable_request", "with_instruction"]
+
+_DROPPED_ARGUMENTS = ("stream", "stream_options", "max_tokens", "max_completion_tokens", "n")
+"""Arguments of the agent's request a summary call must not inherit (it sets its own limit and
+reads one whole reply); none of them is part of the cached prefix."""
+
+
+@runtime_checkable
+class CacheAwareProvider(SummaryProvider, Protocol):
+    """A summary provider that can send a whole request of the agent's own.
+
+    ``serves_main`` is true when the provider talks to the main model on the main route (the
+    only case where the agent's cached prefix can be read); ``complete_request`` sends
+    ``request`` (the agent's API arguments, markers included) with ``max_tokens`` and returns the
+    reply's text like ``complete``.
+    """
+
+    @property
+    def serves_main(self) -> bool: ...
+
+    def complete_request(self, request: Mapping[str, Any], max_tokens: int) -> str: ...
+
+
+def summary_arguments(request: Mapping[str, Any], max_tokens: int) -> dict[str, Any]:
+    """``request`` without the arguments a one-shot summary call sets itself, and with room for
+    ``max_tokens`` of answer on top of any extended-thinking budget (which must stay as it was:
+    changing it would invalidate the cached messages)."""
+    out = {k: v for k, v in request.items() if k not in _DROPPED_ARGUMENTS}
+    thinking = request.get("thinking")
+    budget = thinking.get("budget_tokens") if isinstance(thinking, Mapping) else None
+    out["max_tokens"] = max_tokens + (budget if isinstance(budget, int) else 0)
+    return out
+
+
+def with_instruction(request: Mapping[str, Any], instruction: str) -> dict[str, Any]:
+    """``request`` with ``instruction`` as the last user turn; nothing before it changes.
+
+    After a user message (the usual end: a question or tool results) the instruction becomes one
+    more text block of that message, so roles still alternate; after an assistant message it is a
+    new user message.
+
+    :raises ValueError: when ``request`` has no messages or ``instruction`` is blank.
+    """
+    if not instruction.strip():
+        raise ValueError("the summary instruction is empty")
+    messages = request.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("the request to extend has no messages")
+    block = {"type": "text", "text": instruction}
+    last = messages[-1]
+    out = list(messages)
+    if isinstance(last, Mapping) and last.get("role") == "user":
+        content = last.get("content")
+        if isinstance(content, str):
+            blocks: list[Any] = [{"type": "text", "text": content}] if content else []
+        elif isinstance(content, list):
+            blocks = list(content)
+        else:
+            blocks = []
+        out[-1] = {**last, "content": [*blocks, block]}
+    else:
+        out.append({"role": "user", "content": [block]})
+    return {**request, "messages": out}
+
+
+def reusable_request(
+    ctx: EngineContext,
+    provider: SummaryProvider,
+    messages: Sequence[Any],
+    *,
+    extra_tokens: int,
+    max_tokens: int,
+) -> PreparedRequest | None:
+    """``ctx.last_request`` when a cache-aware summary call can reuse it for ``messages``.
+
+    :param messages: the conversation being compacted; the last request must have sent exactly
+        its first messages (the same objects, or equal ones).
+    :param extra_tokens: the instruction's size, added to the request's for the window check.
+    :param max_tokens: the summary's budget, which must fit the provider's window too.
+    :returns: ``None`` when ``auxiliary.compression.cache_aware`` is off, the provider cannot send
+        whole requests or does not serve the main model on the main route, there is no prepared
+        request, it is not a prefix of ``messages``, or it does not fit the provider's window.
+    """
+    if not ctx.config.auxiliary.compression.cache_aware:
+        return None
+    if not isinstance(provider, CacheAwareProvider) or not provider.serves_main:
+        return None
+    prepared = ctx.last_request
+    if prepared is None or not prepared.messages:
+        return None
+    sent = prepared.messages
+    if len(sent) > len(messages):
+        return None
+    if not all(a is b or a == b for a, b in zip(sent, messages, strict=False)):
+        return None
+    if not fits(provider, round(prepared.tokens * ctx.tokens.ratio) + extra_tokens, max_tokens):
+        return None
+    return prepared

@@ -1,0 +1,190 @@
+"""Cache-aware summary calls through the real SDKs against the local fake API: the summary request
+is the agent's last request byte for byte plus the instruction, and it reads the agent's cached
+prefix."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import ctxengine
+from ctxengine._accounting.usage import normalize_usage
+from ctxengine._messages.markers import marker_positions
+from ctxengine._messages.validate import validate
+from ctxengine.testing import samples
+from ctxengine.testing.fake_api import FakeAPI
+
+MODEL = "claude-sonnet-4-6"
+
+
+@pytest.fixture
+def api() -> Iterator[FakeAPI]:
+    with FakeAPI() as fake:
+        yield fake
+
+
+def kernel_for(api: FakeAPI, **summary: Any) -> ctxengine.Kernel:
+    return ctxengine.load(
+        {
+            "model": {"name": MODEL, "base_url": api.base_url, "context_length": 60_000},
+            "prompt_caching": {"enabled": True},
+            "auxiliary": {
+                "compression": {
+                    "provider": "anthropic",
+                    "model": MODEL,
+                    "base_url": api.base_url,
+                    "api_key": "test-key",
+                    **summary,
+                }
+            },
+        },
+        env={},
+    )
+
+
+def agent_turn(client: Any, session: ctxengine.Session, system: Any, messages: list[Any]) -> Any:
+    request = session.prepare({"model": MODEL, "system": system, "messages": messages})
+    response = client.messages.create(**request, max_tokens=256)
+    session.update_usage(response)
+    return request
+
+
+def test_the_summary_call_reads_the_agents_cached_prefix(api: FakeAPI) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    client = anthropic.Anthropic(api_key="test-key", base_url=api.base_url, max_retries=0)
+    system, messages = samples.conversation("anthropic")
+    history = messages[:-1]  # ends with the user's question
+    with kernel_for(api) as kernel:
+        session = kernel.session("s")
+        sent = agent_turn(client, session, system, history)
+        history = [*history, messages[-1], {"role": "user", "content": "Carry on."}]
+        result = session.compress(history, system, force=True)
+        provider = kernel.summary_provider()
+    assert result.status == "compacted", result.reason
+    assert "cache-aware" in result.reason
+    summary_body = api.requests[-1].body
+    # Byte for byte the agent's request; the instruction is one more block of its last (user)
+    # message, after the marked one, so every breakpoint closes the same prefix as before.
+    assert summary_body["system"] == sent["system"]
+    assert summary_body["messages"][:-1] == sent["messages"][:-1]
+    assert summary_body["messages"][-1]["content"][:-1] == sent["messages"][-1]["content"]
+    assert marker_positions(summary_body) == marker_positions(sent)
+    instruction = summary_body["messages"][-1]["content"][-1]["text"]
+    assert instruction.startswith("Context compaction")
+    assert "<kept-from>" in instruction  # where the verbatim tail begins
+    assert validate(summary_body["messages"], "anthropic", system=summary_body["system"]) == []
+    usage = normalize_usage(provider.last_usage)
+    # Everything the agent's request cached is read back; only the instruction is new.
+    assert usage.cache_read_tokens > 0.9 * usage.prompt_tokens
+    assert result.summary and "## Goal" in result.summary
+
+
+def test_the_instruction_after_an_assistant_message_is_a_new_user_turn() -> None:
+    request = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+    request["messages"].append({"role": "assistant", "content": "hello"})
+    out = ctxengine.with_instruction(request, "Summarise.")
+    assert out["messages"][:2] == request["messages"]
+    assert out["messages"][2] == {"role": "user", "content": [{"type": "text", "text": "Summarise."}]}
+    assert len(request["messages"]) == 2  # the caller's request is untouched
+    joined = ctxengine.with_instruction({"messages": [{"role": "user", "content": "hi"}]}, "S.")
+    assert joined["messages"][0]["content"] == [
+        {"type": "text", "text": "hi"},
+        {"type": "text", "text": "S."},
+    ]
+    with pytest.raises(ValueError, match="empty"):
+        ctxengine.with_instruction(request, "  ")
+
+
+@pytest.mark.parametrize(
+    ("summary", "why"),
+    [
+        ({"cache_aware": False}, "switched off"),
+        ({"model": "claude-haiku-4-5"}, "another model"),
+    ],
+)
+def test_a_fresh_summariser_prompt_otherwise(api: FakeAPI, summary: Any, why: str) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    client = anthropic.Anthropic(api_key="test-key", base_url=api.base_url, max_retries=0)
+    system, messages = samples.conversation("anthropic")
+    history = messages[:-1]
+    with kernel_for(api, **summary) as kernel:
+        session = kernel.session("s")
+        agent_turn(client, session, system, history)
+        result = session.compress([*history, messages[-1]], system, force=True)
+    assert result.status == "compacted", why
+    assert "cache-aware" not in result.reason
+    body = api.requests[-1].body
+    assert len(body["messages"]) == 1 and "<transcript>" in body["messages"][0]["content"]
+
+
+def test_a_conversation_that_changed_is_not_reused(api: FakeAPI) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    client = anthropic.Anthropic(api_key="test-key", base_url=api.base_url, max_retries=0)
+    system, messages = samples.conversation("anthropic")
+    with kernel_for(api) as kernel:
+        session = kernel.session("s")
+        agent_turn(client, session, system, messages[:-1])
+        edited = [{"role": "user", "content": "Another start."}, *messages[1:]]
+        result = session.compress(edited, system, force=True)
+    assert result.status == "compacted"
+    assert "cache-aware" not in result.reason
+
+
+def test_a_prefix_too_large_for_the_summary_model_uses_the_bounded_input(api: FakeAPI) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    client = anthropic.Anthropic(api_key="test-key", base_url=api.base_url, max_retries=0)
+    system, messages = samples.conversation("anthropic")
+    with kernel_for(api, context_length=8_000) as kernel:
+        session = kernel.session("s")
+        agent_turn(client, session, system, messages[:-1])
+        result = session.compress(messages, system, force=True)
+    assert result.status == "compacted"
+    assert "cache-aware" not in result.reason
+    assert "<transcript>" in api.requests[-1].body["messages"][0]["content"]
+
+
+def test_a_failing_cache_aware_call_falls_back_to_the_bounded_input(api: FakeAPI) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    client = anthropic.Anthropic(api_key="test-key", base_url=api.base_url, max_retries=0)
+    system, messages = samples.conversation("anthropic")
+    with kernel_for(api) as kernel:
+        session = kernel.session("s")
+        agent_turn(client, session, system, messages[:-1])
+        api.fail(500, "boom")  # the cache-aware call; the bounded one gets the default reply
+        result = session.compress(messages, system, force=True)
+    assert result.status == "compacted", result.reason
+    assert "cache-aware" not in result.reason
+    assert not result.fallback_used
+
+
+def test_main_provider_with_a_request_sender(api: FakeAPI) -> None:
+    """Provider ``main``: the host hands its own sender; the summary goes through it."""
+    anthropic = pytest.importorskip("anthropic")
+    client = anthropic.Anthropic(api_key="test-key", base_url=api.base_url, max_retries=0)
+    sent_requests: list[dict[str, Any]] = []
+
+    def send(request: dict[str, Any], max_tokens: int) -> str:
+        sent_requests.append(request)
+        reply = client.messages.create(**{**request, "max_tokens": max_tokens})
+        return "".join(b.text for b in reply.content if b.type == "text")
+
+    system, messages = samples.conversation("anthropic")
+    kernel = ctxengine.load(
+        {
+            "model": {"name": MODEL, "base_url": api.base_url, "context_length": 60_000},
+            "prompt_caching": {"enabled": True},
+            "auxiliary": {"compression": {"provider": "main"}},
+        },
+        env={},
+        main_summarizer=lambda system, prompt, max_tokens: "unused",
+        main_request=send,
+    )
+    with kernel:
+        session = kernel.session("s")
+        agent_turn(client, session, system, messages[:-1])
+        result = session.compress(messages, system, force=True)
+    assert result.status == "compacted", result.reason
+    assert "cache-aware" in result.reason
+    assert len(sent_requests) == 1 and "stream" not in sent_requests[0]
