@@ -64,7 +64,7 @@ if TYPE_CHECKING:
         PluginCommands,
     )
     from ctxengine._plugin.context import PreparedRequest
-    from ctxengine._summarize.cache_aware import (
+    from ctxengine._plugin.cache_aware import (
         CacheAwareProvider,
         reusable_request,
         with_instruction,
@@ -91,7 +91,7 @@ if TYPE_CHECKING:
 # Public name -> defining private module, imported on first attribute access.
 _LAZY = {
     "COOLDOWN_SECONDS": "ctxengine._plugin.guards",
-    "CacheAwareProvider": "ctxengine._summarize.cache_aware",
+    "CacheAwareProvider": "ctxengine._plugin.cache_aware",
     "CacheSettings": "ctxengine._plugin.context",
     "CallRecord": "ctxengine._wrap",
     "Command": "ctxengine._plugin.commands",
@@ -145,8 +145,8 @@ _LAZY = {
     "Tool": "ctxengine._plugin.tools",
     "ToolError": "ctxengine._plugin.tools",
     "Usage": "ctxengine._accounting.usage",
-    "reusable_request": "ctxengine._summarize.cache_aware",
-    "with_instruction": "ctxengine._summarize.cache_aware",
+    "reusable_request": "ctxengine._plugin.cache_aware",
+    "with_instruction": "ctxengine._plugin.cache_aware",
     "WrappedClient": "ctxengine._wrap",
     "cache_line": "ctxengine._accounting.cache_stats",
     "classify_error": "ctxengine._summarize",

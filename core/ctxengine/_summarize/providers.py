@@ -29,7 +29,7 @@ MainCallable = Callable[[str, str, int], str]
 MainRequestCallable = Callable[[dict[str, Any], int], str]
 """The host's own model sending a whole request of the agent's (its API arguments, cache markers
 included) with a ``max_tokens`` limit: ``(request, max_tokens) -> text``. It makes provider
-``main``'s summaries cache-aware (:mod:`ctxengine._summarize.cache_aware`)."""
+``main``'s summaries cache-aware (:mod:`ctxengine._plugin.cache_aware`)."""
 
 
 @runtime_checkable
@@ -68,6 +68,22 @@ def fits(provider: SummaryProvider, prompt_tokens: int, max_tokens: int) -> bool
     """True when a prompt of ``prompt_tokens`` plus ``max_tokens`` of reply fit the provider's
     window with the safety margin; engines shrink their input until it does instead of failing."""
     return prompt_tokens <= max_prompt_tokens(provider.context_length, max_tokens)
+
+
+_DROPPED_ARGUMENTS = ("stream", "stream_options", "max_tokens", "max_completion_tokens", "n")
+"""Arguments of the agent's request a summary call must not inherit (it sets its own limit and
+reads one whole reply); none of them is part of the cached prefix."""
+
+
+def summary_arguments(request: Mapping[str, Any], max_tokens: int) -> dict[str, Any]:
+    """``request`` without the arguments a one-shot summary call sets itself, and with room for
+    ``max_tokens`` of answer on top of any extended-thinking budget (which must stay as it was:
+    changing it would invalidate the cached messages)."""
+    out = {k: v for k, v in request.items() if k not in _DROPPED_ARGUMENTS}
+    thinking = request.get("thinking")
+    budget = thinking.get("budget_tokens") if isinstance(thinking, Mapping) else None
+    out["max_tokens"] = max_tokens + (budget if isinstance(budget, int) else 0)
+    return out
 
 
 def _check_call(system: str, prompt: str, max_tokens: int) -> None:
@@ -187,8 +203,6 @@ class _SdkProvider:
         """Send a whole request of the agent's (markers included) with ``max_tokens`` of answer;
         the reply is read like :meth:`complete`'s. Streaming and output-limit arguments of the
         request are replaced; everything else is sent as it is."""
-        from ctxengine._summarize.cache_aware import summary_arguments
-
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
         arguments = summary_arguments(request, max_tokens)
@@ -338,8 +352,6 @@ class MainProvider:
         :raises SummaryError: ``unparsable`` when no sender was given (check
             :attr:`serves_main`), and for every failure of the sender.
         """
-        from ctxengine._summarize.cache_aware import summary_arguments
-
         if self.send is None:
             raise SummaryError.of("unparsable", self.name, "the host gave no request sender")
         arguments = summary_arguments(request, max_tokens)

@@ -33,11 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CacheAwareProvider", "reusable_request", "with_instruction"]
 
-_DROPPED_ARGUMENTS = ("stream", "stream_options", "max_tokens", "max_completion_tokens", "n")
-"""Arguments of the agent's request a summary call must not inherit (it sets its own limit and
-reads one whole reply); none of them is part of the cached prefix."""
-
-
 @runtime_checkable
 class CacheAwareProvider(SummaryProvider, Protocol):
     """A summary provider that can send a whole request of the agent's own.
@@ -52,17 +47,6 @@ class CacheAwareProvider(SummaryProvider, Protocol):
     def serves_main(self) -> bool: ...
 
     def complete_request(self, request: Mapping[str, Any], max_tokens: int) -> str: ...
-
-
-def summary_arguments(request: Mapping[str, Any], max_tokens: int) -> dict[str, Any]:
-    """``request`` without the arguments a one-shot summary call sets itself, and with room for
-    ``max_tokens`` of answer on top of any extended-thinking budget (which must stay as it was:
-    changing it would invalidate the cached messages)."""
-    out = {k: v for k, v in request.items() if k not in _DROPPED_ARGUMENTS}
-    thinking = request.get("thinking")
-    budget = thinking.get("budget_tokens") if isinstance(thinking, Mapping) else None
-    out["max_tokens"] = max_tokens + (budget if isinstance(budget, int) else 0)
-    return out
 
 
 def with_instruction(request: Mapping[str, Any], instruction: str) -> dict[str, Any]:
