@@ -4,25 +4,38 @@ At every assistant turn of the recording, the request is everything the agent wo
 that turn: the (possibly compacted) context plus the messages that arrived since. Each request
 goes through the selected engine and the cache strategy like a live one, is priced against the
 simulated provider cache (:mod:`ctxengine._accounting.cachesim`), and the recorded assistant
-message is appended as the response. The default :data:`SCENARIOS` run side by side:
+message is appended as the response.
+
+Scenarios are data (:class:`Scenario`): whether caching and compaction are on, how summary calls
+are made and priced, and which strategy and TTL policy mark the requests. The default set is
+four, side by side:
 
 - ``none``: no compaction, no caching (the baseline);
 - ``caching``: caching only;
 - ``compaction``: compaction only;
 - ``both``: compaction and caching, as configured.
 
-Replays are simulations: each runs its kernels sandboxed, so engines that store what they see
-(lcm's database) write to a temporary folder, never to the user's real stores.
+:func:`scenario_set` adds variants: one ``both`` per strategy and per TTL policy, and the
+compaction scenarios with priced summary calls. A priced summary call is made by a stand-in for
+the main model (:class:`ReplaySummarizer`): ``fresh`` sends the compressor's bounded summariser
+prompt (every token at the input price), ``cache-aware`` resends the agent's last request with the
+instruction appended, through the same simulated cache. Its reply fills the summary budget (the
+most a model is asked to write, so what follows the compaction is never underestimated) and is
+priced as output.
+
+Time between requests comes from a gap distribution (:class:`Gaps`): a fixed number of seconds,
+``short`` (30 s), ``long`` (20 minutes), ``mixed`` (30 s inside the agent's own loop, 20 minutes
+before each new message from the person) or ``recorded`` (the transcript's own timestamps).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
+import itertools
+import math
+import zlib
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from datetime import datetime
+from typing import Any, Literal
 
 import attrs
 
@@ -34,57 +47,208 @@ from ctxengine._cli.files import ConversationRecord
 from ctxengine._config.core import Config
 from ctxengine._kernel.kernel import Kernel, load
 from ctxengine._messages.conversation import Message
+from ctxengine._messages.read import is_real_user_message
+from ctxengine._summarize.template import SUMMARY_HEADINGS
 
-Progress = Callable[[str, int, int], None]
-"""Called as ``progress(scenario name, done, total)`` after each turn."""
+SummaryCalls = Literal["configured", "fresh", "cache-aware"]
+"""How a scenario's summaries are written: by the configured provider (extractive in a replay
+without API keys: no call), or by the priced stand-in with a fresh prompt or cache-aware."""
 
 
 @attrs.frozen
 class Scenario:
-    """One way of sending a recorded session, compared with the others side by side.
+    """One way of running a session.
 
-    Scenarios are data: the runner, the tables, the JSON and the charts take any tuple of them,
-    so comparing another setting means adding a scenario and the configuration change it stands
-    for (:meth:`configure`).
-
-    :ivar name: the key in reports and JSON (``"both"``).
-    :ivar label: what tables and charts call it (``"compaction + caching"``).
+    :ivar name: the key in reports and JSON (``both``, ``both:tool_turns``, ``both:ttl=auto``,
+        ``both:cache-aware``, ...).
+    :ivar strategy: the cache strategy (``None``: ``prompt_caching.strategy``).
+    :ivar ttl: the TTL policy (``None``: ``prompt_caching.cache_ttl``).
     """
 
     name: str
     label: str
-    compaction: bool
     caching: bool
-
-    def configure(self, config: Config) -> Config:
-        """``config`` with this scenario in place (the kernel keeps the kernel values of a
-        configuration evolved in code, and reads the plugins' keys from its layers)."""
-        compression = config.compression
-        caching = config.prompt_caching
-        return attrs.evolve(
-            config,
-            compression=attrs.evolve(compression, enabled=compression.enabled and self.compaction),
-            prompt_caching=attrs.evolve(
-                caching, enabled=caching.enabled if self.caching else False
-            ),
-        )
+    compaction: bool
+    summaries: SummaryCalls = "configured"
+    strategy: str | None = None
+    ttl: str | None = None
 
 
-BASELINE = Scenario("none", "no compaction, no caching", compaction=False, caching=False)
-"""What every other scenario is compared with; always replayed first."""
-
-SCENARIOS: tuple[Scenario, ...] = (
-    BASELINE,
-    Scenario("caching", "caching only", compaction=False, caching=True),
-    Scenario("compaction", "compaction only", compaction=True, caching=False),
-    Scenario("both", "compaction + caching", compaction=True, caching=True),
+BASE_SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("none", "no compaction, no caching", caching=False, compaction=False),
+    Scenario("caching", "caching only", caching=True, compaction=False),
+    Scenario("compaction", "compaction only", caching=False, compaction=True),
+    Scenario("both", "compaction + caching", caching=True, compaction=True),
 )
-"""The default comparison; the last one is the configuration as the user wrote it."""
+SCENARIOS: tuple[str, ...] = tuple(s.name for s in BASE_SCENARIOS)
+"""The names of the default scenarios, baseline first."""
+
+SUMMARY_LABELS: Mapping[SummaryCalls, str] = {
+    "configured": "",
+    "fresh": "fresh summary prompt",
+    "cache-aware": "cache-aware summaries",
+}
+
+
+def scenario_set(
+    *,
+    strategies: Sequence[str] = (),
+    ttls: Sequence[str] = (),
+    summaries: Sequence[SummaryCalls] = (),
+) -> tuple[Scenario, ...]:
+    """The default four plus variants of ``both``: one per strategy, one per TTL policy and one
+    per way of making summary calls (``fresh`` also adds compaction only with fresh summary
+    calls, the no-caching price of a summary). With several of each, every combination runs."""
+    if not (strategies or ttls or summaries):
+        return BASE_SCENARIOS
+    out = list(BASE_SCENARIOS)
+    if "fresh" in summaries:
+        out.append(
+            Scenario(
+                "compaction:fresh",
+                "compaction only, fresh summary prompt",
+                caching=False,
+                compaction=True,
+                summaries="fresh",
+            )
+        )
+    strategy_options: Sequence[str | None] = strategies or (None,)
+    ttl_options: Sequence[str | None] = ttls or (None,)
+    summary_options: Sequence[SummaryCalls] = summaries or ("configured",)
+    for strategy, ttl, calls in itertools.product(strategy_options, ttl_options, summary_options):
+        parts = [p for p in (strategy, f"ttl={ttl}" if ttl else None) if p]
+        if calls != "configured":
+            parts.append(calls)
+        name = "both:" + ",".join(parts)
+        details = [strategy or "", f"{ttl} TTL" if ttl else "", SUMMARY_LABELS[calls]]
+        label = ", ".join(["compaction + caching", *(d for d in details if d)])
+        out.append(
+            Scenario(name, label, True, True, summaries=calls, strategy=strategy, ttl=ttl)
+        )
+    return tuple(out)
+
+
+# -- gaps ------------------------------------------------------------------------------------
+
+SHORT_GAP = 30.0
+LONG_GAP = 1200.0
+TIMESTAMP_KEYS = ("timestamp", "created_at", "time")
+"""Message keys read by the ``recorded`` gap distribution (ISO 8601 text or epoch seconds)."""
+
+
+@attrs.frozen
+class Gaps:
+    """Seconds between consecutive requests of a replay.
+
+    :ivar name: ``short``, ``long``, ``mixed``, ``recorded`` or a number of seconds as text.
+    """
+
+    name: str
+    seconds: float | None = None
+    long_share: float | None = None
+    """For ``mixed:P``: the share of gaps that are long, drawn per gap from the session id."""
+
+    @classmethod
+    def parse(cls, text: str) -> Gaps:
+        """``short``, ``long``, ``mixed``, ``mixed:P``, ``recorded`` or seconds (``"45"``).
+
+        :raises ValueError: naming the accepted values.
+        """
+        if text in ("short", "long", "mixed", "recorded"):
+            return cls(text)
+        if text.startswith("mixed:"):
+            try:
+                share = float(text[6:])
+            except ValueError:
+                share = -1.0
+            if not 0.0 <= share <= 1.0:
+                raise ValueError(f"gaps {text!r}: mixed:P takes a share P from 0 to 1")
+            return cls(text, long_share=share)
+        try:
+            seconds = float(text)
+        except ValueError:
+            raise ValueError(
+                f"gaps {text!r}: expected short, long, mixed, recorded or a number of seconds"
+            ) from None
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"gaps {text!r}: seconds must be a finite number >= 0")
+        return cls(f"{seconds:g}s", seconds)
+
+    def times(self, record: ConversationRecord, answers: Sequence[int]) -> list[float]:
+        """When each request (answering ``record.messages[i]`` for ``i`` in ``answers``) is sent.
+
+        :raises ValueError: for ``recorded`` when a message of the recording has no timestamp.
+        """
+        if self.name == "recorded":
+            return _recorded_times(record, answers)
+        times: list[float] = []
+        now = 0.0
+        for turn, index in enumerate(answers):
+            if turn:
+                if self.long_share is not None:
+                    draw = zlib.crc32(f"{record.id}:{turn}".encode()) / 2**32
+                    now += LONG_GAP if draw < self.long_share else SHORT_GAP
+                else:
+                    now += self._gap(record.messages, answers[turn - 1], index)
+            times.append(now)
+        return times
+
+    def _gap(self, messages: Sequence[Message], previous: int, index: int) -> float:
+        if self.seconds is not None:
+            return self.seconds
+        if self.name == "short":
+            return SHORT_GAP
+        if self.name == "long":
+            return LONG_GAP
+        # mixed: a person wrote something since the previous request -> they took their time.
+        person = any(
+            is_real_user_message(m, "openai") for m in messages[previous + 1 : index]
+        )
+        return LONG_GAP if person else SHORT_GAP
+
+
+def _timestamp(message: Message) -> float | None:
+    for key in TIMESTAMP_KEYS:
+        value = message.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str) and value.strip():
+            try:
+                return datetime.fromisoformat(value.strip().replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return None
+
+
+def _recorded_times(record: ConversationRecord, answers: Sequence[int]) -> list[float]:
+    """Each request is sent when the message before its answer was recorded."""
+    times: list[float] = []
+    for index in answers:
+        stamp = _timestamp(record.messages[index - 1]) or _timestamp(record.messages[index])
+        if stamp is None:
+            raise ValueError(
+                f"{record.id}: message {index - 1} has no timestamp "
+                f"({', '.join(TIMESTAMP_KEYS)}); use --gaps short, long, mixed or seconds"
+            )
+        times.append(stamp)
+    start = times[0] if times else 0.0
+    # Out-of-order stamps would make time run backwards; never let it.
+    out, latest = [], 0.0
+    for stamp in times:
+        latest = max(latest, stamp - start)
+        out.append(latest)
+    return out
+
+
+# -- results ---------------------------------------------------------------------------------
+
+Progress = Callable[[str, int, int], None]
+"""Called as ``progress(label, done, total)`` after each turn."""
 
 
 @attrs.frozen
 class TurnRecord:
-    """One simulated request/response."""
+    """One simulated request/response (and the summary call made before it, if any)."""
 
     turn: int
     index: int
@@ -100,6 +264,14 @@ class TurnRecord:
     uncached_cost: float
     compaction: str | None = None
     """``None``, or the compaction status and reason when one ran before this request."""
+    seconds: float = 0.0
+    """When the request was sent, from the start of the session."""
+    read_cost: float = 0.0
+    write_cost: float = 0.0
+    summary_prompt_tokens: int = 0
+    summary_cache_read_tokens: int = 0
+    summary_input_cost: float = 0.0
+    summary_output_cost: float = 0.0
 
     @property
     def usage(self) -> Usage:
@@ -115,26 +287,19 @@ class TurnRecord:
 
 @attrs.frozen
 class ScenarioResult:
-    """A whole session under one scenario.
+    """A whole session under one scenario."""
 
-    :ivar caching: whether requests were really marked for caching (the configuration may turn
-        caching off for the model even when the scenario asks for it).
-    """
-
-    scenario: Scenario
+    scenario: str
+    label: str
     caching: bool
+    compaction: bool
     turns: tuple[TurnRecord, ...]
     compactions: int
     output_cost: float
-    """Cost of the output tokens, the same in every scenario."""
-
-    @property
-    def name(self) -> str:
-        return self.scenario.name
-
-    @property
-    def compaction(self) -> bool:
-        return self.scenario.compaction
+    """Cost of the agent's output tokens, the same in every scenario."""
+    strategy: str | None = None
+    ttl: str | None = None
+    summaries: SummaryCalls = "configured"
 
     @property
     def prompt_tokens(self) -> int:
@@ -149,57 +314,92 @@ class ScenarioResult:
         return sum(t.cache_write_tokens for t in self.turns)
 
     @property
+    def read_cost(self) -> float:
+        """Prompt tokens read from the cache (0.1x)."""
+        return sum(t.read_cost for t in self.turns)
+
+    @property
+    def write_cost(self) -> float:
+        """Prompt tokens written to the cache (1.25x / 2x)."""
+        return sum(t.write_cost for t in self.turns)
+
+    @property
+    def summary_calls(self) -> int:
+        return sum(1 for t in self.turns if t.summary_prompt_tokens)
+
+    @property
+    def summary_input_cost(self) -> float:
+        """The prompt side of the summary calls."""
+        return sum(t.summary_input_cost for t in self.turns)
+
+    @property
+    def summary_output_cost(self) -> float:
+        return sum(t.summary_output_cost for t in self.turns)
+
+    @property
     def cost(self) -> float:
-        return sum(t.cost for t in self.turns)
+        """Everything: the agent's requests and the summary calls, input and output."""
+        return sum(t.cost for t in self.turns) + self.summary_input_cost + self.summary_output_cost
 
     @property
     def input_cost(self) -> float:
-        """Cost of the prompt side only (input, cache reads and writes; no output)."""
-        return self.cost - self.output_cost
+        """Cost of the prompt side only (input, cache reads and writes, summary call prompts)."""
+        return self.cost - self.output_cost - self.summary_output_cost
+
+    @property
+    def uncached_input_cost(self) -> float:
+        """The agent's prompt tokens billed at the plain input price."""
+        return self.input_cost - self.read_cost - self.write_cost - self.summary_input_cost
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "scenario": self.scenario.name,
-            "label": self.scenario.label,
+            "scenario": self.scenario,
+            "label": self.label,
             "caching": self.caching,
             "compaction": self.compaction,
+            "strategy": self.strategy,
+            "ttl": self.ttl,
+            "summaries": self.summaries,
             "compactions": self.compactions,
+            "summary_calls": self.summary_calls,
             "prompt_tokens": self.prompt_tokens,
             "cache_read_tokens": self.cache_read_tokens,
             "cache_write_tokens": self.cache_write_tokens,
             "cost_usd": round(self.cost, 6),
             "input_cost_usd": round(self.input_cost, 6),
+            "breakdown_usd": {
+                key: round(value, 6) for key, value in self.breakdown().items()
+            },
             "turns": [attrs.asdict(t) for t in self.turns],
+        }
+
+    def breakdown(self) -> dict[str, float]:
+        """Where the money goes: prompt reads, writes, uncached input, summary calls, output."""
+        return {
+            "cache_reads": self.read_cost,
+            "cache_writes": self.write_cost,
+            "uncached_input": self.uncached_input_cost,
+            "summary_calls": self.summary_input_cost + self.summary_output_cost,
+            "output": self.output_cost,
         }
 
 
 @attrs.frozen
 class ReplayReport:
-    """A session replayed under every scenario.
-
-    :ivar engine: the engine that ran (the built-in compressor after a fallback).
-    :ivar trigger_key: the key holding the engine's compaction trigger, ``None`` if it has none.
-    :ivar trigger: that key's value (a fraction of the window).
-    :ivar scenarios: scenario name -> result, the baseline first.
-    """
+    """A session replayed under every scenario."""
 
     session_id: str
     format: str
     model: str
     engine: str
-    trigger_key: str | None
-    trigger: float | None
     messages: int
-    gap_seconds: float
+    gap_seconds: float | None
     scenarios: Mapping[str, ScenarioResult]
-
-    @property
-    def baseline(self) -> ScenarioResult:
-        return self.scenarios[BASELINE.name]
+    gaps: str = "30s"
 
     def savings(self, scenario: str, *, input_only: bool = True) -> float:
         """Share of the baseline's cost (input side by default) that ``scenario`` saves."""
-        base = self.baseline
+        base = self.scenarios["none"]
         other = self.scenarios[scenario]
         before = base.input_cost if input_only else base.cost
         after = other.input_cost if input_only else other.cost
@@ -211,127 +411,215 @@ class ReplayReport:
             "format": self.format,
             "model": self.model,
             "engine": self.engine,
-            "trigger": {"key": self.trigger_key, "value": self.trigger},
             "messages": self.messages,
             "gap_seconds": self.gap_seconds,
+            "gaps": self.gaps,
             "savings_vs_none": {
                 name: {
                     "input_cost": round(self.savings(name), 4),
                     "total_cost": round(self.savings(name, input_only=False), 4),
                 }
                 for name in self.scenarios
-                if name != BASELINE.name
+                if name != "none"
             },
             "scenarios": {name: result.to_json() for name, result in self.scenarios.items()},
         }
 
 
-@attrs.frozen
-class _Run:
-    """One scenario's result and what its kernel ran with."""
-
-    result: ScenarioResult
-    engine: str
-    trigger_key: str | None
-    trigger: float | None
-
-
-def _kernel(
-    config: Config,
-    scenario: Scenario,
-    *,
-    sandbox: Path,
-    trigger: float | None,
-    env: Mapping[str, str] | None,
-) -> Kernel:
-    return load(scenario.configure(config), env=env, trigger=trigger, sandbox=sandbox)
+def _scenario_config(config: Config, scenario: Scenario) -> Config:
+    caching = config.prompt_caching
+    return attrs.evolve(
+        config,
+        compression=attrs.evolve(config.compression, enabled=scenario.compaction),
+        prompt_caching=attrs.evolve(
+            caching,
+            enabled=caching.enabled if scenario.caching else False,
+            strategy=scenario.strategy or caching.strategy,
+            cache_ttl=scenario.ttl or caching.cache_ttl,
+        ),
+    )
 
 
-def _replay_one(
+FILLER = "- carried over from the compacted turns: decisions, files, commands and their results"
+
+
+@attrs.define(eq=False)
+class ReplaySummarizer:
+    """The main model writing summaries in a replay, priced instead of called.
+
+    A fresh prompt (:meth:`complete`) is billed at the plain input price; a cache-aware call
+    (:meth:`complete_request`, offered only when ``cache_aware``) goes through the session's
+    simulated cache at the current replay time, so it reads what the agent's requests cached.
+    Each reply follows the summary template and fills its ``max_tokens`` budget.
+    """
+
+    simulator: PromptCacheSimulator
+    counter: TokenCounter
+    model: str
+    context_length: int
+    cache_aware: bool
+    now: Callable[[], float]
+    name: str = "main"
+    calls: list[Usage] = attrs.field(factory=list)
+
+    @property
+    def serves_main(self) -> bool:
+        return self.cache_aware
+
+    def _reply(self, max_tokens: int) -> str:
+        lines = list(SUMMARY_HEADINGS)
+        per_line = max(1, self.counter.count_text(FILLER + "\n"))
+        room = max(0, max_tokens - self.counter.count_text("\n".join(lines)))
+        fill = [FILLER] * (room // per_line)
+        # Spread the filler over the headings so every section has text.
+        out: list[str] = []
+        share = len(fill) // len(lines) + 1
+        for number, heading in enumerate(lines):
+            out.append(heading)
+            out.extend(fill[number * share : (number + 1) * share] or ["None."])
+        return "\n".join(out)
+
+    def _answer(self, usage: Usage, max_tokens: int) -> str:
+        text = self._reply(max_tokens)
+        self.calls.append(attrs.evolve(usage, output_tokens=self.counter.count_text(text)))
+        return text
+
+    def complete(self, system: str, prompt: str, max_tokens: int) -> str:
+        request = {"system": system, "messages": [{"role": "user", "content": prompt}]}
+        return self._answer(prompt_usage(self.counter, request), max_tokens)
+
+    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str:
+        return self.complete(system, prompt, max_tokens)
+
+    def complete_request(self, request: Mapping[str, Any], max_tokens: int) -> str:
+        return self._answer(self.simulator.send(request, self.now()), max_tokens)
+
+    def take(self) -> list[Usage]:
+        """The calls since the last take."""
+        calls, self.calls = self.calls, []
+        return calls
+
+
+def _answers(record: ConversationRecord) -> list[int]:
+    return [i for i, m in enumerate(record.messages) if m.get("role") == "assistant" and i > 0]
+
+
+def replay_scenario(
     record: ConversationRecord,
     config: Config,
-    scenario: Scenario,
+    scenario: Scenario | str,
     *,
-    sandbox: Path,
-    gap_seconds: float,
-    trigger: float | None,
-    progress: Progress | None,
-    env: Mapping[str, str] | None,
-) -> _Run:
-    kernel = _kernel(config, scenario, sandbox=sandbox, trigger=trigger, env=env)
-    with kernel:
-        session = kernel.session(f"replay:{record.id}:{scenario.name}")
-        counter: TokenCounter = session.ctx.tokens
-        simulator = PromptCacheSimulator(
-            counter, min_cacheable_tokens=kernel.model.min_cacheable_tokens
-        )
-        caching_on = scenario.caching and kernel.cache_settings is not None
+    gap_seconds: float = 30.0,
+    gaps: Gaps | None = None,
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ScenarioResult:
+    """Replay ``record`` under one scenario; see the module docstring.
 
-        view: list[Message] = []
-        system = record.system
-        pending: list[Message] = []
-        turns: list[TurnRecord] = []
-        compactions = 0
-        outputs = 0.0
-        answers = {
-            i for i, m in enumerate(record.messages) if m.get("role") == "assistant" and i > 0
-        }
-        for index, message in enumerate(record.messages):
-            if index not in answers:
-                pending.append(message)
-                continue
-            view = view + pending
-            pending = []
-            event = None
-            if scenario.compaction and session.should_compress(view, system):
-                result = session.compress(view, system)
-                event = f"{result.status}: {result.reason}"
-                if result.compacted:
-                    compactions += 1
-                    view, system = list(result.messages), result.system
-            request: dict[str, Any] = {"model": kernel.model.name, "messages": view}
-            if system is not None:
-                request["system"] = system
-            prepared = session.prepare(request) if caching_on else request
-            now = len(turns) * gap_seconds
-            usage = simulator.send(prepared, now) if caching_on else prompt_usage(counter, request)
-            output_tokens = counter.count_message(message)
-            usage = attrs.evolve(usage, output_tokens=output_tokens)
-            session.update_usage(usage)
-            cost: CacheCost = cost_of(usage, kernel.model)
-            outputs += cost.output_cost
-            turns.append(
-                TurnRecord(
-                    turn=len(turns) + 1,
-                    index=index,
-                    messages_sent=len(view),
-                    prompt_tokens=usage.prompt_tokens,
-                    input_tokens=usage.input_tokens,
-                    cache_read_tokens=usage.cache_read_tokens,
-                    cache_write_tokens=usage.cache_write_tokens,
-                    cache_write_1h_tokens=usage.cache_write_1h_tokens,
-                    output_tokens=output_tokens,
-                    cost=cost.total,
-                    uncached_cost=cost.uncached_total,
-                    compaction=event,
-                )
-            )
-            view = [*view, message]
-            if progress is not None:
-                progress(scenario.name, len(turns), len(answers))
-        key = kernel.trigger_key
-        return _Run(
-            ScenarioResult(
-                scenario=scenario,
-                caching=caching_on,
-                turns=tuple(turns),
-                compactions=compactions,
-                output_cost=outputs,
-            ),
-            engine=kernel.engine,
-            trigger_key=key,
-            trigger=kernel.loaded.values.get(key) if key is not None else None,
+    :param gaps: the time between requests (default: ``gap_seconds`` each).
+    :raises ValueError: for an unknown scenario name, or recorded gaps without timestamps.
+    """
+    if isinstance(scenario, str):
+        known = {s.name: s for s in BASE_SCENARIOS}
+        if scenario not in known:
+            raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(known)}")
+        scenario = known[scenario]
+    answers = _answers(record)
+    times = (gaps or Gaps(f"{gap_seconds:g}s", gap_seconds)).times(record, answers)
+    clock = [0.0]
+    kernel: Kernel = load(_scenario_config(config, scenario), env=env, clock=lambda: clock[0])
+    session = kernel.session(f"replay:{record.id}:{scenario.name}")
+    counter: TokenCounter = session.ctx.tokens
+    simulator = PromptCacheSimulator(
+        counter, min_cacheable_tokens=kernel.model.min_cacheable_tokens
+    )
+    caching_on = scenario.caching and kernel.cache_settings is not None
+    summarizer: ReplaySummarizer | None = None
+    if scenario.summaries != "configured":
+        summarizer = ReplaySummarizer(
+            simulator,
+            counter,
+            model=kernel.model.name,
+            context_length=kernel.model.context_length,
+            cache_aware=scenario.summaries == "cache-aware" and caching_on,
+            now=lambda: clock[0],
         )
+        kernel.use_summary_provider(summarizer)
+
+    view: list[Message] = []
+    system = record.system
+    pending: list[Message] = []
+    turns: list[TurnRecord] = []
+    compactions = 0
+    outputs = 0.0
+    wanted = set(answers)
+    for index, message in enumerate(record.messages):
+        if index not in wanted:
+            pending.append(message)
+            continue
+        view = view + pending
+        pending = []
+        clock[0] = now = times[len(turns)]
+        event = None
+        if scenario.compaction and session.should_compress(view, system):
+            result = session.compress(view, system)
+            event = f"{result.status}: {result.reason}"
+            if result.compacted:
+                compactions += 1
+                view, system = list(result.messages), result.system
+        summary = Usage()
+        for call in summarizer.take() if summarizer is not None else ():
+            summary = summary + call
+        summary_cost = cost_of(summary, kernel.model)
+        request: dict[str, Any] = {"model": kernel.model.name, "messages": view}
+        if system is not None:
+            request["system"] = system
+        prepared = session.prepare(request) if caching_on else request
+        usage = simulator.send(prepared, now) if caching_on else prompt_usage(counter, request)
+        output_tokens = counter.count_message(message)
+        usage = attrs.evolve(usage, output_tokens=output_tokens)
+        session.update_usage(usage)
+        cost: CacheCost = cost_of(usage, kernel.model)
+        outputs += cost.output_cost
+        turns.append(
+            TurnRecord(
+                turn=len(turns) + 1,
+                index=index,
+                messages_sent=len(view),
+                prompt_tokens=usage.prompt_tokens,
+                input_tokens=usage.input_tokens,
+                cache_read_tokens=usage.cache_read_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
+                cache_write_1h_tokens=usage.cache_write_1h_tokens,
+                output_tokens=output_tokens,
+                cost=cost.total,
+                uncached_cost=cost.uncached_total,
+                compaction=event,
+                seconds=now,
+                read_cost=cost.cache_read_cost,
+                write_cost=cost.cache_write_5m_cost + cost.cache_write_1h_cost,
+                summary_prompt_tokens=summary.prompt_tokens,
+                summary_cache_read_tokens=summary.cache_read_tokens,
+                summary_input_cost=summary_cost.total - summary_cost.output_cost,
+                summary_output_cost=summary_cost.output_cost,
+            )
+        )
+        view = [*view, message]
+        if progress is not None:
+            progress(scenario.name, len(turns), len(answers))
+    kernel.close()
+    return ScenarioResult(
+        scenario=scenario.name,
+        label=scenario.label,
+        caching=caching_on,
+        compaction=scenario.compaction,
+        turns=tuple(turns),
+        compactions=compactions,
+        output_cost=outputs,
+        strategy=kernel.config.prompt_caching.strategy if caching_on else None,
+        ttl=kernel.config.prompt_caching.cache_ttl if caching_on else None,
+        summaries=scenario.summaries,
+    )
 
 
 def replay(
@@ -339,77 +627,33 @@ def replay(
     config: Config,
     *,
     gap_seconds: float = 30.0,
-    scenarios: Sequence[Scenario] = SCENARIOS,
-    trigger: float | None = None,
-    sandbox: str | os.PathLike[str] | None = None,
+    gaps: Gaps | None = None,
+    scenarios: Sequence[Scenario | str] = BASE_SCENARIOS,
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
 ) -> ReplayReport:
-    """Replay ``record`` under each scenario (:data:`BASELINE` is always included, first).
+    """Replay ``record`` under each scenario (``none`` is always included as the baseline).
 
-    Every kernel runs sandboxed (:func:`ctxengine.load` with ``sandbox=``): what engines store
-    (lcm's database) goes to ``sandbox``, or to a temporary folder deleted afterwards, never to
-    the user's own stores.
-
-    :param trigger: the engine's compaction trigger (see :func:`ctxengine.load`).
-    :raises ConfigError: for an invalid configuration or a trigger the engine cannot take.
-    :raises EngineNotFoundError: for an unknown engine with ``context.strict: true``.
+    :param gaps: the time between requests (default: ``gap_seconds`` each).
     """
-    wanted = (BASELINE, *(s for s in scenarios if s.name != BASELINE.name))
-    with contextlib.ExitStack() as stack:
-        if sandbox is None:
-            sandbox = stack.enter_context(tempfile.TemporaryDirectory(prefix="ctxengine-replay-"))
-        runs = [
-            _replay_one(
-                record,
-                config,
-                scenario,
-                sandbox=Path(sandbox),
-                gap_seconds=gap_seconds,
-                trigger=trigger,
-                progress=progress,
-                env=env,
-            )
-            for scenario in wanted
-        ]
-    last = runs[-1]
+    known = {s.name: s for s in BASE_SCENARIOS}
+    wanted = [known[s] if isinstance(s, str) and s in known else s for s in scenarios]
+    chosen = [s for s in wanted if not (isinstance(s, Scenario) and s.name == "none")]
+    ordered: list[Scenario | str] = [known["none"], *chosen]
+    gaps = gaps or Gaps(f"{gap_seconds:g}s", gap_seconds)
+    results: dict[str, ScenarioResult] = {}
+    for scenario in ordered:
+        result = replay_scenario(
+            record, config, scenario, gaps=gaps, progress=progress, env=env
+        )
+        results[result.scenario] = result
     return ReplayReport(
         session_id=record.id,
         format=record.format,
         model=config.model.name,
-        engine=last.engine,
-        trigger_key=last.trigger_key,
-        trigger=last.trigger,
+        engine=config.context.engine,
         messages=len(record.messages),
-        gap_seconds=gap_seconds,
-        scenarios={run.result.name: run.result for run in runs},
+        gap_seconds=gaps.seconds,
+        scenarios=results,
+        gaps=gaps.name,
     )
-
-
-@attrs.frozen
-class Totals:
-    """One scenario summed over several sessions."""
-
-    scenario: Scenario
-    sessions: int
-    prompt_tokens: int
-    input_cost: float
-    cost: float
-    compactions: int
-
-
-def totals(reports: Sequence[ReplayReport]) -> list[Totals]:
-    """Each scenario summed over ``reports``, in the order the first report holds them."""
-    sums: dict[str, Totals] = {}
-    for report in reports:
-        for name, result in report.scenarios.items():
-            before = sums.get(name) or Totals(result.scenario, 0, 0, 0.0, 0.0, 0)
-            sums[name] = Totals(
-                result.scenario,
-                before.sessions + 1,
-                before.prompt_tokens + result.prompt_tokens,
-                before.input_cost + result.input_cost,
-                before.cost + result.cost,
-                before.compactions + result.compactions,
-            )
-    return list(sums.values())
