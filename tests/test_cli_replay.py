@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import warnings
 from pathlib import Path
@@ -188,6 +189,11 @@ SCENARIO_KEYS = {
     "label",
     "caching",
     "compaction",
+    "strategy",
+    "ttl",
+    "summaries",
+    "summary_calls",
+    "breakdown_usd",
     "compactions",
     "prompt_tokens",
     "cache_read_tokens",
@@ -209,6 +215,13 @@ TURN_KEYS = {
     "cost",
     "uncached_cost",
     "compaction",
+    "seconds",
+    "read_cost",
+    "write_cost",
+    "summary_prompt_tokens",
+    "summary_cache_read_tokens",
+    "summary_input_cost",
+    "summary_output_cost",
 }
 
 
@@ -229,6 +242,7 @@ def test_replay_json_schema(jsonl: Path) -> None:
             "trigger",
             "messages",
             "gap_seconds",
+            "gaps",
             "savings_vs_none",
             "scenarios",
         }
@@ -466,3 +480,103 @@ def test_repeated_ids_get_their_own_sessions(tmp_path: Path) -> None:
     assert code == 0
     ids = [c["session_id"] for c in json.loads(output)["conversations"]]
     assert ids == ["same", "same#2"]
+
+
+def test_replay_compares_strategies_ttls_and_summary_calls(jsonl: Path) -> None:
+    code, output = run(
+        "replay",
+        str(jsonl),
+        "--json",
+        "--session",
+        "1",
+        "--strategy",
+        "system_and_3,tool_turns",
+        "--ttl",
+        "auto",
+        "--summaries",
+        "fresh,cache-aware",
+        "--gaps",
+        "mixed,45",
+        *SMALL,
+    )
+    assert code == 0
+    data = json.loads(output)
+    assert [s["gaps"] for s in data["sessions"]] == ["mixed", "45s"]
+    assert data["sessions"][1]["gap_seconds"] == 45.0
+    scenarios = data["sessions"][0]["scenarios"]
+    names = set(scenarios)
+    assert {
+        "both:system_and_3,ttl=auto,fresh",
+        "both:system_and_3,ttl=auto,cache-aware",
+        "both:tool_turns,ttl=auto,fresh",
+        "both:tool_turns,ttl=auto,cache-aware",
+        "compaction:fresh",
+    } <= names
+    fresh = scenarios["both:system_and_3,ttl=auto,fresh"]
+    aware = scenarios["both:system_and_3,ttl=auto,cache-aware"]
+    assert fresh["strategy"] == "system_and_3" and fresh["ttl"] == "auto"
+    assert scenarios["both:tool_turns,ttl=auto,fresh"]["strategy"] == "tool_turns"
+    assert fresh["summary_calls"] >= 1 and aware["summary_calls"] >= 1
+    # A cache-aware summary reads the agent's cached prefix; a fresh one pays every token.
+    assert any(t["summary_cache_read_tokens"] for t in aware["turns"])
+    assert not any(t["summary_cache_read_tokens"] for t in fresh["turns"])
+    assert aware["breakdown_usd"]["summary_calls"] < fresh["breakdown_usd"]["summary_calls"]
+    for scenario in scenarios.values():
+        parts = scenario["breakdown_usd"]
+        assert abs(sum(parts.values()) - scenario["cost_usd"]) < 1e-5
+    # mixed: a person's new message comes 20 minutes after the previous request.
+    seconds = [t["seconds"] for t in scenarios["none"]["turns"]]
+    gaps = {round(b - a) for a, b in itertools.pairwise(seconds)}
+    assert gaps == {30, 1200}
+
+
+def test_replay_table_shows_where_the_money_goes(openai_list: Path) -> None:
+    code, output = run("replay", str(openai_list), "--summaries", "cache-aware", *SMALL)
+    assert code == 0
+    header = next(line for line in output.splitlines() if line.startswith("scenario"))
+    for column in ("cache reads", "cache writes", "uncached input", "summary calls", "output"):
+        assert column in header
+    assert "compaction + caching, cache-aware summaries" in output
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["--gaps", "often"], 2, "replay: gaps 'often': expected short, long, mixed, recorded"),
+        (["--gaps", "mixed:2"], 2, "mixed:P takes a share P from 0 to 1"),
+        (["--gaps", ","], 2, "replay: --gaps needs at least one value"),
+        (["--ttl", "2h"], 2, "replay: --ttl '2h': expected one of 5m, 1h, auto"),
+        (
+            ["--summaries", "cheap"],
+            2,
+            "replay: --summaries 'cheap': expected one of fresh, cache-aware",
+        ),
+        (["--strategy", "nope"], 2, "replay: --strategy nope: cache strategy 'nope' was not"),
+        (["--gaps", "recorded"], 1, "has no timestamp"),
+    ],
+)
+def test_replay_flag_errors(
+    openai_list: Path,
+    argv: list[str],
+    code: int,
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Usage errors exit with 2, a recording without timestamps with 1; one line, no replay.
+    assert run("replay", str(openai_list), *argv, *SMALL) == (code, "")
+    err = capsys.readouterr().err
+    assert err.startswith("ctxengine: ") and err.count("\n") == 1
+    assert message in err
+
+
+def test_recorded_gaps_come_from_the_timestamps(tmp_path: Path) -> None:
+    messages = samples.openai_conversation(turns=6)
+    start = 1_700_000_000
+    stamped = [{**m, "timestamp": start + 40 * i} for i, m in enumerate(messages)]
+    path = tmp_path / "stamped.json"
+    path.write_text(json.dumps(stamped))
+    code, output = run("replay", str(path), "--json", "--gaps", "recorded", *SMALL)
+    assert code == 0, output
+    turns = json.loads(output)["sessions"][0]["scenarios"]["none"]["turns"]
+    assert turns[0]["seconds"] == 0.0
+    assert all(t["seconds"] % 40 == 0 for t in turns)

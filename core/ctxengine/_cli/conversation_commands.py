@@ -14,7 +14,7 @@ import contextlib
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,9 @@ from ctxengine._cli.show import write_json
 from ctxengine._config.core import LoadedConfig, load_config
 
 if TYPE_CHECKING:
-    from ctxengine._cli.replay import Progress
+    from ctxengine._cli.replay import Gaps, Progress, Scenario, SummaryCalls
+    from ctxengine._config.core import CacheTTL
+    from ctxengine._kernel.kernel import Kernel
 
 
 def _engine_options(parser: argparse.ArgumentParser) -> None:
@@ -173,6 +175,9 @@ def run_compress(args: argparse.Namespace, console: Console) -> int:
 
 # -- replay ------------------------------------------------------------------------------------
 
+TTLS: Mapping[str, CacheTTL] = {"5m": "5m", "1h": "1h", "auto": "auto"}
+SUMMARIES: Mapping[str, SummaryCalls] = {"fresh": "fresh", "cache-aware": "cache-aware"}
+
 
 def configure_replay(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help=FILE_HELP + " (one or more files)")
@@ -186,6 +191,28 @@ def configure_replay(parser: argparse.ArgumentParser) -> None:
         default=30.0,
         metavar="SECONDS",
         help="simulated seconds between turns, against the cache lifetime (default 30)",
+    )
+    parser.add_argument(
+        "--gaps",
+        metavar="LIST",
+        help="time between turns instead of --gap, comma-separated, one replay each: short "
+        "(30 s), long (20 min), mixed (30 s in the agent loop, 20 min before a person's "
+        "message), mixed:P (a share P of long gaps), recorded (the messages' timestamps) or "
+        "seconds",
+    )
+    parser.add_argument(
+        "--strategy",
+        metavar="LIST",
+        help="cache strategies to compare, comma-separated (e.g. system_and_3,tool_turns)",
+    )
+    parser.add_argument(
+        "--ttl", metavar="LIST", help="TTL policies to compare: 5m, 1h, auto (comma-separated)"
+    )
+    parser.add_argument(
+        "--summaries",
+        metavar="LIST",
+        help="price the summary calls of the main model: fresh (the bounded summariser prompt), "
+        "cache-aware (the agent's cached request plus the instruction), comma-separated",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--turns", action="store_true", help="also print every turn")
@@ -209,12 +236,60 @@ def configure_replay(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _progress(show: bool, number: int, total_records: int, record: ConversationRecord) -> Progress:
-    from ctxengine._cli.replay import SCENARIOS
+def _list(text: str | None, flag: str, allowed: Sequence[str] | None = None) -> list[str]:
+    """A comma-separated option value, each item once and in order.
 
+    :raises UsageError: for a list without items, or an item not in ``allowed`` (when given).
+    """
+    if text is None:
+        return []
+    items = list(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
+    if not items:
+        raise UsageError(f"replay: {flag} needs at least one value")
+    for item in items:
+        if allowed is not None and item not in allowed:
+            raise UsageError(f"replay: {flag} {item!r}: expected one of {', '.join(allowed)}")
+    return items
+
+
+def _gap_list(args: argparse.Namespace) -> list[Gaps]:
+    from ctxengine._cli.replay import Gaps
+
+    try:
+        return [Gaps.parse(text) for text in _list(args.gaps, "--gaps")] or [
+            Gaps.parse(str(args.gap))
+        ]
+    except ValueError as exc:
+        raise UsageError(f"replay: {exc}") from None
+
+
+def _scenarios(args: argparse.Namespace) -> tuple[Scenario, ...]:
+    from ctxengine._cli.replay import scenario_set
+
+    return scenario_set(
+        strategies=_list(args.strategy, "--strategy"),
+        ttls=[TTLS[t] for t in _list(args.ttl, "--ttl", tuple(TTLS))],
+        summaries=[SUMMARIES[s] for s in _list(args.summaries, "--summaries", tuple(SUMMARIES))],
+    )
+
+
+def _check_strategies(kernel: Kernel, scenarios: Sequence[Scenario]) -> None:
+    """Every strategy a scenario names resolves (else its requests would go out unmarked)."""
+    from ctxengine._kernel.kernel import not_found_message
+
+    for name in dict.fromkeys(s.strategy for s in scenarios if s.strategy is not None):
+        entry, tried = kernel.catalog.resolve(name, "cache_strategy")
+        if entry is None:
+            detail = not_found_message(name, "cache_strategy", kernel.catalog, tried)
+            raise UsageError(f"replay: --strategy {name}: {detail}")
+
+
+def _progress(
+    show: bool, number: int, total_records: int, record: ConversationRecord, last: str
+) -> Progress:
     def progress(label: str, done: int, total: int) -> None:
         if show and (done == total or done % 10 == 0):
-            end = "\n" if done == total and label == SCENARIOS[-1].name else ""
+            end = "\n" if done == total and label == last else ""
             sys.stderr.write(
                 f"\rreplaying {number}/{total_records} {record.id}: {label:<10} "
                 f"turn {done}/{total}{end}"
@@ -239,8 +314,16 @@ def run_replay(args: argparse.Namespace, console: Console) -> int:
             raise UsageError(f"replay: {exc}") from None
         except ImportError as exc:
             raise CommandError(str(exc)) from None
+    gap_list = _gap_list(args)
+    scenarios = _scenarios(args)
     loaded = _loaded(args)
     records = [record for path in args.files for record in _pick(_read(path), args.session, path)]
+    for record in records:
+        for gaps in gap_list:
+            try:
+                gaps.times(record)  # recorded gaps need timestamps: say so before replaying
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
     show_progress = args.progress or (not args.json and sys.stderr.isatty())
     with contextlib.ExitStack() as stack:
         if args.data_dir:
@@ -253,6 +336,7 @@ def run_replay(args: argparse.Namespace, console: Console) -> int:
             sandbox = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ctxengine-")))
         # Loading once first reports configuration problems before any replay starts.
         with load(loaded, trigger=args.threshold, sandbox=sandbox) as kernel:
+            _check_strategies(kernel, scenarios)
             if not args.json:
                 for line in kernel.status_lines():
                     console.line(line)
@@ -260,12 +344,18 @@ def run_replay(args: argparse.Namespace, console: Console) -> int:
             replay(
                 record,
                 loaded.config,
-                gap_seconds=args.gap,
+                gaps=gaps,
+                scenarios=scenarios,
                 trigger=args.threshold,
                 sandbox=sandbox,
-                progress=_progress(show_progress, number, len(records), record),
+                # Replays sharing the sandbox never share an engine's session.
+                session=session if len(gap_list) == 1 else f"{session}@{gaps.name}",
+                progress=_progress(show_progress, number, len(records), record, scenarios[-1].name),
             )
-            for number, record in enumerate(records, 1)
+            for number, (record, session) in enumerate(
+                zip(records, session_ids(records, None), strict=True), 1
+            )
+            for gaps in gap_list
         ]
     if args.json:
         write_json(replay_json(reports), console)

@@ -95,9 +95,12 @@ def builtin_commands() -> tuple[BuiltinCommand, ...]:
             "replay sessions turn by turn: compaction and caching vs neither",
             "Replay recorded sessions as the agent lived them through the selected engine and "
             "cache strategy, against a simulated provider cache, and compare tokens and cost: "
-            "no compaction and no caching, caching only, compaction only, both. Runs "
-            "sandboxed: what engines store goes to a temporary folder (or --data-dir), never "
-            "to your real stores.",
+            "no compaction and no caching, caching only, compaction only, both, and with "
+            "--strategy, --ttl and --summaries one 'both' per strategy, TTL policy and way of "
+            "pricing the summary calls; --gaps replays each session once per gap distribution. "
+            "The tables and charts show where the money goes (cache reads, writes, uncached "
+            "input, summary calls, output). Runs sandboxed: what engines store goes to a "
+            "temporary folder (or --data-dir), never to your real stores.",
             conversation_commands.configure_replay,
             conversation_commands.run_replay,
         ),

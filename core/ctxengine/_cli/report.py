@@ -11,11 +11,23 @@ from typing import Any
 
 from ctxengine._accounting.cache_stats import cache_line
 from ctxengine._cli.console import Writer
-from ctxengine._cli.replay import ReplayReport, totals
+from ctxengine._cli.replay import BREAKDOWN_KEYS, ReplayReport, totals
 from ctxengine._plugin.results import CompressResult
 
 PALETTE = ("#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 """Scenario colours in report order (the baseline first, in grey), for every chart."""
+
+BREAKDOWN_LABELS = dict(
+    zip(
+        BREAKDOWN_KEYS,
+        ("cache reads", "cache writes", "uncached input", "summary calls", "output"),
+        strict=True,
+    )
+)
+"""Where the money goes, in the order of the breakdown columns and bars."""
+BREAKDOWN_COLOURS = dict(
+    zip(BREAKDOWN_KEYS, ("#1f77b4", "#ff7f0e", "#7f7f7f", "#9467bd", "#2ca02c"), strict=True)
+)
 
 
 def colour(index: int) -> str:
@@ -86,6 +98,14 @@ def money(value: float) -> str:
     return f"${value:,.2f}" if value >= 0.1 else f"${value:,.4f}"
 
 
+def gaps_text(report: ReplayReport) -> str:
+    """How a report says its time between turns: ``30s between turns``, ``mixed gaps between
+    turns``."""
+    if report.gap_seconds is not None:
+        return f"{report.gap_seconds:g}s between turns"
+    return f"{report.gaps} gaps between turns"
+
+
 def write_replay_report(report: ReplayReport, out: Writer, *, turns: bool) -> None:
     """Totals per scenario (and optionally every turn) as aligned text tables."""
     trigger = (
@@ -95,8 +115,7 @@ def write_replay_report(report: ReplayReport, out: Writer, *, turns: bool) -> No
     )
     out.write(
         f"\nsession {report.session_id} ({report.format}, {report.messages} messages, "
-        f"model {report.model}, engine {report.engine}{trigger}, "
-        f"{report.gap_seconds:g}s between turns)\n"
+        f"model {report.model}, engine {report.engine}{trigger}, {gaps_text(report)})\n"
     )
     rows = [
         (
@@ -106,6 +125,7 @@ def write_replay_report(report: ReplayReport, out: Writer, *, turns: bool) -> No
             "cache read",
             "cache write",
             "compactions",
+            *BREAKDOWN_LABELS.values(),
             "input cost",
             "total cost",
             "input saved",
@@ -122,15 +142,16 @@ def write_replay_report(report: ReplayReport, out: Writer, *, turns: bool) -> No
                 f"{result.cache_read_tokens:,}",
                 f"{result.cache_write_tokens:,}",
                 str(result.compactions),
+                *(money(value) for value in result.breakdown().values()),
                 money(result.input_cost),
                 money(result.cost),
                 saved,
             )
         )
-    _table(rows, out, right=[False, *([True] * 8)])
+    _table(rows, out, right=[False, *([True] * (len(rows[0]) - 1))])
     if not turns:
         return
-    # The last scenario is the configuration as written; compare it with the baseline.
+    # The last scenario is the configuration as written, or the last variant asked for.
     best = list(report.scenarios.values())[-1]
     out.write(f"\nper turn ({best.scenario.label} vs baseline):\n")
     turn_rows: list[tuple[str, ...]] = [
@@ -142,7 +163,7 @@ def write_replay_report(report: ReplayReport, out: Writer, *, turns: bool) -> No
                 str(mine.turn),
                 f"{theirs.prompt_tokens:,}",
                 f"{mine.prompt_tokens:,}",
-                money(mine.cost),
+                money(mine.total_cost),
                 cache_line(mine.usage) if best.caching else "",
                 (mine.compaction or "")[:70],
             )
@@ -151,16 +172,19 @@ def write_replay_report(report: ReplayReport, out: Writer, *, turns: bool) -> No
 
 
 def replay_json(reports: Sequence[ReplayReport]) -> dict[str, Any]:
-    """The ``--json`` document: every session, and totals per scenario."""
+    """The ``--json`` document: every session, and totals per scenario (keyed
+    ``scenario@gaps`` when the sessions were replayed with several gap distributions)."""
     return {
         "version": 1,
         "sessions": [report.to_json() for report in reports],
         "totals": {
-            total.scenario.name: {
+            total.name: {
+                "sessions": total.sessions,
                 "prompt_tokens": total.prompt_tokens,
                 "input_cost_usd": round(total.input_cost, 6),
                 "cost_usd": round(total.cost, 6),
                 "compactions": total.compactions,
+                "breakdown_usd": {key: round(v, 6) for key, v in total.breakdown.items()},
             }
             for total in totals(reports)
         },
