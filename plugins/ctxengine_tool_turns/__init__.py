@@ -13,7 +13,6 @@ from typing import Any
 import attrs
 
 from ctxengine import CacheSettings, EngineContext, hookimpl
-from ctxengine.messages import ListProgress
 from ctxengine_tool_turns.layout import apply_tool_turns
 
 __all__ = ["CTXENGINE_KIND", "STATE_KEY", "LayoutState", "apply_tool_turns", "cache_strategy"]
@@ -33,8 +32,6 @@ class LayoutState:
 
     requests: int = 0
     automatic: int = 0
-    clean: ListProgress = attrs.field(factory=ListProgress, repr=False)
-    """How much of the caller's message list is known to carry no cache marker."""
 
 
 @hookimpl
@@ -49,7 +46,7 @@ def cache_strategy(
         stable_ttl=settings.stable_ttl,
         native=settings.native,
         automatic=settings.automatic,
-        clean=state.clean,
+        memo=ctx.memo,
     )
     state.requests += 1
     if "cache_control" in marked:

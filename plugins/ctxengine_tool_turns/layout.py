@@ -35,7 +35,7 @@ from typing import Any
 from ctxengine import Format
 from ctxengine.messages import (
     MAX_BREAKPOINTS,
-    ListProgress,
+    MarkedMessages,
     cache_marker,
     can_carry_marker,
     detect_request_format,
@@ -58,7 +58,7 @@ def apply_tool_turns(
     automatic: bool = False,
     stable_ttl: str | None = None,
     fmt: Format | None = None,
-    clean: ListProgress | None = None,
+    memo: MarkedMessages | None = None,
 ) -> dict[str, Any]:
     """``request`` marked with the ``tool_turns`` layout (see the module docstring).
 
@@ -68,7 +68,9 @@ def apply_tool_turns(
         Anthropic-format requests only).
     :param stable_ttl: the system prompt's TTL (default ``ttl``); never shorter than ``ttl``.
     :param fmt: the request's format; detected when omitted.
-    :param clean: a per-session record of the caller's messages known to carry no marker.
+    :param memo: the session's message memo, which knows which of the caller's messages carry
+        markers (see :func:`ctxengine.messages.strip_cache_markers`); without it every message
+        is scanned.
     :returns: a new request dict; the caller's objects are untouched.
     :raises ValueError: for a TTL other than "5m"/"1h" or a stable TTL shorter than ``ttl``.
     :raises TypeError: for a request that is not a mapping with a list of dict messages.
@@ -82,7 +84,7 @@ def apply_tool_turns(
         raise ValueError(f"fmt must be 'openai', 'anthropic' or None; got {fmt!r}")
     tools = request.get("tools")
     # The host's tool markers stay (the layout never marks tools itself); the rest goes.
-    out = strip_cache_markers({k: v for k, v in request.items() if k != "tools"}, clean=clean)
+    out = strip_cache_markers({k: v for k, v in request.items() if k != "tools"}, memo=memo)
     if fmt is None:
         fmt = detect_request_format(out)
     if tools is not None:

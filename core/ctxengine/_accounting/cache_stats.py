@@ -124,8 +124,10 @@ class SessionCacheStats:
     """
 
     responses: int = 0
-    _tokens: list[int] = attrs.field(factory=lambda: [0] * 6, repr=False)
+    _tokens: list[int] = attrs.field(factory=lambda: [0] * 7, repr=False)
     _costs: list[float] = attrs.field(factory=lambda: [0.0] * 7, repr=False)
+    _miss_reason: str | None = attrs.field(default=None, repr=False)
+    """The latest cache-miss reason, as a sum of :class:`Usage` keeps it."""
 
     def add(self, usage: Usage, model: ModelInfo) -> CacheCost:
         """Count one response; returns its cost."""
@@ -138,6 +140,9 @@ class SessionCacheStats:
         tokens[3] += usage.cache_write_5m_tokens
         tokens[4] += usage.cache_write_1h_tokens
         tokens[5] += usage.reasoning_tokens
+        tokens[6] += usage.cache_missed_tokens
+        if usage.cache_miss_reason:
+            self._miss_reason = usage.cache_miss_reason
         costs = self._costs
         costs[0] += response_cost.input_cost
         costs[1] += response_cost.cache_read_cost
@@ -151,7 +156,17 @@ class SessionCacheStats:
     @property
     def usage(self) -> Usage:
         """The sum of every response's usage."""
-        return Usage(*self._tokens)
+        tokens = self._tokens
+        return Usage(
+            input_tokens=tokens[0],
+            output_tokens=tokens[1],
+            cache_read_tokens=tokens[2],
+            cache_write_5m_tokens=tokens[3],
+            cache_write_1h_tokens=tokens[4],
+            reasoning_tokens=tokens[5],
+            cache_miss_reason=self._miss_reason,
+            cache_missed_tokens=tokens[6],
+        )
 
     @property
     def cost(self) -> CacheCost:
