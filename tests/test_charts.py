@@ -170,3 +170,96 @@ def test_a_short_session_gets_whole_turn_ticks(tmp_path: Path) -> None:
     plt.close(fig)
     write_chart([report], tmp_path / "short.png")
     assert (tmp_path / "short.png").stat().st_size > 10_000
+
+
+# -- the scenario set: strategies, TTL policies, priced summary calls, gap distributions -------
+
+SET_ARGS = (
+    "--strategy",
+    "system_and_3,tool_turns",
+    "--summaries",
+    "fresh,cache-aware",
+    "--gaps",
+    "short,mixed",
+    "--context-length",
+    "16000",
+)
+
+
+@pytest.fixture(scope="module")
+def scenario_set_replay(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two sessions, each replayed with two gap distributions under the scenario set."""
+    folder = tmp_path_factory.mktemp("scenario-set")
+    source = folder / "two.jsonl"
+    lines = [
+        json.dumps({"id": "first", "messages": samples.openai_conversation()}),
+        json.dumps({"id": "second", "messages": samples.openai_conversation(turns=10)}),
+    ]
+    source.write_text("\n".join(lines) + "\n")
+    html, png, one = folder / "set.html", folder / "set.png", folder / "one.png"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CTXENGINE_HOME", str(folder / "home"))
+        patch.setenv("CTXENGINE_CONFIG", "")
+        out = io.StringIO()
+        argv = ["replay", str(source), "--json", "--plot", str(html), "--plot", str(png)]
+        assert main([*argv, *SET_ARGS], out) == 0
+        single = ["replay", str(source), "--session", "0", "--plot", str(one), *SET_ARGS[:4]]
+        assert main([*single, "--context-length", "16000"], io.StringIO()) == 0
+    return {"json": json.loads(out.getvalue()), "html": html, "png": png, "one": one}
+
+
+def test_the_pngs_of_a_scenario_set_keep_their_size(scenario_set_replay: dict[str, Any]) -> None:
+    import matplotlib.image
+
+    for key in ("png", "one"):
+        height, width = matplotlib.image.imread(str(scenario_set_replay[key])).shape[:2]
+        assert (width, height) == (int(WIDTH_IN * DPI), int(HEIGHT_IN * DPI))
+
+
+def test_the_html_report_shows_the_scenario_set(
+    scenario_set_replay: dict[str, Any], browser: Browser
+) -> None:
+    document = scenario_set_replay["json"]
+    sessions = document["sessions"]
+    assert [(s["session_id"], s["gaps"]) for s in sessions] == [
+        ("first", "short"),
+        ("first", "mixed"),
+        ("second", "short"),
+        ("second", "mixed"),
+    ]
+    names = list(sessions[0]["scenarios"])
+    assert "both:tool_turns,cache-aware" in names and "compaction:fresh" in names
+    browser.open(scenario_set_replay["html"])
+    assert browser.evaluate("document.body.dataset.ready") == "true"
+    assert browser.errors == []
+    assert browser.evaluate("document.title") == "ctxengine replay: 2 sessions"
+    for chart in CHARTS:
+        assert _paths(browser, chart) == names
+    labels = [s["label"] for s in sessions[0]["scenarios"].values()]
+    rows = browser.evaluate(
+        "[...document.querySelectorAll('#session-table tr')].slice(1).map(r => r.cells[0]"
+        ".textContent)"
+    )
+    assert rows == labels
+    # Where the money goes: each scenario's parts add up to its total cost.
+    parts = browser.evaluate(
+        "[...document.querySelectorAll('[data-chart=money] rect.segment')]"
+        ".map(r => [r.dataset.scenario, r.dataset.part])"
+    )
+    assert {scenario for scenario, _ in parts} == set(names)
+    aware = sessions[0]["scenarios"]["both:tool_turns,cache-aware"]
+    assert aware["summary_calls"] >= 1
+    assert ["both:tool_turns,cache-aware", "summary_calls"] in parts
+    # The totals are kept apart per gap distribution, each against its own baseline.
+    totals = browser.evaluate(
+        "[...document.querySelectorAll('#totals-table tr')].slice(1).map(r => r.cells[0]"
+        ".textContent)"
+    )
+    assert totals == [f"{label}, {gaps} gaps" for gaps in ("short", "mixed") for label in labels]
+    assert set(document["totals"]) == {f"{n}@{g}" for g in ("short", "mixed") for n in names}
+    assert document["totals"]["none@mixed"]["sessions"] == 2
+    options = browser.evaluate(
+        "[...document.querySelectorAll('#session-picker option')].map(o => o.textContent)"
+    )
+    assert options[1].startswith("2. first (mixed gaps, ")
+    assert browser.errors == []

@@ -580,3 +580,37 @@ def test_recorded_gaps_come_from_the_timestamps(tmp_path: Path) -> None:
     turns = json.loads(output)["sessions"][0]["scenarios"]["none"]["turns"]
     assert turns[0]["seconds"] == 0.0
     assert all(t["seconds"] % 40 == 0 for t in turns)
+
+
+def test_replays_sharing_a_data_dir_never_share_an_engine_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two records with one id, each replayed under two gap distributions: four lcm sessions per
+    # compacting scenario, never one session fed by two replays.
+    line = json.dumps({"id": "same", "messages": samples.openai_conversation()})
+    source = tmp_path / "twice.jsonl"
+    source.write_text(f"{line}\n{line}\n")
+    kept = tmp_path / "kept"
+    argv = ["--engine", "lcm", "--gaps", "short,long", "--data-dir", str(kept), "--json"]
+    assert run("replay", str(source), *argv, *SMALL)[0] == 0
+    capsys.readouterr()
+    assert run("lcm", "status", "--db", str(kept / "lcm" / "lcm.db"), "--json")[0] == 0
+    sessions = {s["session_id"] for s in json.loads(capsys.readouterr().out)["sessions"]}
+    assert sessions == {
+        f"replay:{record}@{gaps}:{scenario}"
+        for record in ("same", "same#2")
+        for gaps in ("short", "long")
+        for scenario in ("compaction", "both")
+    }
+
+
+def test_replay_says_which_engine_and_trigger_ran_each_scenario_set(openai_list: Path) -> None:
+    data = _replay_json(
+        openai_list, "--engine", "lcm", "--threshold", "0.4", "--strategy", "tool_turns", *SMALL
+    )
+    [session] = data["sessions"]
+    assert session["engine"] == "lcm"
+    assert session["trigger"] == {"key": "engines.lcm.threshold", "value": 0.4}
+    assert session["scenarios"]["both:tool_turns"]["strategy"] == "tool_turns"
+    assert session["scenarios"]["both"]["strategy"] == "system_and_3"
+    assert session["scenarios"]["compaction"]["strategy"] is None

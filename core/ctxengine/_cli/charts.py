@@ -2,9 +2,11 @@
 
 - ``.html``: the interactive page (:mod:`ctxengine._cli.html_report`, no matplotlib needed);
 - ``.png``, ``.svg``, ``.pdf``: an image of fixed size whatever the number of sessions. One
-  session gets its per-turn story (prompt tokens and cumulative cost per turn); several get a
-  summary across sessions (totals per scenario, and each session's savings against its size),
-  since one panel per session stops being readable after a handful.
+  session gets its per-turn story (prompt tokens and cumulative cost per turn) and where each
+  scenario's money goes (cache reads, writes, uncached input, summary calls, output); several
+  get a summary across sessions (where the money goes per scenario in total, and each session's
+  savings against its size), since one panel per session stops being readable after a handful.
+  Sessions replayed with several gap distributions are summed per distribution.
 
 :func:`check_chart_path` runs before the replay, so a wrong name or a missing matplotlib is
 reported at once instead of after minutes of replaying.
@@ -12,12 +14,13 @@ reported at once instead of after minutes of replaying.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxengine._cli.replay import ReplayReport, ScenarioResult, totals
-from ctxengine._cli.report import colour
+from ctxengine._cli.report import BREAKDOWN_COLOURS, BREAKDOWN_LABELS, colour, gaps_text, money
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -27,6 +30,9 @@ IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
 PLOT_INSTALL = "plotting needs matplotlib: pip install 'ctxengine[plot]'"
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+MANY_SCENARIOS = 5
+"""Above this many scenarios, the per-turn panels name them in one legend only."""
 
 WIDTH_IN, HEIGHT_IN, DPI = 11.0, 9.0, 110
 """Every image is 1210 x 990 px (at DPI), whatever it shows."""
@@ -96,15 +102,17 @@ def _integer_turns(ax: Axes) -> None:
 
 
 def _one_session(fig: Any, report: ReplayReport) -> None:
-    tokens_ax, cost_ax = fig.subplots(2, 1)
+    tokens_ax, cost_ax, money_ax = fig.subplots(3, 1, gridspec_kw={"height_ratios": [1, 1, 1.1]})
     results = list(report.scenarios.values())
+    # Many scenarios are named once, in the cost panel, so the legends leave the lines visible.
+    many = len(results) > MANY_SCENARIOS
     for index, result in enumerate(results):
         xs = [t.turn for t in result.turns]
         # Caching does not change prompt sizes: dashed lines keep both of a pair visible.
         tokens_ax.plot(
             xs,
             [t.prompt_tokens for t in result.turns],
-            label=result.scenario.label,
+            label="_nolegend_" if many else result.scenario.label,
             color=colour(index),
             linewidth=1.4 if result.scenario.caching else 2.6,
             linestyle="--" if result.scenario.caching else "-",
@@ -124,49 +132,82 @@ def _one_session(fig: Any, report: ReplayReport) -> None:
         if t.compaction and t.compaction.startswith("compacted"):
             tokens_ax.axvline(t.turn, color="#d62728", linestyle="--", linewidth=0.8, label=label)
             label = None  # one legend entry for all compaction lines
-    tokens_ax.set_title(f"{report.session_id}: prompt tokens per request ({report.engine})")
+    tokens_ax.set_title(
+        f"{report.session_id}: prompt tokens per request ({report.engine}, {gaps_text(report)})"
+    )
     tokens_ax.set_ylabel("prompt tokens")
-    cost_ax.set_title(f"{report.session_id}: cumulative cost ({report.model})")
+    cost_ax.set_title(
+        f"{report.session_id}: cumulative cost, summary calls included ({report.model})"
+    )
     cost_ax.set_ylabel("USD")
     for ax in (tokens_ax, cost_ax):
         ax.set_xlabel("turn (assistant response)")
         _integer_turns(ax)
-        ax.legend(loc="upper left", fontsize=8)
         ax.grid(alpha=0.3)
+    tokens_ax.legend(loc="best" if many else "upper left", fontsize=7)
+    cost_ax.legend(loc="upper left", fontsize=7, ncol=2 if many else 1)
+    _where_the_money_goes(
+        money_ax,
+        [r.scenario.label for r in results],
+        [r.breakdown() for r in results],
+        f"{report.session_id}: where the money goes",
+    )
     fig.tight_layout()
+
+
+def _where_the_money_goes(
+    ax: Axes, labels: Sequence[str], parts: Sequence[Mapping[str, float]], title: str
+) -> None:
+    """Stacked bars, one per scenario in report order: each part of its cost, the total on top
+    (upright bars, so every x tick of the image stays a whole number)."""
+    positions = list(range(len(labels)))
+    bottoms = [0.0] * len(labels)
+    for key, name in BREAKDOWN_LABELS.items():
+        values = [p[key] for p in parts]
+        ax.bar(positions, values, 0.6, bottom=bottoms, color=BREAKDOWN_COLOURS[key], label=name)
+        bottoms = [bottom + value for bottom, value in zip(bottoms, values, strict=True)]
+    for position, total in zip(positions, bottoms, strict=True):
+        ax.text(position, total, money(total), ha="center", va="bottom", fontsize=7)
+    width = max(12, 150 // max(1, len(labels)))
+    ax.set_xticks(positions, [textwrap.fill(label, width) for label in labels], fontsize=7)
+    ax.set_ylabel("USD")
+    ax.set_title(title)
+    ax.margins(y=0.35)  # room for the totals and the legend above the bars
+    ax.legend(loc="upper right", fontsize=7, ncol=len(BREAKDOWN_LABELS))
+    ax.grid(axis="y", alpha=0.3)
 
 
 def _cumulative(result: ScenarioResult) -> list[float]:
     running, values = 0.0, []
     for turn in result.turns:
-        running += turn.cost
+        running += turn.total_cost
         values.append(running)
     return values
 
 
 def _many_sessions(fig: Any, reports: Sequence[ReplayReport]) -> None:
-    totals_ax, savings_ax = fig.subplots(2, 1, gridspec_kw={"height_ratios": [1, 1.6]})
+    totals_ax, savings_ax = fig.subplots(2, 1, gridspec_kw={"height_ratios": [1, 1.3]})
     sums = totals(reports)
-    base = sums[0].input_cost
-    labels = [s.scenario.label for s in sums]
-    positions = list(range(len(sums)))
-    totals_ax.barh(positions, [s.input_cost for s in sums], color=[colour(i) for i in positions])
-    totals_ax.set_yticks(positions, labels)
-    totals_ax.invert_yaxis()  # the baseline on top
-    for i, s in enumerate(sums):
-        saved = "" if i == 0 or not base else f"  ({1 - s.input_cost / base:.0%} saved)"
-        totals_ax.text(s.input_cost, i, f" ${s.input_cost:,.2f}{saved}", va="center", fontsize=9)
-    totals_ax.set_xlabel("input cost in USD, all sessions")
-    totals_ax.set_title(f"{len(reports)} sessions: input cost per scenario")
-    totals_ax.margins(x=0.25)
-    totals_ax.grid(axis="x", alpha=0.3)
+    labels = [
+        s.label if s.input_saved is None else f"{s.label} ({s.input_saved:.0%} input saved)"
+        for s in sums
+    ]
+    _where_the_money_goes(
+        totals_ax,
+        labels,
+        [s.breakdown for s in sums],
+        f"{sums[0].sessions} session{'' if sums[0].sessions == 1 else 's'}: where the money goes "
+        "per scenario, in total",
+    )
 
-    for index, s in enumerate(sums[1:], 1):
+    for index, s in enumerate(sums):
+        if s.input_saved is None:
+            continue  # a baseline
         name = s.scenario.name
         points = sorted(
             (r.baseline.prompt_tokens, r.savings(name) * 100)
             for r in reports
-            if name in r.scenarios
+            if name in r.scenarios and s.gaps in (None, r.gaps)
         )
         # Hollow markers of different shapes: scenarios that save the same stay visible.
         savings_ax.scatter(
@@ -177,13 +218,13 @@ def _many_sessions(fig: Any, reports: Sequence[ReplayReport]) -> None:
             facecolors="none",
             edgecolors=colour(index),
             linewidths=1.2,
-            label=s.scenario.label,
+            label=s.label,
         )
     savings_ax.set_xscale("log")
     savings_ax.axhline(0, color="#333333", linewidth=0.8)
     savings_ax.set_xlabel("session size: prompt tokens sent without compaction or caching (log)")
     savings_ax.set_ylabel("input cost saved vs baseline (%)")
     savings_ax.set_title("each session's saving against its size (details: --plot report.html)")
-    savings_ax.legend(loc="lower right", fontsize=8)
+    savings_ax.legend(loc="lower right", fontsize=7, ncol=2 if len(sums) > MANY_SCENARIOS else 1)
     savings_ax.grid(alpha=0.3)
     fig.tight_layout()

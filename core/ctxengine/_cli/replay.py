@@ -7,10 +7,11 @@ simulated provider cache (:mod:`ctxengine._accounting.cachesim`), and the record
 message is appended as the response.
 
 Scenarios are data (:class:`Scenario`): whether caching and compaction are on, how summary calls
-are made and priced, and which strategy and TTL policy mark the requests. The default set is
-four, side by side:
+are made and priced, and which strategy and TTL policy mark the requests; each evolves the
+configuration it is given (:meth:`Scenario.configure`). The default :data:`SCENARIOS` are four,
+side by side:
 
-- ``none``: no compaction, no caching (the baseline);
+- ``none``: no compaction, no caching (the baseline, :data:`BASELINE`, always replayed first);
 - ``caching``: caching only;
 - ``compaction``: compaction only;
 - ``both``: compaction and caching, as configured.
@@ -25,16 +26,25 @@ priced as output.
 
 Time between requests comes from a gap distribution (:class:`Gaps`): a fixed number of seconds,
 ``short`` (30 s), ``long`` (20 minutes), ``mixed`` (30 s inside the agent's own loop, 20 minutes
-before each new message from the person) or ``recorded`` (the transcript's own timestamps).
+before each new message from the person) or ``recorded`` (the transcript's own timestamps). The
+kernels run on the simulated clock, so the TTL planner of ``cache_ttl: auto`` measures these gaps.
+
+Replays are simulations: each runs its kernels sandboxed (:func:`ctxengine.load` with
+``sandbox=``), so engines that store what they see (lcm's database) write to a temporary folder,
+never to the user's real stores.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import os
+import tempfile
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 
 import attrs
@@ -44,8 +54,8 @@ from ctxengine._accounting.cachesim import PromptCacheSimulator, prompt_usage
 from ctxengine._accounting.tokens import TokenCounter
 from ctxengine._accounting.usage import Usage
 from ctxengine._cli.files import ConversationRecord
-from ctxengine._config.core import Config
-from ctxengine._kernel.kernel import Kernel, load
+from ctxengine._config.core import CacheTTL, Config
+from ctxengine._kernel.kernel import load
 from ctxengine._messages.conversation import Message
 from ctxengine._messages.read import is_real_user_message
 from ctxengine._summarize.template import SUMMARY_HEADINGS
@@ -57,31 +67,55 @@ without API keys: no call), or by the priced stand-in with a fresh prompt or cac
 
 @attrs.frozen
 class Scenario:
-    """One way of running a session.
+    """One way of sending a recorded session, compared with the others side by side.
+
+    Scenarios are data: the runner, the tables, the JSON and the charts take any tuple of them,
+    so comparing another setting means adding a scenario and the configuration change it stands
+    for (:meth:`configure`).
 
     :ivar name: the key in reports and JSON (``both``, ``both:tool_turns``, ``both:ttl=auto``,
         ``both:cache-aware``, ...).
+    :ivar label: what tables and charts call it (``"compaction + caching"``).
+    :ivar summaries: how summary calls are made and priced.
     :ivar strategy: the cache strategy (``None``: ``prompt_caching.strategy``).
     :ivar ttl: the TTL policy (``None``: ``prompt_caching.cache_ttl``).
     """
 
     name: str
     label: str
-    caching: bool
     compaction: bool
+    caching: bool
     summaries: SummaryCalls = "configured"
     strategy: str | None = None
-    ttl: str | None = None
+    ttl: CacheTTL | None = None
+
+    def configure(self, config: Config) -> Config:
+        """``config`` with this scenario in place (the kernel keeps the kernel values of a
+        configuration evolved in code, and reads the plugins' keys from its layers)."""
+        compression = config.compression
+        caching = config.prompt_caching
+        return attrs.evolve(
+            config,
+            compression=attrs.evolve(compression, enabled=compression.enabled and self.compaction),
+            prompt_caching=attrs.evolve(
+                caching,
+                enabled=caching.enabled if self.caching else False,
+                strategy=self.strategy or caching.strategy,
+                cache_ttl=self.ttl or caching.cache_ttl,
+            ),
+        )
 
 
-BASE_SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("none", "no compaction, no caching", caching=False, compaction=False),
-    Scenario("caching", "caching only", caching=True, compaction=False),
-    Scenario("compaction", "compaction only", caching=False, compaction=True),
-    Scenario("both", "compaction + caching", caching=True, compaction=True),
+BASELINE = Scenario("none", "no compaction, no caching", compaction=False, caching=False)
+"""What every other scenario is compared with; always replayed first."""
+
+SCENARIOS: tuple[Scenario, ...] = (
+    BASELINE,
+    Scenario("caching", "caching only", compaction=False, caching=True),
+    Scenario("compaction", "compaction only", compaction=True, caching=False),
+    Scenario("both", "compaction + caching", compaction=True, caching=True),
 )
-SCENARIOS: tuple[str, ...] = tuple(s.name for s in BASE_SCENARIOS)
-"""The names of the default scenarios, baseline first."""
+"""The default comparison; the last one is the configuration as the user wrote it."""
 
 SUMMARY_LABELS: Mapping[SummaryCalls, str] = {
     "configured": "",
@@ -93,37 +127,43 @@ SUMMARY_LABELS: Mapping[SummaryCalls, str] = {
 def scenario_set(
     *,
     strategies: Sequence[str] = (),
-    ttls: Sequence[str] = (),
+    ttls: Sequence[CacheTTL] = (),
     summaries: Sequence[SummaryCalls] = (),
 ) -> tuple[Scenario, ...]:
     """The default four plus variants of ``both``: one per strategy, one per TTL policy and one
     per way of making summary calls (``fresh`` also adds compaction only with fresh summary
     calls, the no-caching price of a summary). With several of each, every combination runs."""
     if not (strategies or ttls or summaries):
-        return BASE_SCENARIOS
-    out = list(BASE_SCENARIOS)
+        return SCENARIOS
+    out = list(SCENARIOS)
     if "fresh" in summaries:
         out.append(
             Scenario(
                 "compaction:fresh",
                 "compaction only, fresh summary prompt",
-                caching=False,
                 compaction=True,
+                caching=False,
                 summaries="fresh",
             )
         )
     strategy_options: Sequence[str | None] = strategies or (None,)
-    ttl_options: Sequence[str | None] = ttls or (None,)
+    ttl_options: Sequence[CacheTTL | None] = ttls or (None,)
     summary_options: Sequence[SummaryCalls] = summaries or ("configured",)
     for strategy, ttl, calls in itertools.product(strategy_options, ttl_options, summary_options):
         parts = [p for p in (strategy, f"ttl={ttl}" if ttl else None) if p]
         if calls != "configured":
             parts.append(calls)
-        name = "both:" + ",".join(parts)
         details = [strategy or "", f"{ttl} TTL" if ttl else "", SUMMARY_LABELS[calls]]
-        label = ", ".join(["compaction + caching", *(d for d in details if d)])
         out.append(
-            Scenario(name, label, True, True, summaries=calls, strategy=strategy, ttl=ttl)
+            Scenario(
+                "both:" + ",".join(parts),
+                ", ".join(["compaction + caching", *(d for d in details if d)]),
+                compaction=True,
+                caching=True,
+                summaries=calls,
+                strategy=strategy,
+                ttl=ttl,
+            )
         )
     return tuple(out)
 
@@ -140,13 +180,20 @@ TIMESTAMP_KEYS = ("timestamp", "created_at", "time")
 class Gaps:
     """Seconds between consecutive requests of a replay.
 
-    :ivar name: ``short``, ``long``, ``mixed``, ``recorded`` or a number of seconds as text.
+    :ivar name: ``short``, ``long``, ``mixed``, ``mixed:P``, ``recorded`` or a number of seconds
+        as text (``"45s"``).
+    :ivar seconds: the fixed gap, ``None`` for a distribution.
     """
 
     name: str
     seconds: float | None = None
     long_share: float | None = None
     """For ``mixed:P``: the share of gaps that are long, drawn per gap from the session id."""
+
+    @classmethod
+    def fixed(cls, seconds: float) -> Gaps:
+        """The same ``seconds`` between every two requests."""
+        return cls(f"{seconds:g}s", seconds)
 
     @classmethod
     def parse(cls, text: str) -> Gaps:
@@ -172,13 +219,15 @@ class Gaps:
             ) from None
         if not math.isfinite(seconds) or seconds < 0:
             raise ValueError(f"gaps {text!r}: seconds must be a finite number >= 0")
-        return cls(f"{seconds:g}s", seconds)
+        return cls.fixed(seconds)
 
-    def times(self, record: ConversationRecord, answers: Sequence[int]) -> list[float]:
-        """When each request (answering ``record.messages[i]`` for ``i`` in ``answers``) is sent.
+    def times(self, record: ConversationRecord) -> list[float]:
+        """When each request of a replay of ``record`` (:func:`answer_indices`) is sent, in
+        seconds from the session's start.
 
         :raises ValueError: for ``recorded`` when a message of the recording has no timestamp.
         """
+        answers = answer_indices(record)
         if self.name == "recorded":
             return _recorded_times(record, answers)
         times: list[float] = []
@@ -201,9 +250,7 @@ class Gaps:
         if self.name == "long":
             return LONG_GAP
         # mixed: a person wrote something since the previous request -> they took their time.
-        person = any(
-            is_real_user_message(m, "openai") for m in messages[previous + 1 : index]
-        )
+        person = any(is_real_user_message(m, "openai") for m in messages[previous + 1 : index])
         return LONG_GAP if person else SHORT_GAP
 
 
@@ -240,10 +287,15 @@ def _recorded_times(record: ConversationRecord, answers: Sequence[int]) -> list[
     return out
 
 
+def answer_indices(record: ConversationRecord) -> list[int]:
+    """Indices of the assistant messages a replay sends a request for (all but a first one)."""
+    return [i for i, m in enumerate(record.messages) if m.get("role") == "assistant" and i > 0]
+
+
 # -- results ---------------------------------------------------------------------------------
 
 Progress = Callable[[str, int, int], None]
-"""Called as ``progress(label, done, total)`` after each turn."""
+"""Called as ``progress(scenario name, done, total)`` after each turn."""
 
 
 @attrs.frozen
@@ -261,6 +313,7 @@ class TurnRecord:
     cache_write_1h_tokens: int
     output_tokens: int
     cost: float
+    """This request's cost (prompt and output), without the summary call."""
     uncached_cost: float
     compaction: str | None = None
     """``None``, or the compaction status and reason when one ran before this request."""
@@ -274,6 +327,11 @@ class TurnRecord:
     summary_output_cost: float = 0.0
 
     @property
+    def total_cost(self) -> float:
+        """This request and the summary call made before it."""
+        return self.cost + self.summary_input_cost + self.summary_output_cost
+
+    @property
     def usage(self) -> Usage:
         """The prompt-side usage of this request as the provider would report it."""
         return Usage(
@@ -285,21 +343,36 @@ class TurnRecord:
         )
 
 
+BREAKDOWN_KEYS = ("cache_reads", "cache_writes", "uncached_input", "summary_calls", "output")
+"""Where the money goes (:meth:`ScenarioResult.breakdown`), in the order reports show it."""
+
+
 @attrs.frozen
 class ScenarioResult:
-    """A whole session under one scenario."""
+    """A whole session under one scenario.
 
-    scenario: str
-    label: str
+    :ivar caching: whether requests were really marked for caching (the configuration may turn
+        caching off for the model even when the scenario asks for it).
+    :ivar strategy: the strategy that marked the requests (``None`` without caching).
+    :ivar ttl: the TTL policy it used (``None`` without caching).
+    """
+
+    scenario: Scenario
     caching: bool
-    compaction: bool
     turns: tuple[TurnRecord, ...]
     compactions: int
     output_cost: float
     """Cost of the agent's output tokens, the same in every scenario."""
     strategy: str | None = None
-    ttl: str | None = None
-    summaries: SummaryCalls = "configured"
+    ttl: CacheTTL | None = None
+
+    @property
+    def name(self) -> str:
+        return self.scenario.name
+
+    @property
+    def compaction(self) -> bool:
+        return self.scenario.compaction
 
     @property
     def prompt_tokens(self) -> int:
@@ -339,7 +412,7 @@ class ScenarioResult:
     @property
     def cost(self) -> float:
         """Everything: the agent's requests and the summary calls, input and output."""
-        return sum(t.cost for t in self.turns) + self.summary_input_cost + self.summary_output_cost
+        return sum(t.total_cost for t in self.turns)
 
     @property
     def input_cost(self) -> float:
@@ -351,30 +424,10 @@ class ScenarioResult:
         """The agent's prompt tokens billed at the plain input price."""
         return self.input_cost - self.read_cost - self.write_cost - self.summary_input_cost
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "scenario": self.scenario,
-            "label": self.label,
-            "caching": self.caching,
-            "compaction": self.compaction,
-            "strategy": self.strategy,
-            "ttl": self.ttl,
-            "summaries": self.summaries,
-            "compactions": self.compactions,
-            "summary_calls": self.summary_calls,
-            "prompt_tokens": self.prompt_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-            "cost_usd": round(self.cost, 6),
-            "input_cost_usd": round(self.input_cost, 6),
-            "breakdown_usd": {
-                key: round(value, 6) for key, value in self.breakdown().items()
-            },
-            "turns": [attrs.asdict(t) for t in self.turns],
-        }
-
     def breakdown(self) -> dict[str, float]:
-        """Where the money goes: prompt reads, writes, uncached input, summary calls, output."""
+        """Where the money goes, by :data:`BREAKDOWN_KEYS`: prompt reads, writes, uncached
+        input, summary calls (input and output), the agent's output. The parts sum to
+        :attr:`cost`."""
         return {
             "cache_reads": self.read_cost,
             "cache_writes": self.write_cost,
@@ -383,23 +436,57 @@ class ScenarioResult:
             "output": self.output_cost,
         }
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario.name,
+            "label": self.scenario.label,
+            "caching": self.caching,
+            "compaction": self.compaction,
+            "strategy": self.strategy,
+            "ttl": self.ttl,
+            "summaries": self.scenario.summaries,
+            "compactions": self.compactions,
+            "summary_calls": self.summary_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cost_usd": round(self.cost, 6),
+            "input_cost_usd": round(self.input_cost, 6),
+            "breakdown_usd": {key: round(value, 6) for key, value in self.breakdown().items()},
+            "turns": [attrs.asdict(t) for t in self.turns],
+        }
+
 
 @attrs.frozen
 class ReplayReport:
-    """A session replayed under every scenario."""
+    """A session replayed under every scenario, with one gap distribution.
+
+    :ivar engine: the engine that ran (the built-in compressor after a fallback).
+    :ivar trigger_key: the key holding the engine's compaction trigger, ``None`` if it has none.
+    :ivar trigger: that key's value (a fraction of the window).
+    :ivar gap_seconds: the fixed time between requests, ``None`` for a distribution.
+    :ivar gaps: the gap distribution's name (``"30s"``, ``"mixed"``, ...).
+    :ivar scenarios: scenario name -> result, the baseline first.
+    """
 
     session_id: str
     format: str
     model: str
     engine: str
+    trigger_key: str | None
+    trigger: float | None
     messages: int
     gap_seconds: float | None
+    gaps: str
     scenarios: Mapping[str, ScenarioResult]
-    gaps: str = "30s"
+
+    @property
+    def baseline(self) -> ScenarioResult:
+        return self.scenarios[BASELINE.name]
 
     def savings(self, scenario: str, *, input_only: bool = True) -> float:
         """Share of the baseline's cost (input side by default) that ``scenario`` saves."""
-        base = self.scenarios["none"]
+        base = self.baseline
         other = self.scenarios[scenario]
         before = base.input_cost if input_only else base.cost
         after = other.input_cost if input_only else other.cost
@@ -411,6 +498,7 @@ class ReplayReport:
             "format": self.format,
             "model": self.model,
             "engine": self.engine,
+            "trigger": {"key": self.trigger_key, "value": self.trigger},
             "messages": self.messages,
             "gap_seconds": self.gap_seconds,
             "gaps": self.gaps,
@@ -420,25 +508,13 @@ class ReplayReport:
                     "total_cost": round(self.savings(name, input_only=False), 4),
                 }
                 for name in self.scenarios
-                if name != "none"
+                if name != BASELINE.name
             },
             "scenarios": {name: result.to_json() for name, result in self.scenarios.items()},
         }
 
 
-def _scenario_config(config: Config, scenario: Scenario) -> Config:
-    caching = config.prompt_caching
-    return attrs.evolve(
-        config,
-        compression=attrs.evolve(config.compression, enabled=scenario.compaction),
-        prompt_caching=attrs.evolve(
-            caching,
-            enabled=caching.enabled if scenario.caching else False,
-            strategy=scenario.strategy or caching.strategy,
-            cache_ttl=scenario.ttl or caching.cache_ttl,
-        ),
-    )
-
+# -- running ---------------------------------------------------------------------------------
 
 FILLER = "- carried over from the compacted turns: decisions, files, commands and their results"
 
@@ -500,160 +576,300 @@ class ReplaySummarizer:
         return calls
 
 
-def _answers(record: ConversationRecord) -> list[int]:
-    return [i for i, m in enumerate(record.messages) if m.get("role") == "assistant" and i > 0]
+@attrs.frozen
+class _Run:
+    """One scenario's result and what its kernel ran with."""
+
+    result: ScenarioResult
+    engine: str
+    trigger_key: str | None
+    trigger: float | None
+
+
+@contextlib.contextmanager
+def _sandbox(folder: str | os.PathLike[str] | None) -> Iterator[Path]:
+    """``folder``, or a temporary folder deleted afterwards."""
+    if folder is not None:
+        yield Path(folder)
+        return
+    with tempfile.TemporaryDirectory(prefix="ctxengine-replay-") as temporary:
+        yield Path(temporary)
+
+
+def _replay_one(
+    record: ConversationRecord,
+    config: Config,
+    scenario: Scenario,
+    *,
+    sandbox: Path,
+    times: Sequence[float],
+    session_id: str,
+    trigger: float | None,
+    progress: Progress | None,
+    env: Mapping[str, str] | None,
+) -> _Run:
+    clock = [0.0]
+    kernel = load(
+        scenario.configure(config),
+        env=env,
+        trigger=trigger,
+        sandbox=sandbox,
+        clock=lambda: clock[0],  # the simulated time: the TTL planner measures these gaps
+    )
+    with kernel:
+        session = kernel.session(f"{session_id}:{scenario.name}")
+        counter: TokenCounter = session.ctx.tokens
+        simulator = PromptCacheSimulator(
+            counter, min_cacheable_tokens=kernel.model.min_cacheable_tokens
+        )
+        caching_on = scenario.caching and kernel.cache_settings is not None
+        summarizer: ReplaySummarizer | None = None
+        if scenario.summaries != "configured":
+            summarizer = ReplaySummarizer(
+                simulator,
+                counter,
+                model=kernel.model.name,
+                context_length=kernel.model.context_length,
+                cache_aware=scenario.summaries == "cache-aware" and caching_on,
+                now=lambda: clock[0],
+            )
+            kernel.use_summary_provider(summarizer)
+
+        view: list[Message] = []
+        system = record.system
+        pending: list[Message] = []
+        turns: list[TurnRecord] = []
+        compactions = 0
+        outputs = 0.0
+        answers = set(answer_indices(record))
+        for index, message in enumerate(record.messages):
+            if index not in answers:
+                pending.append(message)
+                continue
+            view = view + pending
+            pending = []
+            clock[0] = now = times[len(turns)]
+            event = None
+            if scenario.compaction and session.should_compress(view, system):
+                result = session.compress(view, system)
+                event = f"{result.status}: {result.reason}"
+                if result.compacted:
+                    compactions += 1
+                    view, system = list(result.messages), result.system
+            summary = Usage()
+            for call in summarizer.take() if summarizer is not None else ():
+                summary = summary + call
+            summary_cost = cost_of(summary, kernel.model)
+            request: dict[str, Any] = {"model": kernel.model.name, "messages": view}
+            if system is not None:
+                request["system"] = system
+            prepared = session.prepare(request) if caching_on else request
+            usage = simulator.send(prepared, now) if caching_on else prompt_usage(counter, request)
+            output_tokens = counter.count_message(message)
+            usage = attrs.evolve(usage, output_tokens=output_tokens)
+            session.update_usage(usage)
+            cost: CacheCost = cost_of(usage, kernel.model)
+            outputs += cost.output_cost
+            turns.append(
+                TurnRecord(
+                    turn=len(turns) + 1,
+                    index=index,
+                    messages_sent=len(view),
+                    prompt_tokens=usage.prompt_tokens,
+                    input_tokens=usage.input_tokens,
+                    cache_read_tokens=usage.cache_read_tokens,
+                    cache_write_tokens=usage.cache_write_tokens,
+                    cache_write_1h_tokens=usage.cache_write_1h_tokens,
+                    output_tokens=output_tokens,
+                    cost=cost.total,
+                    uncached_cost=cost.uncached_total,
+                    compaction=event,
+                    seconds=now,
+                    read_cost=cost.cache_read_cost,
+                    write_cost=cost.cache_write_5m_cost + cost.cache_write_1h_cost,
+                    summary_prompt_tokens=summary.prompt_tokens,
+                    summary_cache_read_tokens=summary.cache_read_tokens,
+                    summary_input_cost=summary_cost.total - summary_cost.output_cost,
+                    summary_output_cost=summary_cost.output_cost,
+                )
+            )
+            view = [*view, message]
+            if progress is not None:
+                progress(scenario.name, len(turns), len(answers))
+        key = kernel.trigger_key
+        caching = kernel.config.prompt_caching
+        return _Run(
+            ScenarioResult(
+                scenario=scenario,
+                caching=caching_on,
+                turns=tuple(turns),
+                compactions=compactions,
+                output_cost=outputs,
+                strategy=caching.strategy if caching_on else None,
+                ttl=caching.cache_ttl if caching_on else None,
+            ),
+            engine=kernel.engine,
+            trigger_key=key,
+            trigger=kernel.loaded.values.get(key) if key is not None else None,
+        )
 
 
 def replay_scenario(
     record: ConversationRecord,
     config: Config,
-    scenario: Scenario | str,
+    scenario: Scenario,
     *,
-    gap_seconds: float = 30.0,
     gaps: Gaps | None = None,
+    trigger: float | None = None,
+    sandbox: str | os.PathLike[str] | None = None,
+    session: str | None = None,
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
 ) -> ScenarioResult:
-    """Replay ``record`` under one scenario; see the module docstring.
+    """Replay ``record`` under one scenario (no baseline); the parameters are :func:`replay`'s.
 
-    :param gaps: the time between requests (default: ``gap_seconds`` each).
-    :raises ValueError: for an unknown scenario name, or recorded gaps without timestamps.
+    :raises ValueError: for recorded gaps without timestamps.
     """
-    if isinstance(scenario, str):
-        known = {s.name: s for s in BASE_SCENARIOS}
-        if scenario not in known:
-            raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(known)}")
-        scenario = known[scenario]
-    answers = _answers(record)
-    times = (gaps or Gaps(f"{gap_seconds:g}s", gap_seconds)).times(record, answers)
-    clock = [0.0]
-    kernel: Kernel = load(_scenario_config(config, scenario), env=env, clock=lambda: clock[0])
-    session = kernel.session(f"replay:{record.id}:{scenario.name}")
-    counter: TokenCounter = session.ctx.tokens
-    simulator = PromptCacheSimulator(
-        counter, min_cacheable_tokens=kernel.model.min_cacheable_tokens
-    )
-    caching_on = scenario.caching and kernel.cache_settings is not None
-    summarizer: ReplaySummarizer | None = None
-    if scenario.summaries != "configured":
-        summarizer = ReplaySummarizer(
-            simulator,
-            counter,
-            model=kernel.model.name,
-            context_length=kernel.model.context_length,
-            cache_aware=scenario.summaries == "cache-aware" and caching_on,
-            now=lambda: clock[0],
-        )
-        kernel.use_summary_provider(summarizer)
-
-    view: list[Message] = []
-    system = record.system
-    pending: list[Message] = []
-    turns: list[TurnRecord] = []
-    compactions = 0
-    outputs = 0.0
-    wanted = set(answers)
-    for index, message in enumerate(record.messages):
-        if index not in wanted:
-            pending.append(message)
-            continue
-        view = view + pending
-        pending = []
-        clock[0] = now = times[len(turns)]
-        event = None
-        if scenario.compaction and session.should_compress(view, system):
-            result = session.compress(view, system)
-            event = f"{result.status}: {result.reason}"
-            if result.compacted:
-                compactions += 1
-                view, system = list(result.messages), result.system
-        summary = Usage()
-        for call in summarizer.take() if summarizer is not None else ():
-            summary = summary + call
-        summary_cost = cost_of(summary, kernel.model)
-        request: dict[str, Any] = {"model": kernel.model.name, "messages": view}
-        if system is not None:
-            request["system"] = system
-        prepared = session.prepare(request) if caching_on else request
-        usage = simulator.send(prepared, now) if caching_on else prompt_usage(counter, request)
-        output_tokens = counter.count_message(message)
-        usage = attrs.evolve(usage, output_tokens=output_tokens)
-        session.update_usage(usage)
-        cost: CacheCost = cost_of(usage, kernel.model)
-        outputs += cost.output_cost
-        turns.append(
-            TurnRecord(
-                turn=len(turns) + 1,
-                index=index,
-                messages_sent=len(view),
-                prompt_tokens=usage.prompt_tokens,
-                input_tokens=usage.input_tokens,
-                cache_read_tokens=usage.cache_read_tokens,
-                cache_write_tokens=usage.cache_write_tokens,
-                cache_write_1h_tokens=usage.cache_write_1h_tokens,
-                output_tokens=output_tokens,
-                cost=cost.total,
-                uncached_cost=cost.uncached_total,
-                compaction=event,
-                seconds=now,
-                read_cost=cost.cache_read_cost,
-                write_cost=cost.cache_write_5m_cost + cost.cache_write_1h_cost,
-                summary_prompt_tokens=summary.prompt_tokens,
-                summary_cache_read_tokens=summary.cache_read_tokens,
-                summary_input_cost=summary_cost.total - summary_cost.output_cost,
-                summary_output_cost=summary_cost.output_cost,
-            )
-        )
-        view = [*view, message]
-        if progress is not None:
-            progress(scenario.name, len(turns), len(answers))
-    kernel.close()
-    return ScenarioResult(
-        scenario=scenario.name,
-        label=scenario.label,
-        caching=caching_on,
-        compaction=scenario.compaction,
-        turns=tuple(turns),
-        compactions=compactions,
-        output_cost=outputs,
-        strategy=kernel.config.prompt_caching.strategy if caching_on else None,
-        ttl=kernel.config.prompt_caching.cache_ttl if caching_on else None,
-        summaries=scenario.summaries,
-    )
+    times = (gaps or Gaps.fixed(SHORT_GAP)).times(record)
+    with _sandbox(sandbox) as folder:
+        return _replay_one(
+            record,
+            config,
+            scenario,
+            sandbox=folder,
+            times=times,
+            session_id=f"replay:{session or record.id}",
+            trigger=trigger,
+            progress=progress,
+            env=env,
+        ).result
 
 
 def replay(
     record: ConversationRecord,
     config: Config,
     *,
-    gap_seconds: float = 30.0,
+    gap_seconds: float = SHORT_GAP,
     gaps: Gaps | None = None,
-    scenarios: Sequence[Scenario | str] = BASE_SCENARIOS,
+    scenarios: Sequence[Scenario] = SCENARIOS,
+    trigger: float | None = None,
+    sandbox: str | os.PathLike[str] | None = None,
+    session: str | None = None,
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
 ) -> ReplayReport:
-    """Replay ``record`` under each scenario (``none`` is always included as the baseline).
+    """Replay ``record`` under each scenario (:data:`BASELINE` is always included, first).
+
+    Every kernel runs sandboxed (:func:`ctxengine.load` with ``sandbox=``): what engines store
+    (lcm's database) goes to ``sandbox``, or to a temporary folder deleted afterwards, never to
+    the user's own stores.
 
     :param gaps: the time between requests (default: ``gap_seconds`` each).
+    :param trigger: the engine's compaction trigger (see :func:`ctxengine.load`).
+    :param session: what each scenario's session id is named after,
+        ``replay:<session>:<scenario>`` (default: the record's id); replays sharing a sandbox
+        need different ones.
+    :raises ValueError: for two scenarios with the same name, or recorded gaps without
+        timestamps.
+    :raises ConfigError: for an invalid configuration or a trigger the engine cannot take.
+    :raises EngineNotFoundError: for an unknown engine with ``context.strict: true``.
     """
-    known = {s.name: s for s in BASE_SCENARIOS}
-    wanted = [known[s] if isinstance(s, str) and s in known else s for s in scenarios]
-    chosen = [s for s in wanted if not (isinstance(s, Scenario) and s.name == "none")]
-    ordered: list[Scenario | str] = [known["none"], *chosen]
-    gaps = gaps or Gaps(f"{gap_seconds:g}s", gap_seconds)
-    results: dict[str, ScenarioResult] = {}
-    for scenario in ordered:
-        result = replay_scenario(
-            record, config, scenario, gaps=gaps, progress=progress, env=env
-        )
-        results[result.scenario] = result
+    wanted = (BASELINE, *(s for s in scenarios if s.name != BASELINE.name))
+    names = [s.name for s in wanted]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"scenario names must differ; repeated: {', '.join(repeated)}")
+    gaps = gaps or Gaps.fixed(gap_seconds)
+    times = gaps.times(record)
+    with _sandbox(sandbox) as folder:
+        runs = [
+            _replay_one(
+                record,
+                config,
+                scenario,
+                sandbox=folder,
+                times=times,
+                session_id=f"replay:{session or record.id}",
+                trigger=trigger,
+                progress=progress,
+                env=env,
+            )
+            for scenario in wanted
+        ]
+    last = runs[-1]
     return ReplayReport(
         session_id=record.id,
         format=record.format,
         model=config.model.name,
-        engine=config.context.engine,
+        engine=last.engine,
+        trigger_key=last.trigger_key,
+        trigger=last.trigger,
         messages=len(record.messages),
         gap_seconds=gaps.seconds,
-        scenarios=results,
         gaps=gaps.name,
+        scenarios={run.result.name: run.result for run in runs},
     )
+
+
+# -- across sessions -------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Totals:
+    """One scenario summed over several sessions replayed with the same gap distribution.
+
+    :ivar gaps: that distribution's name, or ``None`` when every report shares one.
+    :ivar input_saved: the share of the input cost saved against the baseline of the same
+        sessions and gaps (``None`` for the baseline itself).
+    :ivar breakdown: where the money goes, summed (:meth:`ScenarioResult.breakdown`).
+    """
+
+    scenario: Scenario
+    gaps: str | None
+    sessions: int
+    prompt_tokens: int
+    input_cost: float
+    cost: float
+    compactions: int
+    breakdown: Mapping[str, float]
+    input_saved: float | None = None
+
+    @property
+    def name(self) -> str:
+        """The scenario's name, with ``@gaps`` when reports of several distributions are summed."""
+        return self.scenario.name if self.gaps is None else f"{self.scenario.name}@{self.gaps}"
+
+    @property
+    def label(self) -> str:
+        label = self.scenario.label
+        return label if self.gaps is None else f"{label}, {self.gaps} gaps"
+
+
+def totals(reports: Sequence[ReplayReport]) -> list[Totals]:
+    """Each scenario summed over ``reports``, per gap distribution when they use several, in the
+    order the reports hold them (each distribution's baseline first)."""
+    several = len({report.gaps for report in reports}) > 1
+    sums: dict[tuple[str | None, str], Totals] = {}
+    for report in reports:
+        gaps = report.gaps if several else None
+        for name, result in report.scenarios.items():
+            before = sums.get((gaps, name))
+            parts = result.breakdown()
+            if before is not None:
+                parts = {key: before.breakdown[key] + value for key, value in parts.items()}
+            sums[(gaps, name)] = Totals(
+                result.scenario,
+                gaps,
+                (before.sessions if before else 0) + 1,
+                (before.prompt_tokens if before else 0) + result.prompt_tokens,
+                (before.input_cost if before else 0.0) + result.input_cost,
+                (before.cost if before else 0.0) + result.cost,
+                (before.compactions if before else 0) + result.compactions,
+                parts,
+            )
+    out = []
+    for (gaps, name), total in sums.items():
+        base = sums[(gaps, BASELINE.name)].input_cost
+        saved = None if name == BASELINE.name else (1.0 - total.input_cost / base if base else 0.0)
+        out.append(attrs.evolve(total, input_saved=saved))
+    return out

@@ -180,6 +180,64 @@
     box.appendChild(tooltip);
   }
 
+  // Where the money goes: one stacked bar per row (a scenario), a segment per part of the cost.
+  function moneyChart(box, rows, id) {
+    box.textContent = "";
+    var W = 1100, L = 400, R = 90, T = 8, row = 22, B = 30;
+    var H = T + rows.length * row + B;
+    var maxX = 0;
+    rows.forEach(function (r) {
+      var sum = 0;
+      data.breakdown.forEach(function (part) { sum += r.parts[part.key]; });
+      if (sum > maxX) maxX = sum;
+    });
+    var xTicks = ticks(maxX || 1, 6, false);
+    var xMax = xTicks[xTicks.length - 1] || 1;
+    function x(v) { return L + v / xMax * (W - L - R); }
+    var root = svg("svg", { viewBox: "0 0 " + W + " " + H, role: "img",
+      "aria-label": "where the money goes", "data-chart": id });
+    var grid = svg("g", { "class": "grid" });
+    var axis = svg("g", { "class": "axis" });
+    xTicks.forEach(function (v) {
+      grid.appendChild(svg("line", { x1: x(v), x2: x(v), y1: T, y2: H - B }));
+      var label = svg("text", { x: x(v), y: H - B + 16, "text-anchor": "middle" });
+      label.textContent = tickLabel(v, true);
+      axis.appendChild(label);
+    });
+    root.appendChild(grid);
+    root.appendChild(axis);
+    rows.forEach(function (r, i) {
+      var y = T + i * row + 3;
+      var name = svg("text", { x: L - 8, y: y + row / 2 + 1, "text-anchor": "end",
+        "class": "bar-label" });
+      name.textContent = r.label;
+      axis.appendChild(name);
+      var left = 0;
+      data.breakdown.forEach(function (part) {
+        var v = r.parts[part.key];
+        if (!(v > 0)) return;
+        var rect = svg("rect", { "class": "segment", x: x(left), y: y,
+          width: Math.max(x(left + v) - x(left), 0.5), height: row - 6, fill: part.colour,
+          "data-scenario": r.name, "data-part": part.key });
+        var tip = svg("title");
+        tip.textContent = r.label + ": " + part.label + " " + money(v);
+        rect.appendChild(tip);
+        root.appendChild(rect);
+        left += v;
+      });
+      var total = svg("text", { x: x(left) + 4, y: y + row / 2 + 1, "class": "bar-total" });
+      total.textContent = money(left);
+      axis.appendChild(total);
+    });
+    box.appendChild(root);
+    var key = el("div", { "class": "muted" });
+    data.breakdown.forEach(function (part) {
+      key.appendChild(el("span", { "class": "swatch", style: "background:" + part.colour }));
+      key.appendChild(document.createTextNode(part.label + "  "));
+    });
+    box.appendChild(key);
+  }
+
   function drawLegend(session) {
     var legend = document.getElementById("legend");
     legend.textContent = "";
@@ -204,15 +262,20 @@
       session.trigger_key + ")" : "";
     document.getElementById("session-info").textContent = session.id + ": " + session.format +
       ", " + session.messages + " messages, model " + session.model + ", engine " +
-      session.engine + trigger + ", " + session.gap_seconds + " s between turns";
+      session.engine + trigger + ", " + session.gaps_text;
     fillTable(document.getElementById("session-table"),
-      ["scenario", "requests", "prompt tokens", "cache read", "cache write", "compactions",
-        "input cost", "total cost", "input saved"],
+      ["scenario", "requests", "prompt tokens", "cache read", "cache write", "compactions"]
+        .concat(data.breakdown.map(function (part) { return part.label; }))
+        .concat(["input cost", "total cost", "input saved"]),
       session.scenarios.map(function (s, i) {
         return [{ text: s.label, colour: colour(i) }, String(s.requests), int(s.prompt_tokens),
-          int(s.cache_read_tokens), int(s.cache_write_tokens), String(s.compactions),
-          money(s.input_cost), money(s.cost), pct(s.input_saved)];
+          int(s.cache_read_tokens), int(s.cache_write_tokens), String(s.compactions)]
+          .concat(data.breakdown.map(function (part) { return money(s.breakdown[part.key]); }))
+          .concat([money(s.input_cost), money(s.cost), pct(s.input_saved)]);
       }));
+    moneyChart(document.getElementById("chart-money"), session.scenarios.map(function (s) {
+      return { name: s.name, label: s.label, parts: s.breakdown };
+    }), "money");
     drawLegend(session);
     lineChart(document.getElementById("chart-tokens"), session,
       function (s) { return s.prompt; }, { id: "tokens", title: "prompt tokens per request",
@@ -230,26 +293,38 @@
     return last.input_saved === null ? "" : ", " + pct(last.input_saved) + " saved";
   }
 
+  // Each session is replayed once per gap distribution.
+  function gapCount() {
+    var seen = {};
+    data.sessions.forEach(function (s) { seen[s.gaps] = true; });
+    return Object.keys(seen).length;
+  }
+
   function init() {
-    document.getElementById("subtitle").textContent = data.sessions.length + " session(s), " +
-      data.totals.length + " scenarios; made by " + data.generator +
+    var gaps = gapCount();
+    document.getElementById("subtitle").textContent = data.sessions.length / gaps +
+      " session(s)" + (gaps > 1 ? " under " + gaps + " gap distributions" : "") + ", " +
+      data.sessions[0].scenarios.length + " scenarios; made by " + data.generator +
       ". Hover a chart for the values of a turn; untick a scenario to hide it.";
     if (data.sessions.length > 1) {
       document.getElementById("all-sessions").hidden = false;
-      var base = data.totals[0].input_cost;
       fillTable(document.getElementById("totals-table"),
         ["scenario", "sessions", "prompt tokens", "compactions", "input cost", "total cost",
           "input saved"],
         data.totals.map(function (t, i) {
           return [{ text: t.label, colour: colour(i) }, String(t.sessions), int(t.prompt_tokens),
-            String(t.compactions), money(t.input_cost), money(t.cost),
-            i === 0 || !base ? "-" : pct(1 - t.input_cost / base)];
+            String(t.compactions), money(t.input_cost), money(t.cost), pct(t.input_saved)];
         }));
+      moneyChart(document.getElementById("chart-money-totals"), data.totals.map(function (t) {
+        return { name: t.name, label: t.label, parts: t.breakdown };
+      }), "money-totals");
     }
+    var gapsInPicker = gaps > 1;
     var picker = document.getElementById("session-picker");
     data.sessions.forEach(function (s, i) {
       picker.appendChild(el("option", { value: String(i) },
-        (i + 1) + ". " + s.id + " (" + s.messages + " messages" + savedOf(s) + ")"));
+        (i + 1) + ". " + s.id + " (" + (gapsInPicker ? s.gaps + " gaps, " : "") + s.messages +
+        " messages" + savedOf(s) + ")"));
     });
     picker.addEventListener("change", function () {
       current = +picker.value;

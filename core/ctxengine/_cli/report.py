@@ -14,7 +14,24 @@ from ctxengine._cli.console import Writer
 from ctxengine._cli.replay import BREAKDOWN_KEYS, ReplayReport, totals
 from ctxengine._plugin.results import CompressResult
 
-PALETTE = ("#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+PALETTE = (
+    "#7f7f7f",
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#393b79",
+    "#637939",
+    "#8c6d31",
+    "#7b4173",
+    "#3182bd",
+    "#e6550d",
+    "#31a354",
+)
 """Scenario colours in report order (the baseline first, in grey), for every chart."""
 
 BREAKDOWN_LABELS = dict(
