@@ -227,3 +227,81 @@ def test_addition_and_cost() -> None:
     expected = (150 * 3.0 + 1_000 * 0.3 + 200 * 3.75 + 400 * 6.0 + 30 * 15.0) / 1_000_000
     assert cost_usd(a + b, model) == pytest.approx(expected)
     assert Usage().cache_hit_ratio == 0.0
+
+
+def test_openrouter_claude_usage_with_writes_and_reads() -> None:
+    """OpenRouter routing to Anthropic: chat shape, reads and writes both in the details."""
+    usage = normalize_usage(
+        {
+            "prompt_tokens": 12_000,
+            "completion_tokens": 300,
+            "total_tokens": 12_300,
+            "prompt_tokens_details": {"cached_tokens": 10_000, "cache_write_tokens": 1_500},
+            "completion_tokens_details": {"reasoning_tokens": 0},
+            "cost": 0.0123,
+        }
+    )
+    assert usage == Usage(
+        input_tokens=500,
+        output_tokens=300,
+        cache_read_tokens=10_000,
+        cache_write_5m_tokens=1_500,
+    )
+
+
+def test_gemini_openai_compatible_usage() -> None:
+    """Gemini's OpenAI-compatible endpoint: null details when nothing is cached, cached tokens
+    inside prompt_tokens, thinking counted outside completion_tokens (the total says so)."""
+    cold = normalize_usage(
+        {
+            "prompt_tokens": 1_469,
+            "completion_tokens": 744,
+            "total_tokens": 2_496,
+            "prompt_tokens_details": None,
+            "completion_tokens_details": {"reasoning_tokens": 283},
+        }
+    )
+    assert cold == Usage(input_tokens=1_469, output_tokens=1_027, reasoning_tokens=283)
+    warm = normalize_usage(
+        {
+            "prompt_tokens": 1_470,
+            "completion_tokens": 60,
+            "total_tokens": 1_530,
+            "prompt_tokens_details": {"cached_tokens": 1_018},
+        }
+    )
+    assert warm == Usage(input_tokens=452, output_tokens=60, cache_read_tokens=1_018)
+
+
+def test_openai_reasoning_inside_completion_tokens_is_not_added_twice() -> None:
+    usage = normalize_usage(
+        {
+            "prompt_tokens": 100,
+            "completion_tokens": 80,
+            "total_tokens": 180,
+            "completion_tokens_details": {"reasoning_tokens": 50},
+        }
+    )
+    assert (usage.output_tokens, usage.reasoning_tokens) == (80, 50)
+
+
+def test_anthropic_response_keeps_the_cache_miss_reason() -> None:
+    response = {
+        "id": "msg_01",
+        "type": "message",
+        "usage": {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 900},
+        "diagnostics": {
+            "cache_miss_reason": {"type": "system_changed", "cache_missed_input_tokens": 880}
+        },
+    }
+    usage = normalize_usage(response)
+    assert (usage.cache_miss_reason, usage.cache_missed_tokens) == ("system_changed", 880)
+    assert usage.cache_write_5m_tokens == 900
+    # Without diagnostics, or with a null reason (still pending), nothing is said.
+    assert normalize_usage({**response, "diagnostics": None}).cache_miss_reason is None
+    pending = {**response, "diagnostics": {"cache_miss_reason": None}}
+    assert normalize_usage(pending).cache_miss_reason is None
+    with pytest.raises(ValueError, match=r"diagnostics\.cache_miss_reason\.type"):
+        normalize_usage({**response, "diagnostics": {"cache_miss_reason": {"type": 3}}})
+    total = usage + Usage(input_tokens=1)
+    assert total.cache_miss_reason == "system_changed" and total.cache_missed_tokens == 880
