@@ -159,7 +159,9 @@ def test_openai_prompt_cache_key_reads_back_through_the_sdk() -> None:
         session = kernel.session("s")
         client = openai.OpenAI(api_key="k", base_url=api.openai_base_url, max_retries=0)
         messages: list[dict[str, Any]] = [{"role": "user", "content": "Read lib/. " * 200}]
-        first = client.chat.completions.create(**session.prepare({"model": "gpt-4.1", "messages": messages}))
+        first = client.chat.completions.create(
+            **session.prepare({"model": "gpt-4.1", "messages": messages})
+        )
         session.update_usage(first.usage)
         messages += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "next"}]
         second = client.chat.completions.create(

@@ -155,6 +155,7 @@ def test_bad_ttl_on_a_hand_built_config() -> None:
     caching = attrs.evolve(config.prompt_caching, cache_ttl="24h")  # type: ignore[arg-type]
     bad = attrs.evolve(config, prompt_caching=caching)
     with pytest.raises(
-        ValueError, match=re.escape("prompt_caching.cache_ttl must be one of '5m', '1h', 'auto'; got '24h'")
+        ValueError,
+        match=re.escape("prompt_caching.cache_ttl must be one of '5m', '1h', 'auto'; got '24h'"),
     ):
         cache_settings_for(bad, lookup_model("claude-sonnet-4-6"))

@@ -353,7 +353,8 @@ def test_bad_provider() -> None:
 def test_bad_cache_ttl(ttl: object) -> None:
     shown = {None: "null", 300: "300"}.get(ttl, repr(ttl))  # type: ignore[call-overload]
     assert only_error({"prompt_caching": {"cache_ttl": ttl}}) == (
-        f"config error in {SRC}: prompt_caching.cache_ttl = {shown}: must be one of '5m', '1h', 'auto'"
+        f"config error in {SRC}: prompt_caching.cache_ttl = {shown}: "
+        "must be one of '5m', '1h', 'auto'"
     )
 
 
@@ -839,7 +840,11 @@ def test_env_null_and_empty(home: Path, tmp_path: Path) -> None:
             "100",
             "model.context_length = 100: must be an integer >= 1024 or null",
         ),
-        ("CTXENGINE_CACHE_TTL", "1d", "prompt_caching.cache_ttl = '1d': must be one of '5m', '1h', 'auto'"),
+        (
+            "CTXENGINE_CACHE_TTL",
+            "1d",
+            "prompt_caching.cache_ttl = '1d': must be one of '5m', '1h', 'auto'",
+        ),
         (
             "CTXENGINE_SUMMARY_PROVIDER",
             "claude",
@@ -958,7 +963,8 @@ def test_override_errors(home: Path) -> None:
         "config error in override: compression.thresold: unknown key; did you mean "
         "'threshold'? (allowed: enabled, abort_on_summary_failure, threshold, target_ratio, "
         "protect_last_n, protect_first_n, hygiene_threshold, hygiene_hard_message_limit)",
-        "config error in override: prompt_caching.cache_ttl = '2h': must be one of '5m', '1h', 'auto'",
+        "config error in override: prompt_caching.cache_ttl = '2h': "
+        "must be one of '5m', '1h', 'auto'",
         "config error in override: models.m.windw: unknown key (allowed: context_length, "
         "max_output_tokens, min_cacheable_tokens, input_price, output_price)",
     ]

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ctxengine._messages.conversation import Format
 from ctxengine._messages.markers import MAX_BREAKPOINTS, is_tool_message, marked_items
 from ctxengine._messages.read import detect_format
 from ctxengine._messages.validate import validate
@@ -63,7 +64,7 @@ HOST_TOOLS = [
 ]
 
 
-def with_host_markers(request: dict[str, Any], fmt: str) -> dict[str, Any]:
+def with_host_markers(request: dict[str, Any], fmt: Format) -> dict[str, Any]:
     """What a host that caches by itself sends: its own markers on tools (Anthropic), on the
     system prompt, on old messages (left from earlier turns, mixed TTLs) and a top-level one."""
     messages = list(request["messages"])
@@ -84,11 +85,13 @@ def with_host_markers(request: dict[str, Any], fmt: str) -> dict[str, Any]:
         out["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
         system = request.get("system")
         if isinstance(system, str):
-            out["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
+            out["system"] = [
+                {"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}
+            ]
     return out
 
 
-def requests(name: str) -> Iterator[tuple[str, int, dict[str, Any], str]]:
+def requests(name: str) -> Iterator[tuple[str, int, dict[str, Any], Format]]:
     """``(session id, end, request, format)`` for every request point of a file."""
     for session in load(name):
         messages = session["messages"]
@@ -115,9 +118,8 @@ def test_every_request_passes_the_validator(
     apply = STRATEGIES[strategy]
     ttls = itertools.cycle(TTLS)
     checked = 0
-    for session_id, end, request, fmt in requests(name):
-        if host:
-            request = with_host_markers(request, fmt)
+    for session_id, end, plain, fmt in requests(name):
+        request = with_host_markers(plain, fmt) if host else plain
         ttl, stable = next(ttls)
         marked = apply(request, ttl, stable, native)
         top = marked.get("cache_control")

@@ -12,8 +12,11 @@ from ctxengine._accounting.ttl import MAX_CHECKPOINT_INTERVAL, TTLPlanner
 from ctxengine._messages.markers import marker_positions, marker_problems
 
 
-def run(planner: TTLPlanner, gaps: list[float], growth: int = 1_000, start: int = 20_000) -> list[str]:
-    now, tokens, ttls = 0.0, start, []
+def run(
+    planner: TTLPlanner, gaps: list[float], growth: int = 1_000, start: int = 20_000
+) -> list[str]:
+    now, tokens = 0.0, start
+    ttls: list[str] = []
     for gap in [0.0, *gaps]:
         now += gap
         tokens += growth
@@ -52,7 +55,9 @@ def test_mixed_gaps_checkpoint_between_5m_requests() -> None:
     later = ttls[20:]
     assert "1h" in later and "5m" in later
     # A checkpoint is never further back than the provider's look-back allows.
-    run_length = max(len(part) for part in "".join("x" if t == "5m" else "|" for t in later).split("|"))
+    run_length = max(
+        len(part) for part in "".join("x" if t == "5m" else "|" for t in later).split("|")
+    )
     assert run_length <= MAX_CHECKPOINT_INTERVAL
     choice = planner.choose(100_000.0, 200_000)
     assert choice.stable_ttl == "1h"
@@ -64,16 +69,17 @@ def test_a_request_that_adds_much_waits_for_a_cheaper_checkpoint() -> None:
     run(planner, [30.0, 1_200.0, 30.0, 30.0, 1_200.0] * 3, growth=500)
     # 2,000 unprotected tokens against a 40,000-token tool result: 5m now.
     planner.unprotected, planner.since_checkpoint = 2_000, 1
-    assert planner.choose(planner.last_time + 30.0, planner.last_tokens + 40_000).ttl == "5m"
+    now, tokens = planner.last_time or 0.0, planner.last_tokens or 0
+    assert planner.choose(now + 30.0, tokens + 40_000).ttl == "5m"
     # A tiny request while much is unprotected: 1h.
     planner.unprotected = 60_000
-    assert planner.choose(planner.last_time + 30.0, planner.last_tokens + 50).ttl == "1h"
+    assert planner.choose(now + 60.0, tokens + 40_050).ttl == "1h"
 
 
 def test_after_a_compaction_the_whole_prompt_is_new() -> None:
     planner = TTLPlanner()
     run(planner, [30.0, 1_200.0] * 5)
-    planner.choose(planner.last_time + 30.0, 5_000)
+    planner.choose((planner.last_time or 0.0) + 30.0, 5_000)
     assert planner.since_checkpoint is None or planner.since_checkpoint == 0
     assert planner.last_tokens == 5_000
 

@@ -57,19 +57,24 @@ if TYPE_CHECKING:
     from ctxengine._kernel.resolve import register_engine, unregister_engine
     from ctxengine._kernel.session import Session
     from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
+    from ctxengine._plugin.cache_aware import (
+        CacheAwareProvider,
+        reusable_request,
+        with_instruction,
+    )
     from ctxengine._plugin.commands import (
         Command,
         CommandRegistry,
         DuplicateCommandError,
         PluginCommands,
     )
-    from ctxengine._plugin.context import PreparedRequest
-    from ctxengine._plugin.cache_aware import (
-        CacheAwareProvider,
-        reusable_request,
-        with_instruction,
+    from ctxengine._plugin.context import (
+        CacheSettings,
+        EngineContext,
+        PreparedRequest,
+        Route,
+        usable_window,
     )
-    from ctxengine._plugin.context import CacheSettings, EngineContext, Route, usable_window
     from ctxengine._plugin.guards import (
         COOLDOWN_SECONDS,
         THRASH_RUN,
@@ -205,6 +210,7 @@ __all__ = [
     "PluginCommands",
     "PluginSettings",
     "PrefixCounter",
+    "PreparedRequest",
     "RawSection",
     "RegisteredTool",
     "RoundRecord",
@@ -216,7 +222,6 @@ __all__ = [
     "SettingsView",
     "Stage",
     "SummaryError",
-    "PreparedRequest",
     "SummaryProvider",
     "SystemPrompt",
     "TextSize",
@@ -225,8 +230,6 @@ __all__ = [
     "Tool",
     "ToolError",
     "Usage",
-    "reusable_request",
-    "with_instruction",
     "WrappedClient",
     "__version__",
     "cache_line",
@@ -242,12 +245,14 @@ __all__ = [
     "normalize_usage",
     "parse_section",
     "register_engine",
+    "reusable_request",
     "rough_conversation_tokens",
     "rough_message_tokens",
     "split_summary",
     "strip_reasoning",
     "unregister_engine",
     "usable_window",
+    "with_instruction",
     "wrap",
 ]
 

@@ -83,7 +83,8 @@ class SummaryOutcome:
     aborted: bool = False
     ledger: Ledger | None = None
     cache_aware: bool = False
-    """The summary came from the agent's own cached request (:mod:`ctxengine_compressor.cache_aware`)."""
+    """The summary came from the agent's own cached request
+    (:mod:`ctxengine_compressor.cache_aware`)."""
 
 
 # --- rendering ----------------------------------------------------------------------------------

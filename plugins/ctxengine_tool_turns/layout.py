@@ -115,7 +115,7 @@ def apply_tool_turns(
     system_blocks = _system_positions(out, messages, fmt)
     system_marks = system_blocks[-1:] if budget > 0 else []
     # The stable part's own marker only while one transaction end still fits after it.
-    if len(system_blocks) >= 2 and budget - len(system_marks) >= 2:  # noqa: PLR2004
+    if len(system_blocks) >= 2 and budget - len(system_marks) >= 2:
         system_marks = system_blocks[-2:]
     budget -= len(system_marks)
     _mark_system_blocks(out, marked, fmt, system_marks, stable)
@@ -138,7 +138,9 @@ def _host_tool_markers(tools: object) -> tuple[object, list[str]]:
     markers' TTLs in order."""
     if not isinstance(tools, list):
         return tools, []
-    marked = [i for i, tool in enumerate(tools) if isinstance(tool, dict) and "cache_control" in tool]
+    marked = [
+        i for i, tool in enumerate(tools) if isinstance(tool, dict) and "cache_control" in tool
+    ]
     keep = set(marked[-(MAX_BREAKPOINTS - 1) :])
     out: list[Any] | None = None
     ttls: list[str] = []
@@ -244,9 +246,7 @@ def _transaction_ends(
     return ends
 
 
-def _completed(
-    messages: Sequence[dict[str, Any]], call: int, results: range, fmt: Format
-) -> bool:
+def _completed(messages: Sequence[dict[str, Any]], call: int, results: range, fmt: Format) -> bool:
     if call < 0 or messages[call].get("role") != "assistant":
         return False
     call_ids = tool_call_ids(messages[call], fmt)

@@ -48,8 +48,8 @@ MAX_CHECKPOINT_INTERVAL = 8
 """A checkpoint this many requests back counts as lost: the provider looks back only about 20
 blocks from each breakpoint, and a request adds a couple of messages."""
 
-PRIOR_LONG_GAPS = 0.1
-"""What the planner assumes before it has seen a long gap: a tenth of one. With only short gaps
+PRIOR_LONG_GAPS = 0.3
+"""What the planner assumes before it has seen a long gap: three tenths of one. With only short gaps
 ``q`` falls towards 0, but a request that adds very little while much is unprotected still
 becomes a cheap checkpoint, so the first long gap of a session never loses the whole prompt."""
 
@@ -124,8 +124,7 @@ class TTLPlanner:
         q = self.long_gap_share
         stable: Ttl = "1h" if self.mid_gaps else "5m"
         reachable = (
-            self.since_checkpoint is not None
-            and self.since_checkpoint < MAX_CHECKPOINT_INTERVAL
+            self.since_checkpoint is not None and self.since_checkpoint < MAX_CHECKPOINT_INTERVAL
         )
         unprotected = (self.unprotected if reachable else prompt_tokens - new) + new
         if q * _REWRITE * unprotected >= _PREMIUM * max(new, 1):

@@ -307,9 +307,7 @@ class Session:
             if settings is not None:
                 if settings.policy == "auto":
                     choice = self._ttl.choose(now, tokens)
-                    settings = attrs.evolve(
-                        settings, ttl=choice.ttl, stable_ttl=choice.stable_ttl
-                    )
+                    settings = attrs.evolve(settings, ttl=choice.ttl, stable_ttl=choice.stable_ttl)
                 prepared = self._hooks.cache_strategy(self.ctx, prepared, settings)
             if isinstance(messages, list):
                 fmt = detect_request_format(prepared)

@@ -387,7 +387,8 @@ def marker_findings(
     other keys), ``cache-control-limit`` (more than :data:`MAX_BREAKPOINTS`, counting
     ``extra_markers`` such as a top-level automatic marker), ``cache-control-ttl-order`` (a 1h
     marker after a 5m one; ``trailing_ttl`` is the TTL of a top-level automatic marker, which
-    lands on the last cacheable block and so comes after every other one), ``cache-control-empty-text`` (on a text block without visible text),
+    lands on the last cacheable block and so comes after every other one),
+    ``cache-control-empty-text`` (on a text block without visible text),
     ``cache-control-thinking`` (on a thinking block).
     """
     findings: list[MarkerFinding] = []

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CacheAwareProvider", "reusable_request", "with_instruction"]
 
+
 @runtime_checkable
 class CacheAwareProvider(SummaryProvider, Protocol):
     """A summary provider that can send a whole request of the agent's own.

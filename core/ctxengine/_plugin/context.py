@@ -13,10 +13,10 @@ import attrs
 
 if TYPE_CHECKING:
     from ctxengine._accounting.models import ModelInfo
-    from ctxengine._messages.conversation import Format
     from ctxengine._accounting.tokens import TokenCounter
     from ctxengine._accounting.usage import Usage
     from ctxengine._config.core import Config
+    from ctxengine._messages.conversation import Format
     from ctxengine._messages.memo import MessageMemo
     from ctxengine._summarize import SummaryProvider
 

@@ -89,7 +89,12 @@ def test_openai_parallel_results_get_one_marker_per_transaction() -> None:
     request = {"model": "m", "messages": openai_turns(3)}
     out = apply_tool_turns(request, ttl="5m", native=True)
     # system, two transaction ends (the last result of each group), the tail.
-    assert positions(out) == ["messages[0].content[0]", "messages[5]", "messages[9]", "messages[13]"]
+    assert positions(out) == [
+        "messages[0].content[0]",
+        "messages[5]",
+        "messages[9]",
+        "messages[13]",
+    ]
 
 
 def test_envelope_routes_never_mark_tool_messages() -> None:
@@ -124,7 +129,11 @@ def test_stable_ttl_first_and_host_tool_markers_are_kept() -> None:
 
 def test_too_many_host_tool_markers_are_trimmed_to_leave_the_tail() -> None:
     tools = [
-        {"name": f"t{k}", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}
+        {
+            "name": f"t{k}",
+            "input_schema": {"type": "object"},
+            "cache_control": {"type": "ephemeral"},
+        }
         for k in range(6)
     ]
     request = {"model": "m", "tools": tools, "messages": anthropic_turns(2)}
@@ -142,7 +151,9 @@ def test_idempotent_and_copy_on_write() -> None:
     once = apply_tool_turns(request, ttl="5m", native=True, automatic=True)
     assert apply_tool_turns(once, ttl="5m", native=True, automatic=True) == once
     assert messages == snapshot
-    changed = [i for i, (a, b) in enumerate(zip(messages, once["messages"])) if a is not b]
+    changed = [
+        i for i, (a, b) in enumerate(zip(messages, once["messages"], strict=True)) if a is not b
+    ]
     assert len(changed) <= 2
 
 
