@@ -537,6 +537,10 @@ def test_replay_table_shows_where_the_money_goes(openai_list: Path) -> None:
     for column in ("cache reads", "cache writes", "uncached input", "summary calls", "output"):
         assert column in header
     assert "compaction + caching, cache-aware summaries" in output
+    assert (
+        "📝 Replay: summary calls priced as the main model's (cache-aware); each answer fills "
+        "its budget\n"
+    ) in output
 
 
 @pytest.mark.parametrize(

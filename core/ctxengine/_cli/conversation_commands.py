@@ -340,6 +340,12 @@ def run_replay(args: argparse.Namespace, console: Console) -> int:
             if not args.json:
                 for line in kernel.status_lines():
                     console.line(line)
+        priced = [s for s in dict.fromkeys(s.summaries for s in scenarios) if s != "configured"]
+        if priced and not args.json:
+            console.line(
+                f"📝 Replay: summary calls priced as the main model's ({', '.join(priced)}); "
+                "each answer fills its budget"
+            )
         reports = [
             replay(
                 record,
