@@ -23,7 +23,7 @@ from typing import Any
 from ctxengine import Format
 from ctxengine.messages import (
     MarkedMessages,
-    cache_marker,
+    breakpoint_ttls,
     detect_request_format,
     is_tool_message,
     mark_message,
@@ -68,11 +68,7 @@ def apply_system_and_3(
     :raises ValueError: for a TTL other than "5m"/"1h", or a stable TTL shorter than ``ttl``.
     :raises TypeError: for a request that is not a mapping with a list of dict messages.
     """
-    cache_marker(ttl)  # validates before any work
-    stable = ttl if stable_ttl is None else stable_ttl
-    cache_marker(stable)
-    if ttl == "1h" and stable == "5m":
-        raise ValueError("stable_ttl '5m' would put a 5m breakpoint before 1h ones")
+    ttl, stable = breakpoint_ttls(ttl, stable_ttl)  # validates before any work
     if fmt not in (None, "openai", "anthropic"):
         raise ValueError(f"fmt must be 'openai', 'anthropic' or None; got {fmt!r}")
     out = strip_cache_markers(request, memo=memo)

@@ -36,6 +36,7 @@ from ctxengine import Format
 from ctxengine.messages import (
     MAX_BREAKPOINTS,
     MarkedMessages,
+    breakpoint_ttls,
     cache_marker,
     can_carry_marker,
     detect_request_format,
@@ -75,11 +76,7 @@ def apply_tool_turns(
     :raises ValueError: for a TTL other than "5m"/"1h" or a stable TTL shorter than ``ttl``.
     :raises TypeError: for a request that is not a mapping with a list of dict messages.
     """
-    cache_marker(ttl)
-    stable = ttl if stable_ttl is None else stable_ttl
-    cache_marker(stable)
-    if ttl == "1h" and stable == "5m":
-        raise ValueError("stable_ttl '5m' would put a 5m breakpoint before 1h ones")
+    ttl, stable = breakpoint_ttls(ttl, stable_ttl)
     if fmt not in (None, "openai", "anthropic"):
         raise ValueError(f"fmt must be 'openai', 'anthropic' or None; got {fmt!r}")
     tools = request.get("tools")

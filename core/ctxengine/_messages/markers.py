@@ -35,6 +35,7 @@ __all__ = [
     "TTLS",
     "MarkedMessages",
     "MarkerFinding",
+    "breakpoint_ttls",
     "cache_marker",
     "can_carry_marker",
     "carries_marker",
@@ -110,6 +111,20 @@ def carries_marker(item: object) -> bool:
             ):
                 return True
     return False
+
+
+def breakpoint_ttls(ttl: str, stable_ttl: str | None = None) -> tuple[TTL, TTL]:
+    """``(ttl, stable_ttl)`` checked: both "5m" or "1h", the stable one (default ``ttl``) never
+    shorter, since stable breakpoints come first and a 1h one must never follow a 5m one.
+
+    :raises ValueError: naming the allowed values, or the order problem.
+    """
+    cache_marker(ttl)
+    stable = ttl if stable_ttl is None else stable_ttl
+    cache_marker(stable)
+    if ttl == "1h" and stable == "5m":
+        raise ValueError("stable_ttl '5m' would put a 5m breakpoint before 1h ones")
+    return ("1h" if ttl == "1h" else "5m"), ("1h" if stable == "1h" else "5m")
 
 
 def strip_cache_markers(

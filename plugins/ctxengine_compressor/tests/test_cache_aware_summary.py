@@ -4,7 +4,7 @@ prefix."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -101,66 +101,60 @@ def test_the_instruction_after_an_assistant_message_is_a_new_user_turn() -> None
         ctxengine.with_instruction(request, "  ")
 
 
+def turn_then_compact(
+    api: FakeAPI,
+    edit: Callable[[list[Any]], list[Any]] = list,
+    *,
+    fail: bool = False,
+    **summary: Any,
+) -> Any:
+    """One agent turn through the SDK, then a forced compaction of ``edit(messages)``."""
+    anthropic = pytest.importorskip("anthropic")
+    client = anthropic.Anthropic(api_key="test-key", base_url=api.base_url, max_retries=0)
+    system, messages = samples.conversation("anthropic")
+    with kernel_for(api, **summary) as kernel:
+        session = kernel.session("s")
+        agent_turn(client, session, system, messages[:-1])
+        if fail:
+            api.fail(500, "boom")  # the cache-aware call; the bounded one gets the default reply
+        return session.compress(edit(messages), system, force=True)
+
+
+def fresh_prompt_sent(api: FakeAPI) -> bool:
+    body = api.requests[-1].body
+    return len(body["messages"]) == 1 and "<transcript>" in body["messages"][0]["content"]
+
+
 @pytest.mark.parametrize(
     ("summary", "why"),
     [
         ({"cache_aware": False}, "switched off"),
         ({"model": "claude-haiku-4-5"}, "another model"),
+        ({"context_length": 8_000}, "the prefix does not fit the summary model"),
     ],
 )
 def test_a_fresh_summariser_prompt_otherwise(api: FakeAPI, summary: Any, why: str) -> None:
-    anthropic = pytest.importorskip("anthropic")
-    client = anthropic.Anthropic(api_key="test-key", base_url=api.base_url, max_retries=0)
-    system, messages = samples.conversation("anthropic")
-    history = messages[:-1]
-    with kernel_for(api, **summary) as kernel:
-        session = kernel.session("s")
-        agent_turn(client, session, system, history)
-        result = session.compress([*history, messages[-1]], system, force=True)
+    result = turn_then_compact(api, **summary)
     assert result.status == "compacted", why
     assert "cache-aware" not in result.reason
-    body = api.requests[-1].body
-    assert len(body["messages"]) == 1 and "<transcript>" in body["messages"][0]["content"]
+    assert fresh_prompt_sent(api)
 
 
 def test_a_conversation_that_changed_is_not_reused(api: FakeAPI) -> None:
-    anthropic = pytest.importorskip("anthropic")
-    client = anthropic.Anthropic(api_key="test-key", base_url=api.base_url, max_retries=0)
-    system, messages = samples.conversation("anthropic")
-    with kernel_for(api) as kernel:
-        session = kernel.session("s")
-        agent_turn(client, session, system, messages[:-1])
-        edited = [{"role": "user", "content": "Another start."}, *messages[1:]]
-        result = session.compress(edited, system, force=True)
+    result = turn_then_compact(
+        api, lambda messages: [{"role": "user", "content": "Another start."}, *messages[1:]]
+    )
     assert result.status == "compacted"
     assert "cache-aware" not in result.reason
-
-
-def test_a_prefix_too_large_for_the_summary_model_uses_the_bounded_input(api: FakeAPI) -> None:
-    anthropic = pytest.importorskip("anthropic")
-    client = anthropic.Anthropic(api_key="test-key", base_url=api.base_url, max_retries=0)
-    system, messages = samples.conversation("anthropic")
-    with kernel_for(api, context_length=8_000) as kernel:
-        session = kernel.session("s")
-        agent_turn(client, session, system, messages[:-1])
-        result = session.compress(messages, system, force=True)
-    assert result.status == "compacted"
-    assert "cache-aware" not in result.reason
-    assert "<transcript>" in api.requests[-1].body["messages"][0]["content"]
+    assert fresh_prompt_sent(api)
 
 
 def test_a_failing_cache_aware_call_falls_back_to_the_bounded_input(api: FakeAPI) -> None:
-    anthropic = pytest.importorskip("anthropic")
-    client = anthropic.Anthropic(api_key="test-key", base_url=api.base_url, max_retries=0)
-    system, messages = samples.conversation("anthropic")
-    with kernel_for(api) as kernel:
-        session = kernel.session("s")
-        agent_turn(client, session, system, messages[:-1])
-        api.fail(500, "boom")  # the cache-aware call; the bounded one gets the default reply
-        result = session.compress(messages, system, force=True)
+    result = turn_then_compact(api, fail=True)
     assert result.status == "compacted", result.reason
     assert "cache-aware" not in result.reason
     assert not result.fallback_used
+    assert fresh_prompt_sent(api)
 
 
 def test_main_provider_with_a_request_sender(api: FakeAPI) -> None:
