@@ -230,3 +230,14 @@ def test_responses_stream(api: FakeAPI, lcm_kernel: Callable[..., Kernel]) -> No
 
     run_conversation(api, _responses_host(send), wrapped.engine_tool_names)
     check_outcome(api, wrapped, markers=False)
+
+
+def test_responses_carry_the_sessions_prompt_cache_key(api: FakeAPI) -> None:
+    from ctxengine._kernel.cache_settings import session_cache_key
+
+    kernel = ctxengine.load({"model": {"name": "gpt-4.1"}}, env={})
+    wrapped = _wrap(api, kernel)
+    wrapped.responses.create(model="gpt-4.1", input=[_user("hello")])
+    assert api.requests[-1].body["prompt_cache_key"] == session_cache_key("openai")
+    wrapped.chat.completions.create(model="gpt-4.1", messages=[_user("hello")])
+    assert api.requests[-1].body["prompt_cache_key"] == session_cache_key("openai")

@@ -332,10 +332,15 @@ class ResponsesDialect(Dialect):
     def prepare(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
         # The Responses API takes no cache_control (OpenAI caches prefixes by itself), so the
         # request goes out unmarked; preparing its chat form still records the local count that
-        # the provider's usage calibrates.
+        # the provider's usage calibrates, and gives the session's prompt_cache_key.
         chat = self.items.to_chat(plain(item) for item in request["input"])
-        session.prepare({"model": request.get("model"), "messages": chat})
-        return request
+        prepared = session.prepare({"model": request.get("model"), "messages": chat})
+        routing: dict[str, Any] = {
+            key: prepared[key]
+            for key in ("prompt_cache_key", "prompt_cache_retention")
+            if key in prepared and key not in request
+        }
+        return {**request, **routing} if routing else request
 
     def calls(self, response: Any) -> list[EngineCall]:
         output = plain(response).get("output") or []
