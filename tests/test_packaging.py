@@ -25,7 +25,13 @@ import ctxengine
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = sorted(p for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").is_file())
-BUILTINS = {"ctxengine", "ctxengine_compressor", "ctxengine_caching", "ctxengine_hygiene"}
+BUILTINS = {
+    "ctxengine",
+    "ctxengine_compressor",
+    "ctxengine_caching",
+    "ctxengine_tool_turns",
+    "ctxengine_hygiene",
+}
 
 
 def _build(source: Path, out: Path) -> tuple[Path, Path]:
