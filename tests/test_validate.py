@@ -443,6 +443,87 @@ CASES: dict[str, Case] = {
         {},
         [(0, "first-role", "messages[0]: the first message must be 'user', got 'assistant'")],
     ),
+    "first-role/compaction-opens": (
+        "anthropic",
+        [asst([{"type": "compaction", "content": "summary", "encrypted_content": "e"}]), user()],
+        {},
+        [],
+    ),
+    "compaction-role": (
+        "anthropic",
+        [user([{"type": "compaction", "content": "summary"}]), asst()],
+        {},
+        [
+            (
+                0,
+                "compaction-role",
+                "messages[0].content[0]: compaction blocks belong in assistant messages",
+            )
+        ],
+    ),
+    "compaction-shape/anthropic": (
+        "anthropic",
+        [asst([{"type": "compaction", "content": ""}, text("go on")]), user()],
+        {},
+        [
+            (
+                0,
+                "compaction-shape",
+                "messages[0].content[0]: a compaction block's content must be the summary as "
+                "returned (a non-empty string) or null for a failed compaction",
+            )
+        ],
+    ),
+    "compaction-shape/openai": (
+        "openai",
+        [user(), asst([{"type": "compaction", "id": "cmp_1"}]), user("next")],
+        {},
+        [
+            (
+                1,
+                "compaction-shape",
+                "messages[1].content[0]: a Responses compaction item needs its "
+                "'encrypted_content' string, as returned",
+            )
+        ],
+    ),
+    "context-edit-shape": (
+        "anthropic",
+        [user(), asst()],
+        {"context_management": {"edits": [{"type": "clear_everything"}]}},
+        [
+            (
+                None,
+                "context-edit-shape",
+                "context_management.edits[0].type: unknown edit 'clear_everything'; known: "
+                "compact_20260112, clear_tool_uses_20250919, clear_thinking_20251015",
+            )
+        ],
+    ),
+    "cache-control-cleared": (
+        "anthropic",
+        [
+            user("q"),
+            asst([use("a")]),
+            user([result("a", cache_control=EPH)]),
+            asst([use("b")]),
+            user([result("b")]),
+        ],
+        {
+            "context_management": {
+                "edits": [{"type": "clear_tool_uses_20250919", "keep": {"type": "tool_uses", "value": 1}}]
+            }
+        },
+        [
+            (
+                2,
+                "cache-control-cleared",
+                "messages[2].content[0]: cache_control on a block the request's context edits "
+                "may clear; the cached prefix would not be repeated once the server clears it "
+                "(mark a block that stays)",
+            )
+        ],
+    ),
     "role-alternation": (
         "anthropic",
         [user(), user("again")],

@@ -13,13 +13,36 @@ lists without converting or mutating them. This module is part of the declared S
 - repairing what a compaction broke: :func:`sanitize_tool_pairs`;
 - redacting secrets: :func:`redact`;
 - cache breakpoints, one rule set for every strategy: :data:`MAX_BREAKPOINTS`,
-  :func:`mark_message`, :func:`strip_cache_markers`, :func:`marker_problems`, ...
+  :func:`mark_message`, :func:`strip_cache_markers`, :func:`marker_problems`, ...;
+- server-side context management: compaction blocks (:func:`is_compaction_block`,
+  :func:`latest_compaction`), Anthropic's context edits in a request (:func:`with_edits`,
+  :func:`request_edits`, :func:`clearable_blocks`, :func:`keep_markers_off_cleared`);
+- OpenAI Responses items in the chat form engines read: :class:`ItemsConverter`.
 """
 
 from __future__ import annotations
 
 from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
 from ctxengine._messages.convert import to_anthropic, to_openai
+from ctxengine._messages.editing import (
+    CLEAR_THINKING_EDIT,
+    CLEAR_TOOL_USES_EDIT,
+    COMPACT_BETA,
+    COMPACT_EDIT,
+    COMPACTION_BLOCK,
+    CONTEXT_MANAGEMENT_BETA,
+    DEFAULT_KEEP_TOOL_USES,
+    EDIT_BETAS,
+    clearable_blocks,
+    compaction_blocks,
+    edit_problems,
+    is_compaction_block,
+    keep_markers_off_cleared,
+    latest_compaction,
+    request_betas,
+    request_edits,
+    with_edits,
+)
 from ctxengine._messages.errors import MessageFormatError, Problem
 from ctxengine._messages.markers import (
     MAX_BREAKPOINTS,
@@ -76,13 +99,22 @@ from ctxengine._messages.read import (
     visible_text,
 )
 from ctxengine._messages.redact import REDACTION_PREFIX, redact
+from ctxengine._messages.responses_items import ItemsConverter, item_kind
 from ctxengine._messages.sanitize import sanitize_tool_pairs
 from ctxengine._messages.validate import ensure_valid, validate
 
 __all__ = [
     "ANTHROPIC_BLOCK_TYPES",
     "ANTHROPIC_ROLES",
+    "CLEAR_THINKING_EDIT",
+    "CLEAR_TOOL_USES_EDIT",
     "COMPACTED_OPENING",
+    "COMPACTION_BLOCK",
+    "COMPACT_BETA",
+    "COMPACT_EDIT",
+    "CONTEXT_MANAGEMENT_BETA",
+    "DEFAULT_KEEP_TOOL_USES",
+    "EDIT_BETAS",
     "MAX_BREAKPOINTS",
     "OPENAI_PART_TYPES",
     "OPENAI_ROLES",
@@ -91,6 +123,7 @@ __all__ = [
     "TTLS",
     "Conversation",
     "Format",
+    "ItemsConverter",
     "MarkedMessages",
     "MarkerFinding",
     "MemoEntry",
@@ -109,16 +142,23 @@ __all__ = [
     "cache_marker",
     "can_carry_marker",
     "carries_marker",
+    "clearable_blocks",
+    "compaction_blocks",
     "cut_points",
     "detect_format",
     "detect_request_format",
     "dumps_arguments",
+    "edit_problems",
     "ensure_valid",
     "has_visible_assistant_text",
     "is_real_user_content",
+    "is_compaction_block",
     "is_real_user_message",
     "is_tool_message",
     "is_tool_result_message",
+    "item_kind",
+    "keep_markers_off_cleared",
+    "latest_compaction",
     "mark_message",
     "mark_system",
     "marked_items",
@@ -129,6 +169,8 @@ __all__ = [
     "message_text",
     "openai_tool_calls",
     "redact",
+    "request_betas",
+    "request_edits",
     "sanitize_tool_pairs",
     "snapshot",
     "strip_cache_markers",
@@ -143,4 +185,5 @@ __all__ = [
     "user_first",
     "validate",
     "visible_text",
+    "with_edits",
 ]

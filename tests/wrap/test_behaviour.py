@@ -12,7 +12,7 @@ import pytest
 
 import ctxengine
 from ctxengine import Kernel
-from ctxengine._wrap.responses_items import ItemsConverter
+from ctxengine._messages.responses_items import ItemsConverter
 from ctxengine.messages import COMPACTED_OPENING, user_first
 from ctxengine.testing.fake_api import FakeAPI
 

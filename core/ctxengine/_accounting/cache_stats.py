@@ -69,20 +69,25 @@ ZERO_COST = CacheCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 def cost_of(usage: Usage, model: ModelInfo) -> CacheCost:
     """What ``usage`` cost at ``model``'s prices, and what it would have cost uncached.
 
-    A model with unknown prices (0.0) costs 0.0 either way.
+    A model with unknown prices (0.0) costs 0.0 either way. Server-side compaction iterations
+    (:attr:`Usage.compaction`) are added part by part.
     """
     per_in = model.input_price / _PER_MILLION
     per_out = model.output_price / _PER_MILLION
     uncached = usage.prompt_tokens * per_in + usage.output_tokens * per_out
-    return CacheCost(
+    top = usage if usage.compaction is None else attrs.evolve(usage, compaction=None)
+    cost = CacheCost(
         input_cost=usage.input_tokens * per_in,
         cache_read_cost=usage.cache_read_tokens * per_in * CACHE_READ_MULTIPLIER,
         cache_write_5m_cost=usage.cache_write_5m_tokens * per_in * CACHE_WRITE_5M_MULTIPLIER,
         cache_write_1h_cost=usage.cache_write_1h_tokens * per_in * CACHE_WRITE_1H_MULTIPLIER,
         output_cost=usage.output_tokens * per_out,
-        total=cost_usd(usage, model),
+        total=cost_usd(top, model),
         uncached_total=uncached,
     )
+    if usage.compaction is not None:
+        cost = cost + cost_of(usage.compaction, model)
+    return cost
 
 
 def cache_line(usage: Usage) -> str:

@@ -22,6 +22,14 @@ Providers count the same things differently:
 
 :class:`Usage` always holds uncached input separately, so ``prompt_tokens`` means the same thing
 whatever the provider.
+
+Server-side context management shows in two places of an Anthropic response. ``usage.iterations``
+lists each sampling iteration; an entry of type ``compaction`` is what a server-side compaction
+cost, and its tokens are *not* in the top-level fields, which describe the context the model then
+read. :attr:`Usage.compaction` keeps them apart, so the prompt size stays the real context and the
+cost (:func:`cost_usd`) still counts them. ``context_management.applied_edits`` of the response
+(given a whole response) says what context editing cleared: :attr:`Usage.cleared_input_tokens`
+and the counts beside it.
 """
 
 from __future__ import annotations
@@ -59,6 +67,13 @@ class Usage:
         latest reason.
     :ivar cache_missed_tokens: tokens the provider says it would have read had the prefix
         matched.
+    :ivar compaction: what server-side compaction iterations cost (Anthropic ``usage.iterations``
+        entries of type ``compaction``), ``None`` when there were none; not part of the fields
+        above, which describe the context the model read.
+    :ivar cleared_input_tokens: input tokens the server's context editing removed from this
+        request before the model read it (``context_management.applied_edits``).
+    :ivar cleared_tool_uses: tool uses ``clear_tool_uses_20250919`` cleared.
+    :ivar cleared_thinking_turns: thinking turns ``clear_thinking_20251015`` cleared.
     """
 
     input_tokens: int = 0
@@ -69,6 +84,10 @@ class Usage:
     reasoning_tokens: int = 0
     cache_miss_reason: str | None = None
     cache_missed_tokens: int = 0
+    compaction: Usage | None = None
+    cleared_input_tokens: int = 0
+    cleared_tool_uses: int = 0
+    cleared_thinking_turns: int = 0
 
     @property
     def cache_write_tokens(self) -> int:
@@ -86,9 +105,18 @@ class Usage:
         prompt = self.prompt_tokens
         return self.cache_read_tokens / prompt if prompt else 0.0
 
+    @property
+    def compacted(self) -> bool:
+        """Whether the server compacted the context while answering (a compaction iteration)."""
+        return self.compaction is not None
+
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
+        if self.compaction is None or other.compaction is None:
+            compaction = self.compaction or other.compaction
+        else:
+            compaction = self.compaction + other.compaction
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
@@ -98,27 +126,35 @@ class Usage:
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             cache_miss_reason=other.cache_miss_reason or self.cache_miss_reason,
             cache_missed_tokens=self.cache_missed_tokens + other.cache_missed_tokens,
+            compaction=compaction,
+            cleared_input_tokens=self.cleared_input_tokens + other.cleared_input_tokens,
+            cleared_tool_uses=self.cleared_tool_uses + other.cleared_tool_uses,
+            cleared_thinking_turns=self.cleared_thinking_turns + other.cleared_thinking_turns,
         )
 
 
 def cost_usd(usage: Usage, model: ModelInfo) -> float:
     """Cost of ``usage`` at ``model``'s prices: uncached input at the input price, cache reads at
     0.1x, 5-minute writes at 1.25x, 1-hour writes at 2x, output (reasoning included) at the output
-    price. Models with unknown prices cost 0.0."""
+    price. Server-side compaction iterations (:attr:`Usage.compaction`) are priced the same way and
+    included. Models with unknown prices cost 0.0."""
     per_token_in = model.input_price / 1_000_000
     per_token_out = model.output_price / 1_000_000
-    return (
+    cost = (
         usage.input_tokens * per_token_in
         + usage.cache_read_tokens * per_token_in * CACHE_READ_MULTIPLIER
         + usage.cache_write_5m_tokens * per_token_in * CACHE_WRITE_5M_MULTIPLIER
         + usage.cache_write_1h_tokens * per_token_in * CACHE_WRITE_1H_MULTIPLIER
         + usage.output_tokens * per_token_out
     )
+    if usage.compaction is not None:
+        cost += cost_usd(usage.compaction, model)
+    return cost
 
 
 _CHAT_KEYS = frozenset({"prompt_tokens", "completion_tokens"})
 _ANTHROPIC_ONLY_KEYS = frozenset(
-    {"cache_read_input_tokens", "cache_creation_input_tokens", "cache_creation"}
+    {"cache_read_input_tokens", "cache_creation_input_tokens", "cache_creation", "iterations"}
 )
 _RESPONSES_KEYS = frozenset({"input_tokens_details", "total_tokens"})
 _TOKEN_KEYS = frozenset({"input_tokens", "output_tokens", *_CHAT_KEYS})
@@ -170,23 +206,66 @@ def _details(data: Mapping[str, Any], key: str) -> dict[str, Any]:
     return mapping
 
 
-def _from_anthropic(data: Mapping[str, Any]) -> Usage:
-    written_total = _count(data, "cache_creation_input_tokens")
+def _from_anthropic(data: Mapping[str, Any], where: str = "") -> Usage:
+    written_total = _count(data, "cache_creation_input_tokens", where)
     split = _details(data, "cache_creation")
-    write_1h = _count(split, "ephemeral_1h_input_tokens", "cache_creation.")
-    write_5m = _count(split, "ephemeral_5m_input_tokens", "cache_creation.")
+    write_1h = _count(split, "ephemeral_1h_input_tokens", where + "cache_creation.")
+    write_5m = _count(split, "ephemeral_5m_input_tokens", where + "cache_creation.")
     # Without a split the total is 5-minute writes (the default TTL); any part of the total the
     # split does not explain is counted as 5m too, so no written token goes missing.
     write_5m += max(0, written_total - write_5m - write_1h)
     output_details = _details(data, "output_tokens_details")
     return Usage(
-        input_tokens=_count(data, "input_tokens"),
-        output_tokens=_count(data, "output_tokens"),
-        cache_read_tokens=_count(data, "cache_read_input_tokens"),
+        input_tokens=_count(data, "input_tokens", where),
+        output_tokens=_count(data, "output_tokens", where),
+        cache_read_tokens=_count(data, "cache_read_input_tokens", where),
         cache_write_5m_tokens=write_5m,
         cache_write_1h_tokens=write_1h,
-        reasoning_tokens=_count(output_details, "thinking_tokens", "output_tokens_details."),
+        reasoning_tokens=_count(
+            output_details, "thinking_tokens", where + "output_tokens_details."
+        ),
+        compaction=_compaction_iterations(data.get("iterations")),
     )
+
+
+def _compaction_iterations(entries: object) -> Usage | None:
+    """The summed usage of the ``compaction`` entries of Anthropic's ``usage.iterations`` (their
+    tokens are not in the top-level fields), or ``None`` when there is none."""
+    if entries is None:
+        return None
+    if not isinstance(entries, list | tuple):
+        raise ValueError(f"usage field 'iterations' must be a list, got {entries!r}")
+    total: Usage | None = None
+    for k, entry in enumerate(entries):
+        data = _as_mapping(entry)
+        if data is None:
+            raise ValueError(f"usage field 'iterations[{k}]' must be an object, got {entry!r}")
+        if data.get("type") != "compaction":
+            continue
+        part = _from_anthropic(data, f"iterations[{k}].")
+        total = part if total is None else total + part
+    return total
+
+
+def _applied_edits(response: object) -> dict[str, int]:
+    """What ``context_management.applied_edits`` of a whole response cleared, summed."""
+    management = _field(response, "context_management")
+    edits = _field(management, "applied_edits") if management is not None else None
+    if not isinstance(edits, list | tuple):
+        return {}
+    totals = {"cleared_input_tokens": 0, "cleared_tool_uses": 0, "cleared_thinking_turns": 0}
+    for k, edit in enumerate(edits):
+        data = _as_mapping(edit)
+        if data is None:
+            raise ValueError(f"applied_edits[{k}] must be an object, got {edit!r}")
+        for key in totals:
+            totals[key] += _count(data, key, f"applied_edits[{k}].")
+    return totals
+
+
+def _field(obj: object, key: str) -> Any:
+    """``obj[key]`` for a mapping, ``obj.key`` for an SDK object, without dumping it."""
+    return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
 
 
 def _openai_writes(details: Mapping[str, Any], where: str) -> tuple[int, int]:
@@ -261,22 +340,47 @@ def message_id(response: object) -> str | None:
     return None
 
 
+def _whole_response(usage: Usage, response: object) -> Usage:
+    """``usage`` of a whole response with what the response says beside it: the counts its
+    ``context_management.applied_edits`` cleared and its ``diagnostics.cache_miss_reason``."""
+    cleared = _applied_edits(response)
+    if cleared:
+        usage = attrs.evolve(
+            usage,
+            cleared_input_tokens=cleared["cleared_input_tokens"],
+            cleared_tool_uses=cleared["cleared_tool_uses"],
+            cleared_thinking_turns=cleared["cleared_thinking_turns"],
+        )
+    reason, missed = _miss_reason({"diagnostics": _field(response, "diagnostics")})
+    if reason is None:
+        return usage
+    return attrs.evolve(usage, cache_miss_reason=reason, cache_missed_tokens=missed)
+
+
 def normalize_usage(raw: object) -> Usage:
     """Turn a provider's usage report into a :class:`Usage`.
 
     ``raw`` may be a :class:`Usage` (returned as is), a dict, or an SDK object (``anthropic``
     ``Usage``, ``openai`` ``CompletionUsage`` or ``ResponseUsage``, or anything with the same
-    attributes); a whole response carrying a ``usage`` field is accepted too. The shape is
-    recognised by its keys: ``prompt_tokens``/``completion_tokens`` -> OpenAI chat (OpenRouter and
-    Gemini's OpenAI-compatible endpoint included); Anthropic's
-    ``cache_*_input_tokens``/``cache_creation`` -> Anthropic; ``input_tokens_details`` or
-    ``total_tokens`` -> OpenAI Responses; bare ``input_tokens``/``output_tokens`` -> Anthropic.
+    attributes); a whole response carrying a ``usage`` field is accepted too, and then its
+    ``context_management.applied_edits`` fill the ``cleared_*`` counts. The shape is recognised by
+    its keys: ``prompt_tokens``/``completion_tokens`` -> OpenAI chat (OpenRouter and Gemini's
+    OpenAI-compatible endpoint included); Anthropic's
+    ``cache_*_input_tokens``/``cache_creation``/``iterations`` -> Anthropic;
+    ``input_tokens_details`` or ``total_tokens`` -> OpenAI Responses; bare
+    ``input_tokens``/``output_tokens`` -> Anthropic.
 
     :raises ValueError: when no shape matches (the message lists the keys seen) or a count is
         not a non-negative integer (the message names the field).
     """
     if isinstance(raw, Usage):
         return raw
+    if not isinstance(raw, Mapping) and _field(raw, "usage") is not None and not any(
+        hasattr(raw, key) for key in _TOKEN_KEYS
+    ):
+        # A whole SDK response: read its usage, edits and diagnostics without dumping all of
+        # its content.
+        return _whole_response(normalize_usage(_field(raw, "usage")), raw)
     data = _as_mapping(raw)
     if data is None:
         raise ValueError(
@@ -285,11 +389,7 @@ def normalize_usage(raw: object) -> Usage:
         )
     keys = data.keys()
     if keys.isdisjoint(_TOKEN_KEYS) and keys.isdisjoint(_ANTHROPIC_ONLY_KEYS) and "usage" in data:
-        usage = normalize_usage(data["usage"])
-        reason, missed = _miss_reason(data)
-        if reason is None:
-            return usage
-        return attrs.evolve(usage, cache_miss_reason=reason, cache_missed_tokens=missed)
+        return _whole_response(normalize_usage(data["usage"]), data)
     if not keys.isdisjoint(_CHAT_KEYS):
         return _from_openai_chat(data)
     if not keys.isdisjoint(_ANTHROPIC_ONLY_KEYS):

@@ -8,6 +8,12 @@ answer ``None`` (pluggy then asks the next implementation), so one broken plugin
 the others, takes the host down or loses a message. The facade turns what remains (nobody
 answered, a wrapper raised) into the safe answer of each hook: no compaction, no markers, the
 conversation unchanged.
+
+An engine may name a *fallback* engine (``CTXENGINE_FALLBACK``) that the kernel loads beside it.
+The fallback is registered like any plugin, so it hears every broadcast hook (usage, session
+start, reset and end) and keeps its own state current, but the engine hooks
+(``should_compress``, ``compress``, ``expose_tools``) reach only the selected engine; the
+fallback's ``compress`` runs only when the engine asks for it (:meth:`Hooks.fallback_compress`).
 """
 
 from __future__ import annotations
@@ -144,21 +150,45 @@ def guarded(pm: pluggy.PluginManager, plugin: object, name: str) -> object:
     return stand_in
 
 
-class Hooks:
-    """Typed calls into the plugins registered with one kernel's plugin manager."""
+_ENGINE_HOOKS = ("should_compress", "compress", "expose_tools")
+"""Hooks the selected engine answers and its fallback never does."""
 
-    def __init__(self, pm: pluggy.PluginManager) -> None:
+
+class Hooks:
+    """Typed calls into the plugins registered with one kernel's plugin manager.
+
+    :param engine: the registered name of the selected engine.
+    :param fallback: the registered name of the engine's fallback, when one was loaded.
+    """
+
+    def __init__(
+        self, pm: pluggy.PluginManager, *, engine: str | None = None, fallback: str | None = None
+    ) -> None:
         self._pm = pm
+        self.fallback = fallback if fallback is not None and pm.has_plugin(fallback) else None
+        self._callers: dict[str, Any] = {}
+        if self.fallback is not None:
+            # The pm is complete once the kernel built it, so the subsets are made once.
+            without_fallback = [pm.get_plugin(self.fallback)]
+            for hook in _ENGINE_HOOKS:
+                self._callers[hook] = pm.subset_hook_caller(hook, without_fallback)
+            if engine is not None and pm.has_plugin(engine):
+                self._callers["fallback:compress"] = pm.subset_hook_caller(
+                    "compress", [pm.get_plugin(engine)]
+                )
 
     @property
     def plugin_names(self) -> list[str]:
         """Names of the registered plugins, in registration order."""
         return [name for name, _ in self._pm.list_name_plugin()]
 
-    def _call(self, hook: str, **kwargs: Any) -> tuple[Any, list[HookFailure], bool]:
+    def _call(
+        self, hook: str, *, caller_key: str | None = None, **kwargs: Any
+    ) -> tuple[Any, list[HookFailure], bool]:
         """``pm.hook.<hook>(**kwargs)``: (result, failures of guarded plugins, whether the call
-        itself raised, e.g. in a wrapper)."""
-        caller = getattr(self._pm.hook, hook)
+        itself raised, e.g. in a wrapper). Engine hooks skip the fallback engine;
+        ``caller_key`` names another subset of the plugins."""
+        caller = self._callers.get(caller_key or hook) or getattr(self._pm.hook, hook)
         previous = _failures.items
         _failures.items = []
         try:
@@ -223,6 +253,44 @@ class Hooks:
             conversation,
             engine=ctx.engine,
             tokens=tokens_before(),
+            duration_s=time.perf_counter() - started,
+        )
+
+    def fallback_compress(
+        self,
+        ctx: EngineContext,
+        conversation: Conversation,
+        stage: Stage,
+        force: bool,
+        focus: str | None,
+        tokens_before: int,
+    ) -> CompressResult | None:
+        """The fallback engine's ``compress`` (every plugin but the selected engine answers);
+        ``None`` when no fallback is loaded. A failure is an ``aborted`` record naming it."""
+        if self.fallback is None:
+            return None
+        started = time.perf_counter()
+        result, failures, _ = self._call(
+            "compress",
+            caller_key="fallback:compress",
+            ctx=ctx,
+            conversation=conversation,
+            stage=stage,
+            force=force,
+            focus=focus,
+        )
+        if isinstance(result, CompressResult):
+            return result
+        if failures:
+            reason = f"{failures[-1].plugin} raised {failures[-1].describe()}"
+        else:
+            reason = f"the fallback engine {self.fallback!r} returned no compress result"
+        return CompressResult.unchanged(
+            "aborted",
+            f"{reason}; no messages were dropped",
+            conversation,
+            engine=self.fallback,
+            tokens=tokens_before,
             duration_s=time.perf_counter() - started,
         )
 

@@ -43,7 +43,11 @@ from ctxengine._config.core import (
 from ctxengine._config.fields import ConfigError, ConfigProblem
 from ctxengine._config.resolve import RawConfig
 from ctxengine._config.spec import SettingsRegistry
-from ctxengine._kernel.cache_settings import cache_settings_for, caching_status_line
+from ctxengine._kernel.cache_settings import (
+    cache_settings_for,
+    caching_status_line,
+    detect_route,
+)
 from ctxengine._kernel.hooks import Hooks, guarded
 from ctxengine._kernel.hygiene import HygieneReport
 from ctxengine._kernel.resolve import (
@@ -96,12 +100,38 @@ def not_found_message(name: str, kind: Kind, catalog: Catalog, tried: Sequence[P
 
 @attrs.frozen
 class Selection:
-    """The plugins one kernel registers, and what the user should hear about the choice."""
+    """The plugins one kernel registers, and what the user should hear about the choice.
+
+    :ivar fallback: the engine the selected engine names as its fallback (``CTXENGINE_FALLBACK``),
+        loaded beside it; ``None`` when it names none or the fallback cannot be loaded.
+    """
 
     engine: PluginEntry
     strategy: PluginEntry | None
     extensions: tuple[PluginEntry, ...]
     notices: tuple[str, ...]
+    fallback: PluginEntry | None = None
+
+
+FALLBACK_ATTRIBUTE = "CTXENGINE_FALLBACK"
+"""The module attribute by which an engine names the engine it falls back to."""
+
+
+def select_fallback(engine: PluginEntry, catalog: Catalog) -> tuple[PluginEntry | None, str | None]:
+    """The fallback engine ``engine`` names, imported, or ``None`` with a notice saying why."""
+    wanted = getattr(engine.plugin, FALLBACK_ATTRIBUTE, None)
+    if wanted is None or wanted == engine.name:
+        return None, None
+    if not isinstance(wanted, str):
+        return None, (
+            f"engine {engine.name!r} names {wanted!r} as {FALLBACK_ATTRIBUTE}, not an engine "
+            "name; it runs without a fallback"
+        )
+    fallback, tried = catalog.resolve(wanted, "engine")
+    if fallback is None:
+        detail = not_found_message(wanted, "engine", catalog, tried)
+        return None, f"the fallback of engine {engine.name!r}: {detail}; it runs without one"
+    return fallback, None
 
 
 def select_plugins(config: Config, catalog: Catalog) -> Selection:
@@ -130,6 +160,9 @@ def select_plugins(config: Config, catalog: Catalog) -> Selection:
         log.warning("%s", message)
         notices.append(message)
         engine = fallback
+    backup, notice = select_fallback(engine, catalog)
+    if notice is not None:
+        notices.append(notice)
 
     strategy: PluginEntry | None = None
     if config.prompt_caching.enabled is not False:
@@ -146,9 +179,13 @@ def select_plugins(config: Config, catalog: Catalog) -> Selection:
         extension, tried = catalog.resolve(name, "extension")
         if extension is None:
             notices.append(not_found_message(name, "extension", catalog, tried))
-        elif extension.name not in {engine.name, strategy.name if strategy else None}:
+        elif extension.name not in {
+            engine.name,
+            strategy.name if strategy else None,
+            backup.name if backup else None,
+        }:
             extensions.append(extension)
-    return Selection(engine, strategy, tuple(extensions), tuple(notices))
+    return Selection(engine, strategy, tuple(extensions), tuple(notices), backup)
 
 
 def build_plugin_manager(
@@ -157,7 +194,8 @@ def build_plugin_manager(
     """The plugin manager: the hookspecs, then the selected plugins, each registered guarded."""
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
-    chosen = [selection.engine, *([selection.strategy] if selection.strategy else [])]
+    chosen = [selection.engine, *([selection.fallback] if selection.fallback else [])]
+    chosen += [selection.strategy] if selection.strategy else []
     for entry in [*chosen, *selection.extensions]:
         pm.register(guarded(pm, entry.plugin, entry.name), name=entry.name)
     for name, plugin in extra_plugins:
@@ -236,7 +274,10 @@ class Kernel:
         self.selection = select_plugins(loaded.config, catalog)
         pm = build_plugin_manager(self.selection, extra_plugins=extra_plugins, trace=trace)
         self._pm = pm
-        self.hooks = Hooks(pm)
+        fallback = self.selection.fallback
+        self.hooks = Hooks(
+            pm, engine=self.selection.engine.name, fallback=fallback.name if fallback else None
+        )
         self.engine_entry = self.selection.engine
         notices = list(self.selection.notices)
 
@@ -293,6 +334,8 @@ class Kernel:
             model=self.model,
             cache_settings=self.cache_settings,
             engine=self.engine,
+            fallback_engine=self.hooks.fallback,
+            route=detect_route(self.config.model.name, self.config.model.base_url),
             summary_provider=self.summary_provider,
             clock=clock,
             env=self.env,
@@ -395,6 +438,8 @@ class Kernel:
     def status_lines(self) -> list[str]:
         """Lines a host prints at start: engine, caching status, and any notices."""
         lines = [f"🧠 Context engine: {self.engine} ({self.engine_entry.source})"]
+        if self.selection.fallback is not None:
+            lines[0] += f", falling back to {self.selection.fallback.name}"
         lines.append(
             caching_status_line(self.config, self.model, self.cache_settings, self.caching_reason)
         )

@@ -38,7 +38,7 @@ from ctxengine._messages.conversation import Conversation, Format, Message, Stag
 from ctxengine._messages.markers import detect_request_format
 from ctxengine._messages.memo import MemoEntry, MessageView
 from ctxengine._messages.read import detect_format
-from ctxengine._plugin.context import CacheSettings, EngineContext, PreparedRequest
+from ctxengine._plugin.context import CacheSettings, EngineContext, PreparedRequest, Route
 from ctxengine._plugin.results import CompressResult
 from ctxengine._plugin.tools import RegisteredTool, ToolError
 from ctxengine._summarize import SummaryProvider
@@ -50,6 +50,8 @@ class Services:
 
     :ivar cache_settings: how to mark requests, or ``None`` when caching is off.
     :ivar summary_provider: returns the shared summary provider, built on first use.
+    :ivar fallback_engine: the engine's fallback loaded beside it, if any.
+    :ivar route: where the main model's requests go.
     """
 
     hooks: Hooks
@@ -61,6 +63,8 @@ class Services:
     clock: Callable[[], float]
     env: Mapping[str, str]
     data_dir: Path
+    fallback_engine: str | None = None
+    route: Route | None = None
 
 
 @attrs.frozen
@@ -94,6 +98,9 @@ class Session:
             clock=services.clock,
             env=services.env,
             data_dir=services.data_dir,
+            route=services.route,
+            fallback_engine=services.fallback_engine,
+            fallback=self._fallback_compress,
         )
         self.cache_stats = SessionCacheStats()
         # True from a compaction until the next provider usage: the last real prompt size then
@@ -260,6 +267,14 @@ class Session:
                 # What the compaction replaced need not stay alive in the memo.
                 tokens.retain(result.messages)
             return result
+
+    def _fallback_compress(
+        self, conversation: Conversation, stage: Stage, force: bool, focus: str | None
+    ) -> CompressResult | None:
+        """The kernel's side of :meth:`EngineContext.fallback_compress` (called from inside the
+        engine's ``compress``, so the session lock is already held)."""
+        tokens = self.ctx.tokens.count(conversation.messages, conversation.system)
+        return self._hooks.fallback_compress(self.ctx, conversation, stage, force, focus, tokens)
 
     def maybe_compress(
         self,

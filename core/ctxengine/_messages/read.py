@@ -222,7 +222,8 @@ def message_text(msg: Message) -> str:
     """Everything in ``msg`` that costs input tokens, as one string (for counting and search).
 
     Reasoning (``reasoning_content``, ``thinking``, redacted thinking data), text, tool-call names
-    with their JSON arguments, and tool results, joined by newlines; images read as "".
+    with their JSON arguments, tool results and compaction summaries (a Responses compaction
+    item's opaque ``encrypted_content``), joined by newlines; images read as "".
     """
     pieces: list[str] = []
     reasoning = msg.get("reasoning_content")
@@ -249,6 +250,10 @@ def message_text(msg: Message) -> str:
                 text = _result_content_text(block.get("content"))
             elif kind == "refusal":
                 text = block.get("refusal") or ""
+            elif kind == "compaction":
+                # What the model reads: the summary; a Responses item only has its opaque
+                # content, the closest local measure of what it costs.
+                text = block.get("content") or block.get("encrypted_content") or ""
             else:
                 text = ""
             if isinstance(text, str) and text:

@@ -21,7 +21,13 @@ Rule ids (provider in brackets where only one applies):
   ``tool-call-duplicate-id``;
 - caching (the rule set of :mod:`.markers`): ``cache-control-shape``,
   ``cache-control-empty-text``, ``cache-control-thinking``, ``cache-control-limit``,
-  ``cache-control-ttl-order``.
+  ``cache-control-ttl-order``;
+- server-side context management (the rules of :mod:`.editing`): ``compaction-role`` (a
+  compaction block outside an assistant message), ``compaction-shape`` (its ``content`` must be a
+  non-empty string or null; a Responses compaction item needs its ``encrypted_content``),
+  ``context-edit-shape`` (an edit the API does not take), ``cache-control-cleared`` (a breakpoint
+  on a block the request's context edits may clear). An Anthropic list may open with an assistant
+  message when that message opens with a compaction block (the block stands for what came before).
 """
 
 from __future__ import annotations
@@ -32,6 +38,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxengine._messages.conversation import Format, Message, SystemPrompt
+from ctxengine._messages.editing import (
+    clearable_blocks,
+    edit_problems,
+    is_compaction_block,
+)
 from ctxengine._messages.errors import MessageFormatError, Problem
 from ctxengine._messages.markers import MAX_BREAKPOINTS, marker_findings, top_level_ttl
 from ctxengine._messages.read import (
@@ -52,6 +63,7 @@ _OPENAI_PARTS = {
     "developer": ("text",),
     "tool": ("text",),
     "user": ("text", "image_url", "input_audio", "file"),
+    # Plus "compaction" (checked on its own): a Responses compaction item in its chat form.
     "assistant": ("text", "refusal"),
 }
 
@@ -93,6 +105,7 @@ def validate(
     tools: Sequence[Mapping[str, Any]] | None = None,
     allow_pending_tool_call: bool = True,
     cache_control: object = None,
+    context_management: object = None,
 ) -> list[Problem]:
     """Every way the request breaks ``provider``'s rules, ordered by message index.
 
@@ -102,7 +115,9 @@ def validate(
     ``allow_pending_tool_call`` a tool call at the very end of the list that has no result yet is
     not a problem (the agent is about to run it). ``cache_control`` is the request's top-level
     automatic marker, when it has one: it counts towards the breakpoint limit and, as it marks the
-    last cacheable block, comes last in the TTL order.
+    last cacheable block, comes last in the TTL order. ``context_management`` is the request's
+    context management configuration (Anthropic), when it has one: its edits are checked and no
+    breakpoint may sit on a block they may clear.
 
     :raises ValueError: when ``provider`` is neither ``"openai"`` nor ``"anthropic"``.
     """
@@ -141,6 +156,8 @@ def validate(
             _check_anthropic_message(check, dicts, i, len(messages))
     _check_pairing(check, dicts, provider, allow_pending_tool_call)
     _check_markers(check, cache_control)
+    if context_management is not None:
+        _check_context_management(check, dicts, context_management)
     # Request-level findings first, then by message; stable, so rule order per message is kept.
     return sorted(check.problems, key=lambda p: -1 if p.index is None else p.index)
 
@@ -204,6 +221,66 @@ def _check_markers(check: _Checker, top_level: object) -> None:
     )
     for index, rule, where, text in findings:
         check.add(index, rule, where, text)
+
+
+def _check_context_management(check: _Checker, msgs: list[Message], value: object) -> None:
+    if not isinstance(value, Mapping):
+        check.add(None, "context-edit-shape", "context_management", "must be an object")
+        return
+    edits = value.get("edits", [])
+    problems = edit_problems(edits)
+    for text in problems:
+        where, _, rule = text.partition(": ")
+        if not rule:
+            where, rule = "context_management", text
+        check.add(None, "context-edit-shape", where, rule)
+    if problems:
+        return
+    cleared = clearable_blocks(msgs, edits)
+    for where, index, item in check.markers:
+        if index is None or not where.startswith(f"messages[{index}].content["):
+            continue
+        block = int(where[len(f"messages[{index}].content[") :].split("]", 1)[0])
+        if (index, block) in cleared:
+            check.add(
+                index,
+                "cache-control-cleared",
+                where,
+                "cache_control on a block the request's context edits may clear; the cached "
+                "prefix would not be repeated once the server clears it (mark a block that stays)",
+            )
+
+
+def _check_compaction(
+    check: _Checker, block: Mapping[str, Any], where: str, i: int, role: object, fmt: Format
+) -> None:
+    if role != "assistant":
+        check.add(
+            i, "compaction-role", where, "compaction blocks belong in assistant messages"
+        )
+    if fmt == "openai":
+        if not isinstance(block.get("encrypted_content"), str):
+            check.add(
+                i,
+                "compaction-shape",
+                where,
+                "a Responses compaction item needs its 'encrypted_content' string, as returned",
+            )
+        return
+    content = block.get("content")
+    if content is not None and (not isinstance(content, str) or not content):
+        check.add(
+            i,
+            "compaction-shape",
+            where,
+            "a compaction block's content must be the summary as returned (a non-empty string) "
+            "or null for a failed compaction",
+        )
+    encrypted = block.get("encrypted_content")
+    if encrypted is not None and not isinstance(encrypted, str):
+        check.add(
+            i, "compaction-shape", where, "'encrypted_content' must be sent back as returned"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,6 +352,8 @@ def _check_openai_message(check: _Checker, msgs: list[Message], i: int) -> None:
         check.marker(part, part_where, i)
         if kind == "text":
             check.text_block(part, part_where, i, "openai")
+        elif is_compaction_block(part):
+            _check_compaction(check, part, part_where, i, role, "openai")
         elif kind in _ANTHROPIC_ONLY:
             check.add(
                 i,
@@ -354,7 +433,7 @@ def _check_anthropic_message(check: _Checker, msgs: list[Message], i: int, n: in
             f"role {role!r} is not allowed; allowed: user, assistant{hint}",
         )
         return
-    if i == 0 and role != "user":
+    if i == 0 and role != "user" and not _opens_with_compaction(msg):
         check.add(i, "first-role", where, f"the first message must be 'user', got {role!r}")
     if i > 0 and msgs[i - 1].get("role") == role:
         check.add(
@@ -409,6 +488,8 @@ def _check_anthropic_message(check: _Checker, msgs: list[Message], i: int, n: in
         seen_other = True
         if kind == "text":
             check.text_block(block, block_where, i, "anthropic")
+        elif kind == "compaction":
+            _check_compaction(check, block, block_where, i, role, "anthropic")
         elif kind == "tool_use":
             if role != "assistant":
                 check.add(
@@ -423,6 +504,16 @@ def _check_anthropic_message(check: _Checker, msgs: list[Message], i: int, n: in
                 f"{kind!r} is an OpenAI part; Anthropic uses image blocks with a 'source' and "
                 "text blocks",
             )
+
+
+def _opens_with_compaction(msg: Message) -> bool:
+    content = msg.get("content")
+    return (
+        msg.get("role") == "assistant"
+        and isinstance(content, list)
+        and bool(content)
+        and is_compaction_block(content[0])
+    )
 
 
 def _check_tool_use(check: _Checker, block: Mapping[str, Any], where: str, i: int) -> None:

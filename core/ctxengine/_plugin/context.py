@@ -16,9 +16,13 @@ if TYPE_CHECKING:
     from ctxengine._accounting.tokens import TokenCounter
     from ctxengine._accounting.usage import Usage
     from ctxengine._config.core import Config
-    from ctxengine._messages.conversation import Format
+    from ctxengine._messages.conversation import Conversation, Format, Stage
     from ctxengine._messages.memo import MessageMemo
+    from ctxengine._plugin.results import CompressResult
     from ctxengine._summarize import SummaryProvider
+
+FallbackCompress = Callable[["Conversation", "Stage", bool, "str | None"], "CompressResult | None"]
+"""The kernel's service behind :meth:`EngineContext.fallback_compress`."""
 
 T = TypeVar("T")
 
@@ -117,6 +121,10 @@ class EngineContext:
         ``ctxengine replay``). Default locations of stored data must be under it.
     :ivar config: the validated configuration; a plugin reads its own keys with
         ``ctx.config.settings(ITS_SPEC)``.
+    :ivar route: where the main model's requests go (``model.base_url`` read as in
+        :class:`CacheSettings`), ``None`` when the kernel did not say (a hand-built context).
+    :ivar fallback_engine: the engine the kernel loaded as this engine's fallback (the engine's
+        ``CTXENGINE_FALLBACK``), ``None`` when there is none; see :meth:`fallback_compress`.
     """
 
     session_id: str
@@ -136,6 +144,30 @@ class EngineContext:
     data_dir: Path = attrs.field(
         default=attrs.Factory(lambda self: _home(self.env), takes_self=True), repr=False
     )
+    route: Route | None = None
+    fallback_engine: str | None = None
+    _fallback: FallbackCompress | None = attrs.field(default=None, alias="fallback", repr=False)
+
+    def fallback_compress(
+        self,
+        conversation: Conversation,
+        *,
+        stage: Stage = "agent",
+        force: bool = False,
+        focus: str | None = None,
+    ) -> CompressResult | None:
+        """Compact ``conversation`` with the fallback engine, exactly as its own ``compress`` hook
+        would (its settings, its state in this session, its guards), and return its result;
+        ``None`` when no fallback engine is loaded. The fallback's failures come back as an
+        ``aborted`` result, never as an exception.
+
+        For an engine that cannot always compact its own way (the native engine, when the server
+        refuses) and must not lose the turn: plugins never import each other, the kernel runs the
+        other engine for it.
+        """
+        if self._fallback is None:
+            return None
+        return self._fallback(conversation, stage, force, focus)
 
     @property
     def memo(self) -> MessageMemo:

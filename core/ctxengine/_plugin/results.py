@@ -6,6 +6,7 @@ from typing import Literal
 
 import attrs
 
+from ctxengine._accounting.usage import Usage
 from ctxengine._messages.conversation import Conversation, Message, SystemPrompt
 
 CompressStatus = Literal["compacted", "noop", "aborted"]
@@ -21,6 +22,12 @@ class CompressResult:
     - ``status == "noop"`` or ``"aborted"``: ``conversation`` is the input, unchanged, and
       ``reason`` says why nothing happened (an aborted compaction also starts a cooldown);
     - the caller's message list is never mutated.
+
+    :ivar fallback: set when the engine could not compact its own way and handed the work to
+        another (the native engine's local fallback): a short stable id of why (for example
+        ``"server-error"``); ``reason`` then says both what failed and what the fallback did.
+    :ivar usage: what the compaction itself cost when it called a model and the provider
+        reported it (e.g. a server-side compaction's ``usage.iterations``), else ``None``.
     """
 
     status: CompressStatus
@@ -35,6 +42,8 @@ class CompressResult:
     provider: str | None = None
     fallback_used: bool = False
     duration_s: float = 0.0
+    fallback: str | None = None
+    usage: Usage | None = None
 
     @property
     def messages(self) -> list[Message]:

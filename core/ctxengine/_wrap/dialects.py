@@ -17,7 +17,7 @@ import attrs
 
 from ctxengine._kernel.session import Session
 from ctxengine._messages.conversation import Format, Message, SystemPrompt
-from ctxengine._wrap.responses_items import ItemsConverter, item_kind
+from ctxengine._messages.responses_items import ItemsConverter, item_kind
 
 Api = Literal["anthropic.messages", "openai.chat", "openai.responses"]
 

@@ -10,13 +10,19 @@ anything an engine leaves alone:
   other non-input item) becomes one assistant message: the visible text as ``content``, the
   function calls as ``tool_calls`` (``id`` = the item's ``call_id``) and the reasoning summaries
   as ``reasoning_content``, so parallel calls stay in one message with their results after it;
-- a ``function_call_output`` becomes a ``tool`` message.
+- a ``function_call_output`` becomes a ``tool`` message;
+- a ``compaction`` item (the opaque summary the Responses API's compaction returns) becomes an
+  assistant message of its own whose only content part is the item itself, so an engine can
+  recognise it (:func:`ctxengine.messages.is_compaction_block`) and it goes back verbatim.
 
 The converter remembers, for every chat message it made, the items it came from. Converting back,
 a chat message an engine returned untouched gives back exactly those items (ids, encrypted
 reasoning, statuses and all); a message an engine changed (a pruned tool output, shortened
 arguments) is rebuilt from its chat form, keeping the original items' ids and reasoning where the
-call ids still match; a new message (a summary) becomes a plain message item.
+call ids still match; a new message (a summary) becomes a plain message item, and a compaction part becomes its item
+again, unchanged.
+
+Import :class:`ItemsConverter` and :func:`item_kind` from :mod:`ctxengine.messages`.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ctxengine._messages.conversation import Message
+from ctxengine._messages.editing import is_compaction_block
+
+__all__ = ["Item", "ItemsConverter", "item_kind"]
 
 Item = dict[str, Any]
 _INPUT_ROLES = ("user", "system", "developer")
@@ -123,6 +132,11 @@ class ItemsConverter:
                 message: Message = {"role": item["role"], "content": _chat_parts(item["content"])}
                 self._remember(message, [item])
                 messages.append(message)
+            elif is_compaction_block(item):
+                flush()
+                compaction: Message = {"role": "assistant", "content": [item]}
+                self._remember(compaction, [item])
+                messages.append(compaction)
             elif kind == "function_call_output":
                 flush()
                 output = item.get("output")
@@ -196,6 +210,16 @@ class ItemsConverter:
             ]
         if role != "assistant":
             return [{"role": str(role), "content": _input_parts(message.get("content"))}]
+        content = message.get("content")
+        if isinstance(content, list) and any(is_compaction_block(p) for p in content):
+            # The item as the API returned it; any text beside it stays a message of its own.
+            kept = [dict(p) for p in content if is_compaction_block(p)]
+            rest = [p for p in content if not is_compaction_block(p)]
+            text = _text(rest)
+            message = {k: v for k, v in message.items() if k != "content"}
+            message["content"] = text or None
+            more = self._rebuild(message) if text or message.get("tool_calls") else []
+            return [*kept, *more]
         calls = message.get("tool_calls") or []
         original: list[Item] = []
         for call in calls:

@@ -1,0 +1,440 @@
+"""Server-side context management in requests: compaction blocks and Anthropic's context edits.
+
+Both big providers can shorten a conversation on their side. This module holds the rules a
+request must keep for that, in one place, for every caller (the native engine, the kernel's
+request preparation, the validator, the replay):
+
+**Compaction.** Anthropic's Messages API compacts with the ``compact_20260112`` edit of
+``context_management`` (beta ``compact-2026-01-12``); the response carries a ``compaction`` block
+(``content``: the summary, or ``null`` when compaction failed; ``encrypted_content``; optional
+``signature`` and ``tool_changes``) that the client sends back *verbatim*, as the first block of
+the first message, in place of everything it summarises. The server reads a request from its last
+compaction block on (a block whose ``content`` is ``null`` is a no-op). OpenAI's Responses API
+returns an opaque ``compaction`` item (``id``, ``encrypted_content``); in the chat form ctxengine
+reads (see :class:`ctxengine.messages.ItemsConverter`) that item is an assistant message whose
+content is the item itself as its only part. Either way :func:`is_compaction_block` recognises it.
+
+**Context edits.** ``clear_tool_uses_20250919`` replaces the results (and optionally the inputs)
+of older tool uses with a placeholder once the prompt passes a trigger, keeping the most recent
+``keep`` tool uses and the tools in ``exclude_tools``; ``clear_thinking_20251015`` drops thinking
+blocks of older assistant turns (beta ``context-management-2025-06-27``). A ``cache_control``
+breakpoint on a block the server may clear caches a prefix no later request repeats, so
+:func:`clearable_blocks` says which blocks may be cleared and :func:`keep_markers_off_cleared`
+moves such breakpoints to the nearest earlier block that stays.
+
+**Requests as SDK arguments.** A prepared request is the keyword arguments of an SDK call, and
+the host may call ``client.messages.create`` (which takes no ``context_management``) or
+``client.beta.messages.create``. :func:`with_edits` therefore adds edits where the request already
+keeps them (a top-level ``context_management``, as the beta client takes it) or else in
+``extra_body``, and betas to ``betas`` when present or else to the ``anthropic-beta`` header in
+``extra_headers``; :func:`request_edits` and :func:`request_betas` read both places. Nothing here
+mutates its input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ctxengine._messages.conversation import Message
+from ctxengine._messages.markers import can_carry_marker
+
+__all__ = [
+    "CLEAR_THINKING_EDIT",
+    "CLEAR_TOOL_USES_EDIT",
+    "COMPACTION_BLOCK",
+    "COMPACT_BETA",
+    "COMPACT_EDIT",
+    "CONTEXT_MANAGEMENT_BETA",
+    "DEFAULT_KEEP_TOOL_USES",
+    "EDIT_BETAS",
+    "clearable_blocks",
+    "compaction_blocks",
+    "edit_problems",
+    "is_compaction_block",
+    "keep_markers_off_cleared",
+    "latest_compaction",
+    "request_betas",
+    "request_edits",
+    "with_edits",
+]
+
+COMPACTION_BLOCK = "compaction"
+"""The ``type`` of an Anthropic compaction block and of an OpenAI Responses compaction item."""
+
+COMPACT_EDIT = "compact_20260112"
+CLEAR_TOOL_USES_EDIT = "clear_tool_uses_20250919"
+CLEAR_THINKING_EDIT = "clear_thinking_20251015"
+COMPACT_BETA = "compact-2026-01-12"
+CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
+
+EDIT_BETAS: Mapping[str, str] = {
+    COMPACT_EDIT: COMPACT_BETA,
+    CLEAR_TOOL_USES_EDIT: CONTEXT_MANAGEMENT_BETA,
+    CLEAR_THINKING_EDIT: CONTEXT_MANAGEMENT_BETA,
+}
+"""The beta each edit type needs in the ``anthropic-beta`` header."""
+
+DEFAULT_KEEP_TOOL_USES = 3
+"""How many recent tool uses ``clear_tool_uses_20250919`` keeps when ``keep`` is not given (the
+API's default)."""
+
+_BETA_HEADER = "anthropic-beta"
+_COUNT_KEYS: Mapping[str, tuple[str, ...]] = {
+    "trigger": ("input_tokens", "tool_uses"),
+    "keep": ("tool_uses",),
+    "clear_at_least": ("input_tokens",),
+}
+
+
+# --- compaction blocks --------------------------------------------------------------------------
+
+
+def is_compaction_block(block: object) -> bool:
+    """Whether ``block`` is a compaction block (Anthropic) or compaction item part (Responses)."""
+    return isinstance(block, Mapping) and block.get("type") == COMPACTION_BLOCK
+
+
+def compaction_blocks(messages: Sequence[Message]) -> list[tuple[int, int, Mapping[str, Any]]]:
+    """Every compaction block of ``messages`` in order, as ``(message index, block index,
+    block)``."""
+    found = []
+    for i, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, list):
+            for j, block in enumerate(content):
+                if is_compaction_block(block):
+                    found.append((i, j, block))
+    return found
+
+
+def latest_compaction(messages: Sequence[Message]) -> tuple[int, int, Mapping[str, Any]] | None:
+    """The last compaction block that holds a summary (the one the server reads the request
+    from), or ``None``. Anthropic blocks whose ``content`` is ``null`` are failed compactions,
+    no-ops to the server, and are skipped; a Responses item (no ``content`` key) always counts."""
+    for i, j, block in reversed(compaction_blocks(messages)):
+        if "content" not in block or block.get("content") is not None:
+            return i, j, block
+    return None
+
+
+# --- where a request keeps its edits and betas ---------------------------------------------------
+
+
+def _context_management(request: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    value = request.get("context_management")
+    if isinstance(value, Mapping):
+        return value
+    extra = request.get("extra_body")
+    if isinstance(extra, Mapping) and isinstance(extra.get("context_management"), Mapping):
+        found: Mapping[str, Any] = extra["context_management"]
+        return found
+    return None
+
+
+def request_edits(request: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The ``context_management.edits`` of a request (top level or ``extra_body``), in order."""
+    management = _context_management(request)
+    edits = management.get("edits") if management is not None else None
+    if not isinstance(edits, list | tuple):
+        return []
+    return [edit for edit in edits if isinstance(edit, Mapping)]
+
+
+def request_betas(request: Mapping[str, Any]) -> set[str]:
+    """The betas a request asks for: its ``betas`` argument and the ``anthropic-beta`` header of
+    ``extra_headers`` (comma-separated)."""
+    found: set[str] = set()
+    betas = request.get("betas")
+    if isinstance(betas, list | tuple):
+        found.update(str(b) for b in betas)
+    headers = request.get("extra_headers")
+    if isinstance(headers, Mapping):
+        for name, value in headers.items():
+            if str(name).lower() == _BETA_HEADER and isinstance(value, str):
+                found.update(part.strip() for part in value.split(",") if part.strip())
+    return found
+
+
+def with_edits(
+    request: Mapping[str, Any], edits: Iterable[Mapping[str, Any]], *, betas: Iterable[str] = ()
+) -> dict[str, Any]:
+    """``request`` with ``edits`` added to its ``context_management`` and ``betas`` requested.
+
+    An edit whose ``type`` the request already has is not added (the host's own configuration
+    wins). Edits go where the request already keeps them, else into ``extra_body``; betas into
+    ``betas`` when the request has that argument, else into the ``anthropic-beta`` header of
+    ``extra_headers`` (merged with what is there). Each beta an added edit needs
+    (:data:`EDIT_BETAS`) is requested too. Copy-on-write: only the dicts on the way are new.
+    """
+    out = dict(request)
+    present = {edit.get("type") for edit in request_edits(request)}
+    added = [dict(edit) for edit in edits if edit.get("type") not in present]
+    wanted = [*betas, *(EDIT_BETAS[e["type"]] for e in added if e.get("type") in EDIT_BETAS)]
+    if added:
+        if isinstance(request.get("context_management"), Mapping):
+            management = dict(request["context_management"])
+            management["edits"] = [*request_edits(request), *added]
+            out["context_management"] = management
+        else:
+            extra = dict(request.get("extra_body") or {})
+            management = dict(extra.get("context_management") or {})
+            management["edits"] = [*request_edits(request), *added]
+            extra["context_management"] = management
+            out["extra_body"] = extra
+    missing = [beta for beta in dict.fromkeys(wanted) if beta not in request_betas(request)]
+    if missing:
+        if isinstance(request.get("betas"), list | tuple):
+            out["betas"] = [*request["betas"], *missing]
+        else:
+            headers = dict(request.get("extra_headers") or {})
+            name = next((k for k in headers if str(k).lower() == _BETA_HEADER), _BETA_HEADER)
+            current = headers.get(name)
+            parts = [p.strip() for p in current.split(",")] if isinstance(current, str) else []
+            headers[name] = ",".join([*(p for p in parts if p), *missing])
+            out["extra_headers"] = headers
+    return out
+
+
+def edit_problems(edits: object) -> list[str]:
+    """What is wrong with the shape of a ``context_management.edits`` value, one line each.
+
+    Checks the types the SDK defines (``compact_20260112``, ``clear_tool_uses_20250919``,
+    ``clear_thinking_20251015``), the ``{"type", "value"}`` counts of ``trigger``, ``keep`` and
+    ``clear_at_least``, that no type appears twice, and that ``clear_thinking_20251015`` comes
+    first (the API applies thinking clearing before the other edits).
+    """
+    if not isinstance(edits, list | tuple):
+        return [f"context_management.edits must be a list, got {type(edits).__name__}"]
+    problems: list[str] = []
+    seen: list[str] = []
+    for k, edit in enumerate(edits):
+        where = f"context_management.edits[{k}]"
+        if not isinstance(edit, Mapping):
+            problems.append(f"{where}: must be an object")
+            continue
+        kind = edit.get("type")
+        if kind not in EDIT_BETAS:
+            problems.append(f"{where}.type: unknown edit {kind!r}; known: {', '.join(EDIT_BETAS)}")
+            continue
+        if kind in seen:
+            problems.append(f"{where}: a second {kind} edit; each type may appear once")
+        if kind == CLEAR_THINKING_EDIT and seen:
+            problems.append(f"{where}: {CLEAR_THINKING_EDIT} must be the first edit")
+        seen.append(str(kind))
+        for key, units in _COUNT_KEYS.items():
+            value = edit.get(key)
+            if value is None or (kind == CLEAR_THINKING_EDIT and key == "keep"):
+                continue
+            if kind == COMPACT_EDIT and key != "trigger":
+                problems.append(f"{where}.{key}: {COMPACT_EDIT} takes no {key!r}")
+                continue
+            if not _is_count(value, units):
+                allowed = " or ".join(repr(u) for u in units)
+                problems.append(
+                    f"{where}.{key}: must be {{'type': {allowed}, 'value': <int >= 0>}}, "
+                    f"got {value!r}"
+                )
+        if kind == CLEAR_THINKING_EDIT:
+            keep = edit.get("keep")
+            if keep is not None and keep != "all" and not _is_count(keep, ("thinking_turns",)):
+                if not (isinstance(keep, Mapping) and keep.get("type") == "all"):
+                    problems.append(
+                        f"{where}.keep: must be 'all', {{'type': 'all'}} or "
+                        f"{{'type': 'thinking_turns', 'value': <int>}}, got {keep!r}"
+                    )
+    return problems
+
+
+def _is_count(value: object, units: tuple[str, ...]) -> bool:
+    if not isinstance(value, Mapping) or value.get("type") not in units:
+        return False
+    number = value.get("value")
+    return isinstance(number, int) and not isinstance(number, bool) and number >= 0
+
+
+# --- which blocks the server may clear ------------------------------------------------------------
+
+
+def _count_value(value: object, default: int) -> int:
+    if isinstance(value, Mapping) and isinstance(value.get("value"), int):
+        return int(value["value"])
+    return default
+
+
+def clearable_blocks(
+    messages: Sequence[Message], edits: Iterable[Mapping[str, Any]]
+) -> frozenset[tuple[int, int]]:
+    """The ``(message index, block index)`` of every block ``edits`` may clear in ``messages``.
+
+    For ``clear_tool_uses_20250919``: the ``tool_result`` blocks of every tool use older than the
+    last ``keep`` tool uses (all tool uses counted, so the set covers whatever the server keeps),
+    except tools named in ``exclude_tools``; with ``clear_tool_inputs`` (``true``, or a list naming
+    the tool) their ``tool_use`` blocks too. For ``clear_thinking_20251015``: the thinking blocks of
+    assistant turns older than the last ``keep`` thinking turns (none for ``"all"``). The server
+    clears only once its trigger is reached; the set ignores the trigger, so a breakpoint kept off
+    it is safe on every later request too.
+    """
+    cleared: set[tuple[int, int]] = set()
+    for edit in edits:
+        kind = edit.get("type")
+        if kind == CLEAR_TOOL_USES_EDIT:
+            cleared |= _clearable_tool_uses(messages, edit)
+        elif kind == CLEAR_THINKING_EDIT:
+            cleared |= _clearable_thinking(messages, edit.get("keep"))
+    return frozenset(cleared)
+
+
+def _clearable_tool_uses(
+    messages: Sequence[Message], edit: Mapping[str, Any]
+) -> set[tuple[int, int]]:
+    uses: list[tuple[int, int, str, str]] = []  # message, block, id, tool name
+    results: dict[str, tuple[int, int]] = {}
+    for i, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if not isinstance(content, list):
+            continue
+        for j, block in enumerate(content):
+            if not isinstance(block, Mapping):
+                continue
+            if block.get("type") == "tool_use" and message.get("role") == "assistant":
+                uses.append((i, j, str(block.get("id")), str(block.get("name"))))
+            elif block.get("type") == "tool_result":
+                results.setdefault(str(block.get("tool_use_id")), (i, j))
+    keep = _count_value(edit.get("keep"), DEFAULT_KEEP_TOOL_USES)
+    excluded = {str(name) for name in edit.get("exclude_tools") or ()}
+    inputs = edit.get("clear_tool_inputs")
+    cleared: set[tuple[int, int]] = set()
+    for i, j, call_id, name in uses[: max(0, len(uses) - keep)]:
+        if name in excluded:
+            continue
+        if call_id in results:
+            cleared.add(results[call_id])
+        if inputs is True or (isinstance(inputs, list | tuple) and name in inputs):
+            cleared.add((i, j))
+    return cleared
+
+
+def _clearable_thinking(messages: Sequence[Message], keep: object) -> set[tuple[int, int]]:
+    if keep == "all" or (isinstance(keep, Mapping) and keep.get("type") == "all"):
+        return set()
+    turns = [
+        i
+        for i, message in enumerate(messages)
+        if isinstance(message, Mapping)
+        and message.get("role") == "assistant"
+        and any(_is_thinking(b) for b in message.get("content") or () if isinstance(b, Mapping))
+    ]
+    cleared: set[tuple[int, int]] = set()
+    for i in turns[: max(0, len(turns) - _count_value(keep, 1))]:
+        for j, block in enumerate(messages[i].get("content") or ()):
+            if _is_thinking(block):
+                cleared.add((i, j))
+    return cleared
+
+
+def _is_thinking(block: object) -> bool:
+    return isinstance(block, Mapping) and block.get("type") in ("thinking", "redacted_thinking")
+
+
+# --- keeping breakpoints off what the server clears ------------------------------------------------
+
+
+def _marked(block: object) -> bool:
+    if not isinstance(block, Mapping):
+        return False
+    if block.get("cache_control") is not None:
+        return True
+    inner = block.get("content")
+    return isinstance(inner, list) and any(_marked(b) for b in inner)
+
+
+def _unmarked(block: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in block.items() if k != "cache_control"}
+    inner = out.get("content")
+    if isinstance(inner, list) and any(_marked(b) for b in inner):
+        out["content"] = [_unmarked(b) if isinstance(b, Mapping) else b for b in inner]
+    return out
+
+
+def keep_markers_off_cleared(request: Mapping[str, Any]) -> dict[str, Any]:
+    """``request`` with every ``cache_control`` breakpoint that sits on a block its edits may clear
+    (:func:`clearable_blocks`, including markers inside a cleared ``tool_result``) moved to the
+    nearest earlier message block that may carry one, is not clearable and is not marked already.
+
+    The search stops at the first marked block on the way back (that prefix is cached already) or
+    at the start of the messages; the breakpoint is then dropped, so the request never holds more
+    breakpoints than before. A request without edits, or whose breakpoints are all safe, comes
+    back as an equal dict sharing every message. Copy-on-write.
+    """
+    out = dict(request)
+    messages = request.get("messages")
+    edits = request_edits(request)
+    if not edits or not isinstance(messages, list):
+        return out
+    cleared = clearable_blocks(messages, edits)
+    if not cleared:
+        return out
+    conflicts = sorted(
+        (i, j)
+        for i, j in cleared
+        if _marked(messages[i]["content"][j])  # clearable positions are list blocks
+    )
+    if not conflicts:
+        return out
+    contents: dict[int, list[Any]] = {}
+
+    def content(i: int) -> list[Any]:
+        if i not in contents:
+            contents[i] = list(messages[i]["content"])
+        return contents[i]
+
+    for i, j in conflicts:
+        block = content(i)[j]
+        marker = _first_marker(block)
+        content(i)[j] = _unmarked(block)
+        target = _earlier_slot(messages, contents, cleared, i, j)
+        if target is not None and marker is not None:
+            ti, tj = target
+            content(ti)[tj] = {**content(ti)[tj], "cache_control": dict(marker)}
+    new_messages = list(messages)
+    for i, blocks in contents.items():
+        new_messages[i] = {**messages[i], "content": blocks}
+    out["messages"] = new_messages
+    return out
+
+
+def _first_marker(block: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    marker = block.get("cache_control")
+    if isinstance(marker, Mapping):
+        return marker
+    for inner in block.get("content") or ():
+        if isinstance(inner, Mapping):
+            found = _first_marker(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def _earlier_slot(
+    messages: Sequence[Message],
+    contents: Mapping[int, list[Any]],
+    cleared: frozenset[tuple[int, int]],
+    i: int,
+    j: int,
+) -> tuple[int, int] | None:
+    """The nearest block before ``(i, j)`` that may take a marker (see
+    :func:`keep_markers_off_cleared`)."""
+    for mi in range(i, -1, -1):
+        blocks = contents.get(mi)
+        if blocks is None:
+            content = messages[mi].get("content")
+            blocks = content if isinstance(content, list) else []
+        start = j - 1 if mi == i else len(blocks) - 1
+        for bj in range(start, -1, -1):
+            block = blocks[bj]
+            if _marked(block):
+                return None
+            if (mi, bj) not in cleared and can_carry_marker(block):
+                return mi, bj
+    return None
