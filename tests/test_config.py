@@ -420,7 +420,8 @@ def test_unknown_nested_key() -> None:
 def test_unknown_section_suggests_closest() -> None:
     assert only_error({"prompt_cache": {}}) == (
         f"config error in {SRC}: prompt_cache: unknown section; did you mean 'prompt_caching'? "
-        "(allowed: context, model, compression, auxiliary, prompt_caching, models, engines)"
+        "(allowed: context, model, compression, auxiliary, prompt_caching, context_editing, "
+        "models, engines)"
     )
 
 
@@ -630,7 +631,8 @@ def test_top_level_must_be_a_mapping(home: Path, tmp_path: Path) -> None:
         load_config(f, env=env_for(home), specs=BUILTIN)
     assert str(info.value) == (
         f"config error in {f}: the top level must be a mapping of sections (context, model, "
-        "compression, auxiliary, prompt_caching, models, engines), not list ['context', 'model']"
+        "compression, auxiliary, prompt_caching, context_editing, models, engines), not list "
+        "['context', 'model']"
     )
 
 
@@ -741,6 +743,7 @@ def test_every_env_var(home: Path) -> None:
         CTXENGINE_SUMMARY_TIMEOUT="30",
         CTXENGINE_PROMPT_CACHING="auto",
         CTXENGINE_CACHE_TTL="1h",
+        CTXENGINE_CLEAR_TOOL_USES="yes",
     )
     plugin_vars = {"CTXENGINE_THRESHOLD", "CTXENGINE_HYGIENE_THRESHOLD"}
     assert set(env) - {"CTXENGINE_HOME"} | {"CTXENGINE_EXTENSIONS"} == set(ENV_VARS) | plugin_vars
@@ -760,6 +763,7 @@ def test_every_env_var(home: Path) -> None:
         timeout=30.0,
     )
     assert c.prompt_caching == PromptCachingSettings(enabled="auto", cache_ttl="1h")
+    assert c.context_editing.clear_tool_uses is True
     for var, key in ENV_VARS.items():
         assert loaded.sources[key] == f"env {var}"
     assert loaded.sources["compression.threshold"] == "env CTXENGINE_THRESHOLD"

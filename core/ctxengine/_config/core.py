@@ -34,6 +34,7 @@ __all__ = [
     "AuxiliarySettings",
     "CompressionSettings",
     "Config",
+    "ContextEditingSettings",
     "ConfigRow",
     "ContextSettings",
     "LoadedConfig",
@@ -129,6 +130,31 @@ class PromptCachingSettings:
 
 
 @attrs.frozen
+class ContextEditingSettings:
+    """``context_editing:`` — Anthropic's server-side clearing added to prepared requests.
+
+    ``clear_tool_uses`` adds ``clear_tool_uses_20250919`` (older tool results replaced by a
+    placeholder once the prompt passes ``trigger``), ``clear_thinking`` adds
+    ``clear_thinking_20251015`` to requests that enable extended thinking. ``trigger`` is a
+    fraction of the usable window like every ctxengine threshold (``None`` = the API's default).
+    """
+
+    clear_tool_uses: bool = False
+    trigger: float | None = None
+    keep_tool_uses: int = 3
+    clear_at_least_tokens: int | None = None
+    exclude_tools: tuple[str, ...] = ()
+    clear_tool_inputs: bool = False
+    clear_thinking: bool = False
+    keep_thinking_turns: int = 1
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any edit is configured."""
+        return self.clear_tool_uses or self.clear_thinking
+
+
+@attrs.frozen
 class ModelOverride:
     """``models.<name>:`` — corrections to the model metadata table; prices in USD per million
     tokens. ``None`` keeps the table's value."""
@@ -156,6 +182,7 @@ def _max_tokens_below_window(view: SettingsView) -> None:
 
 _Ctx, _Mod, _Comp = ContextSettings, ModelSettings, CompressionSettings
 _Sum, _Cache, _Over = SummaryProviderSettings, PromptCachingSettings, ModelOverride
+_Edit = ContextEditingSettings
 
 CONTEXT = SettingsSpec(
     "context",
@@ -338,7 +365,55 @@ PROMPT_CACHING = SettingsSpec(
     build=PromptCachingSettings,
 )
 
-CORE_SPECS: tuple[SettingsSpec[Any], ...] = (CONTEXT, MODEL, COMPRESSION, SUMMARY, PROMPT_CACHING)
+CONTEXT_EDITING = SettingsSpec(
+    "context_editing",
+    (
+        _f(
+            _Edit,
+            "clear_tool_uses",
+            "bool",
+            env="CTXENGINE_CLEAR_TOOL_USES",
+            doc="Anthropic requests clear older tool results on the server (clear_tool_uses)",
+        ),
+        _f(
+            _Edit,
+            "trigger",
+            "number",
+            nullable=True,
+            gt=0.0,
+            le=1.0,
+            doc="clear when prompt tokens >= trigger x window (null = the API's default)",
+        ),
+        _f(_Edit, "keep_tool_uses", "int", ge=0, doc="most recent tool uses never cleared"),
+        _f(
+            _Edit,
+            "clear_at_least_tokens",
+            "int",
+            nullable=True,
+            ge=1,
+            doc="clear only when at least this many tokens go (null = any amount)",
+        ),
+        _f(_Edit, "exclude_tools", "str_list", doc="tools whose results are never cleared"),
+        _f(_Edit, "clear_tool_inputs", "bool", doc="clear the cleared tool uses' inputs too"),
+        _f(
+            _Edit,
+            "clear_thinking",
+            "bool",
+            doc="requests with extended thinking drop older thinking blocks (clear_thinking)",
+        ),
+        _f(_Edit, "keep_thinking_turns", "int", ge=1, doc="most recent thinking turns kept"),
+    ),
+    build=ContextEditingSettings,
+)
+
+CORE_SPECS: tuple[SettingsSpec[Any], ...] = (
+    CONTEXT,
+    MODEL,
+    COMPRESSION,
+    SUMMARY,
+    PROMPT_CACHING,
+    CONTEXT_EDITING,
+)
 """The kernel's own sections, in documentation order."""
 
 SECTION_FIELDS: Mapping[str, tuple[Field, ...]] = types.MappingProxyType(
@@ -409,6 +484,7 @@ class Config:
     compression: CompressionSettings = attrs.field(factory=CompressionSettings)
     auxiliary: AuxiliarySettings = attrs.field(factory=AuxiliarySettings)
     prompt_caching: PromptCachingSettings = attrs.field(factory=PromptCachingSettings)
+    context_editing: ContextEditingSettings = attrs.field(factory=ContextEditingSettings)
     models: Mapping[str, ModelOverride] = attrs.field(factory=dict, converter=_freeze_models)
     engines: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict, converter=_freeze_engines)
     raw: RawConfig = attrs.field(factory=RawConfig, eq=False, repr=False)
@@ -553,6 +629,7 @@ def _core_values(config: Config) -> dict[str, Any]:
         "compression": config.compression,
         "auxiliary.compression": config.auxiliary.compression,
         "prompt_caching": config.prompt_caching,
+        "context_editing": config.context_editing,
     }
     return {
         spec.key(f.name): getattr(typed[spec.section], f.name)
@@ -577,6 +654,7 @@ def _build(
         compression=CompressionSettings(**values[COMPRESSION]),
         auxiliary=AuxiliarySettings(SummaryProviderSettings(**values[SUMMARY])),
         prompt_caching=PromptCachingSettings(**values[PROMPT_CACHING]),
+        context_editing=ContextEditingSettings(**values[CONTEXT_EDITING]),
         models={name: ModelOverride(**fields) for name, fields in resolved.models.items()},
         engines=resolved.engines,
         raw=raw,

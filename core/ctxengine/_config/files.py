@@ -20,6 +20,7 @@ TOP_SECTIONS = (
     "compression",
     "auxiliary",
     "prompt_caching",
+    "context_editing",
     "models",
     "engines",
 )

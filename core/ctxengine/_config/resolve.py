@@ -42,7 +42,7 @@ from ctxengine._config.spec import (
 )
 
 _ENGINE_NAME_RULE = "engine names must be made of letters, digits, '_', '.' and '-'"
-_CLOSED = ("context", "model", "auxiliary.compression")
+_CLOSED = ("context", "model", "auxiliary.compression", "context_editing")
 
 
 @attrs.frozen(eq=False)
@@ -179,7 +179,7 @@ class _Resolver:
     def apply_file(self) -> None:
         source = self.raw.source or "<mapping>"
         for section, value in self.raw.data.items():
-            if section in ("context", "model", "compression", "prompt_caching"):
+            if section in ("context", "model", "compression", "prompt_caching", "context_editing"):
                 self._section(section, value, source)
             elif section == "auxiliary":
                 aux = as_mapping(value, "auxiliary", ("compression",), source, self.problems)

@@ -32,9 +32,11 @@ from ctxengine._accounting.ttl import TTLPlanner
 from ctxengine._accounting.usage import Usage, message_id, normalize_usage
 from ctxengine._config.core import Config
 from ctxengine._kernel.cache_settings import RequestOptions, request_options
+from ctxengine._kernel.editing import wanted_edits
 from ctxengine._kernel.hooks import Hooks
 from ctxengine._kernel.hygiene import HygieneReport, run_hygiene
 from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
+from ctxengine._messages.editing import keep_markers_off_cleared, with_edits
 from ctxengine._messages.markers import detect_request_format
 from ctxengine._messages.memo import MemoEntry, MessageView
 from ctxengine._messages.read import detect_format
@@ -127,7 +129,9 @@ class Session:
         that request is made exact only if the exact ratio is ever needed), updates cache
         statistics and tells the plugins. Pass the whole response (not just its ``usage``) to
         keep Anthropic's cache-miss reason and to let the next request ask for it
-        (``prompt_caching.diagnostics``).
+        (``prompt_caching.diagnostics``). What the server's context editing cleared counts as
+        sent (it was); a response whose server compacted the context is not used for calibration
+        (the model read a different prompt).
 
         :raises ValueError: when ``usage`` has no recognisable shape.
         """
@@ -135,8 +139,9 @@ class Session:
         with self._lock:
             self._last_message_id = message_id(usage) or self._last_message_id
             prepared = self._prepared
-            if prepared is not None and normalized.prompt_tokens > 0:
-                self.ctx.tokens.observe_estimate(prepared.local, normalized.prompt_tokens)
+            sent = normalized.prompt_tokens + normalized.cleared_input_tokens
+            if prepared is not None and sent > 0 and not normalized.compacted:
+                self.ctx.tokens.observe_estimate(prepared.local, sent)
             self._measured, self._prepared = prepared, None
             self.ctx.tokens.memo.release()
             self.ctx.last_usage = normalized
@@ -304,6 +309,10 @@ class Session:
         the session's measured gaps (``docs/builtins/caching.md``). OpenAI-format requests get the
         session's ``prompt_cache_key`` (and retention) and Anthropic-format ones the cache-miss
         ``diagnostics`` when the configuration asks for them; a value the host set is kept.
+        Anthropic requests also get the server-side context edits the ``context_editing``
+        settings ask for and the declaration of a compaction block they open with (see
+        :mod:`ctxengine._kernel.editing`), and no breakpoint stays on a block those edits may
+        clear.
 
         :raises ValueError: a message is not a dict (the message names its index).
         """
@@ -318,12 +327,23 @@ class Session:
                 # An estimate is enough to price a TTL and to describe the request for engines.
                 tokens = self._prepared.local.value
             now = self.ctx.clock()
+            edits = wanted_edits(
+                prepared,
+                self._services.config.context_editing,
+                route=self.ctx.route,
+                window=self.ctx.window,
+                context_length=self.ctx.model.context_length,
+            )
+            if edits:
+                prepared = with_edits(prepared, edits)
             settings = self._services.cache_settings
             if settings is not None:
                 if settings.policy == "auto":
                     choice = self._ttl.choose(now, tokens)
                     settings = attrs.evolve(settings, ttl=choice.ttl, stable_ttl=choice.stable_ttl)
                 prepared = self._hooks.cache_strategy(self.ctx, prepared, settings)
+            if edits:
+                prepared = keep_markers_off_cleared(prepared)
             if isinstance(messages, list):
                 fmt = detect_request_format(prepared)
                 self._add_options(prepared, fmt, marked=settings is not None)

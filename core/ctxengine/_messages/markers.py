@@ -197,6 +197,9 @@ def detect_request_format(request: Mapping[str, Any]) -> Format:
                 kind = block.get("type") if isinstance(block, dict) else None
                 if kind in _ANTHROPIC_BLOCKS or (kind == "image" and "source" in block):
                     return "anthropic"
+                if kind == "compaction":
+                    # A Responses compaction item (chat form) has an id; Anthropic's block none.
+                    return "openai" if "id" in block else "anthropic"
                 if kind in _OPENAI_PARTS:
                     return "openai"
     return "openai"

@@ -166,6 +166,15 @@ def detect_format(messages: Sequence[Message], system: object = None) -> Format:
                     anthropic_sign = f"messages[{i}].content[{j}]: a {kind!r} block"
                 elif openai_sign is None and kind in OPENAI_PART_TYPES:
                     openai_sign = f"messages[{i}].content[{j}]: a {kind!r} part"
+                elif kind == "compaction":
+                    # A Responses compaction item carries its id; Anthropic's block has none.
+                    sign = f"messages[{i}].content[{j}]: a compaction " + (
+                        "item" if "id" in part else "block"
+                    )
+                    if "id" in part:
+                        openai_sign = openai_sign or sign
+                    else:
+                        anthropic_sign = anthropic_sign or sign
     if openai_sign is not None and anthropic_sign is not None:
         raise MessageFormatError(
             f"messages mix OpenAI chat features ({openai_sign}) and Anthropic Messages features "
