@@ -130,6 +130,11 @@ def _stamp_tools(result: object, plugin: str) -> ProvidedTools | None:
     return tools
 
 
+class _StandIn:
+    """The object registered for a plugin: its guarded hook functions as attributes (hashable and
+    compared by identity, as pluggy's subset callers need)."""
+
+
 def guarded(pm: pluggy.PluginManager, plugin: object, name: str) -> object:
     """A stand-in for ``plugin`` to register under ``name``: the same hook implementations
     with the same pluggy options, each guarded (see the module docstring).
@@ -137,7 +142,7 @@ def guarded(pm: pluggy.PluginManager, plugin: object, name: str) -> object:
     Wrappers (``wrapper=True``, ``hookwrapper=True``) are kept as they are: they wrap the call
     of every plugin, and an exception in one aborts that call, which the facade answers safely.
     """
-    stand_in = types.SimpleNamespace()
+    stand_in = _StandIn()
     for attr in dir(plugin):
         opts = pm.parse_hookimpl_opts(plugin, attr)
         if opts is None:

@@ -67,6 +67,7 @@ BUILTINS: dict[str, Builtin] = {
     "system_and_3": Builtin("cache_strategy", "ctxengine_caching"),
     "tool_turns": Builtin("cache_strategy", "ctxengine_tool_turns"),
     "hygiene": Builtin("extension", "ctxengine_hygiene", always_on=True),
+    "native": Builtin("engine", "ctxengine_native"),
 }
 """The built-in tier, imported by module name."""
 

@@ -7,7 +7,9 @@ blocks, HTTP errors with the right error envelope, delays, unparsable bodies) an
 request it received. When the queue is empty it answers with its ``responder``'s text, or else a
 deterministic summary-shaped text. A request with ``"stream": true`` gets the same reply as
 server-sent events (:mod:`ctxengine.testing.fake_streams`); ``/v1/responses`` is served by
-:mod:`ctxengine.testing.fake_responses`.
+:mod:`ctxengine.testing.fake_responses`. Server-side context management -- Anthropic's
+compaction and context editing, the Models API's capabilities, OpenAI's Responses compaction --
+is simulated by :mod:`ctxengine.testing.fake_native`.
 
 Anthropic ``/v1/messages`` requests are checked the way the real API checks them (required fields,
 alternating roles, block shapes, tool_use/tool_result pairing, cache_control breakpoints) and get a
@@ -41,7 +43,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
@@ -50,11 +52,13 @@ import attrs
 from ctxengine import SUMMARY_HEADINGS
 from ctxengine._accounting.cachesim import Fingerprint, PromptCacheSimulator, miss_reason
 from ctxengine._accounting.estimate import RoughCounter, estimate_tokens
-from ctxengine.testing import fake_streams
+from ctxengine.testing import fake_native, fake_streams
 from ctxengine.testing.fake_responses import check_responses_request, responses_body
 
 Api = Literal["anthropic", "openai", "unknown"]
-StepKind = Literal["text", "blocks", "empty", "error", "garbage", "context_length", "default"]
+StepKind = Literal[
+    "text", "blocks", "empty", "error", "garbage", "context_length", "default", "compaction_null"
+]
 
 
 # Default error `type` per HTTP status, as each API names them.
@@ -106,8 +110,10 @@ class Step:
     Anthropic content blocks; translated for OpenAI), ``empty`` (no content), ``error``
     (``status`` with the API's error envelope), ``garbage`` (``raw`` sent as an
     ``application/json`` body that does not parse), ``context_length`` (the API's own
-    context-window error) and ``default`` (the responder's reply, else the deterministic echo
-    summary). ``delay`` seconds pass before anything is sent.
+    context-window error), ``default`` (the responder's reply, else the deterministic echo
+    summary) and ``compaction_null`` (the default reply, but a server-side compaction the
+    request asks for fails: its block's ``content`` is ``null``). ``delay`` seconds pass before
+    anything is sent.
     """
 
     kind: StepKind
@@ -138,6 +144,10 @@ class FakeAPI:
     :param responder: answers every request that finds the script empty: called with the
         parsed request body, returns the reply text (a scripted model that reads its prompt).
         Without it the fake answers with a deterministic echo summary.
+    :param native_models: the models that support server-side compaction and context editing;
+        ``None`` (the default) means every model does.
+    :param counter: what prompts are counted with (cache simulation, compaction triggers, usage);
+        the default is the rough characters / 4 estimate, so the fake never loads a tokenizer.
     """
 
     def __init__(
@@ -147,8 +157,12 @@ class FakeAPI:
         min_cacheable_tokens: int = 0,
         validate: bool = True,
         responder: Callable[[Mapping[str, Any]], str] | None = None,
+        native_models: Collection[str] | None = None,
+        counter: fake_native.Counter | None = None,
     ) -> None:
         self.auth_token = auth_token
+        self.native_models = None if native_models is None else frozenset(native_models)
+        self.counter: fake_native.Counter = counter if counter is not None else RoughCounter()
         self.min_cacheable_tokens = min_cacheable_tokens
         self.validate = validate
         self.responder = responder
@@ -281,6 +295,15 @@ class FakeAPI:
         """Answer 200 with a body labelled ``application/json`` that does not parse."""
         return self.script(Step("garbage", raw=raw))
 
+    def fail_compaction(self) -> FakeAPI:
+        """The next request's server-side compaction fails (Anthropic: a ``compaction`` block
+        whose ``content`` is ``null``; Responses compact: no compaction item)."""
+        return self.script(Step("compaction_null"))
+
+    def supports_native(self, model: str) -> bool:
+        """Whether ``model`` supports server-side compaction and context editing here."""
+        return self.native_models is None or model in self.native_models
+
     def delay(self, seconds: float) -> FakeAPI:
         """Wait ``seconds`` before sending the default reply (for client timeouts).
 
@@ -315,12 +338,12 @@ class FakeAPI:
         return api == "anthropic" and headers.get("x-api-key") == self.auth_token
 
     def _simulator(self, key: str) -> PromptCacheSimulator:
-        """The simulated cache for ``key`` (call with the lock held), counting with rough
-        estimates so the fake never loads a tokenizer."""
+        """The simulated cache for ``key`` (call with the lock held), counting with the fake's
+        counter (rough estimates unless one was given, so the fake loads no tokenizer)."""
         simulator = self._caches.get(key)
         if simulator is None:
             simulator = PromptCacheSimulator(
-                RoughCounter(), min_cacheable_tokens=self.min_cacheable_tokens
+                self.counter, min_cacheable_tokens=self.min_cacheable_tokens
             )
             self._caches[key] = simulator
         return simulator
@@ -412,7 +435,8 @@ class _Handler(BaseHTTPRequestHandler):
         api = _api_for(path)
         fake._record(RecordedRequest(self.command, path, headers, body, api))
 
-        if api == "unknown" or self.command != "POST":
+        models = path.startswith(_MODELS_PATH) and self.command == "GET"
+        if api == "unknown" or (self.command != "POST" and not models):
             self._send_error(
                 api if api != "unknown" else "anthropic",
                 404,
@@ -431,6 +455,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(api, 400, "There was an error parsing the body: not valid JSON")
             return
 
+        if path.startswith(_MODELS_PATH):
+            model = path[len(_MODELS_PATH) :]
+            self._send_json(200, fake_native.model_info(model, fake.supports_native(model)))
+            return
         if path.endswith("/messages/count_tokens"):
             self._count_tokens(body)
             return
@@ -439,20 +467,38 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_error(api, 400, "anthropic-version: header is required")
                 return
             problems = check_anthropic_request(body)
+            problems = problems or fake_native.check_native(body, headers, fake.supports_native)
             if problems:
                 self._send_error(api, 400, "; ".join(problems[:5]))
                 return
         if api == "openai":
-            problems = (
-                check_responses_request(body) if _is_responses(path) else check_openai_request(body)
-            )
+            if _is_responses(path) or path.endswith(_COMPACT_PATH):
+                problems = check_responses_request(body) or fake_native.check_responses_native(
+                    body
+                )
+            else:
+                problems = check_openai_request(body)
             if problems:
                 self._send_error(api, 400, "; ".join(problems[:5]))
+                return
+            native = path.endswith(_COMPACT_PATH) or fake_native.responses_threshold(body)
+            model = str(body.get("model"))
+            if native is not None and native is not False and not fake.supports_native(model):
+                self._send_error(
+                    api,
+                    400,
+                    f"The model '{model}' does not support compaction.",
+                    "invalid_request_error",
+                    param="model",
+                )
                 return
 
         step = fake._next_step()
         if not fake._wait(step.delay):
             self._send_error(api, 503, "FakeAPI is shutting down")
+            return
+        if path.endswith(_COMPACT_PATH):
+            self._compact_responses(step, body)
             return
         self._respond(api, step, body, responses=_is_responses(path))
 
@@ -461,7 +507,20 @@ class _Handler(BaseHTTPRequestHandler):
         if problems:
             self._send_error("anthropic", 400, "; ".join(problems[:5]))
             return
-        self._send_json(200, {"input_tokens": _prompt_tokens(body)})
+        # The count is of the conversation as the server reads it (context management ignored).
+        view = {**body, "messages": fake_native.server_view(body["messages"])}
+        self._send_json(200, {"input_tokens": fake_native.prompt_tokens(view, self.server.fake.counter)})
+
+    def _compact_responses(self, step: Step, body: Mapping[str, Any]) -> None:
+        if step.kind == "error":
+            self._send_error("openai", step.status, step.text, step.error_type, step.code)
+            return
+        if step.kind == "garbage":
+            self._send_raw(200, step.raw.encode())
+            return
+        number = self.server.fake._next_id()
+        failed = step.kind == "compaction_null"
+        self._send_json(200, fake_native.responses_compact_body(body, number, fail=failed))
 
     def _respond(
         self, api: Api, step: Step, body: Mapping[str, Any], *, responses: bool = False
@@ -495,13 +554,19 @@ class _Handler(BaseHTTPRequestHandler):
             blocks = [{"type": "text", "text": _echo_summary(body, api)}]
         stream = body.get("stream") is True
         if api == "anthropic":
-            reply = self._anthropic_message(body, blocks)
+            reply = self._anthropic_message(body, blocks, fail=step.kind == "compaction_null")
             if stream:
                 self._send_events(fake_streams.anthropic_events(reply))
             else:
                 self._send_json(200, reply)
         elif responses:
             response = responses_body(body, blocks, self.server.fake._next_id())
+            threshold = fake_native.responses_threshold(body)
+            tokens = fake_native.responses_tokens(body)
+            if threshold is not None and tokens >= threshold and step.kind != "compaction_null":
+                items = body.get("input") if isinstance(body.get("input"), list) else []
+                item = fake_native.compaction_item(items, self.server.fake._next_id(), tokens)
+                response["output"] = [item, *response["output"]]
             if stream:
                 self._send_events(fake_streams.responses_events(response))
             else:
@@ -516,29 +581,57 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(200, completion)
 
     def _anthropic_message(
-        self, body: Mapping[str, Any], blocks: list[Mapping[str, Any]]
+        self, body: Mapping[str, Any], blocks: list[Mapping[str, Any]], *, fail: bool = False
     ) -> dict[str, Any]:
+        """The reply as the server makes it: read from the last compaction block on, after the
+        request's context edits and any compaction it asks for (:mod:`.fake_native`)."""
         fake = self.server.fake
+        view: dict[str, Any] = {**body, "messages": fake_native.server_view(body["messages"])}
+        clearing = fake_native.apply_clearing(view, fake.counter)
+        compaction = fake_native.compact(clearing.body, fake.counter, fail=fail)
+        message: dict[str, Any] = {
+            "id": f"msg_fake_{fake._next_id():04d}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model"),
+            "stop_sequence": None,
+        }
+        if clearing.applied:
+            message["context_management"] = {"applied_edits": clearing.applied}
+        if compaction is not None and compaction.pause:
+            zero = {"input_tokens": 0, "output_tokens": 0}
+            message.update(
+                content=[compaction.block],
+                stop_reason="compaction",
+                usage={
+                    **zero,
+                    "cache_read_input_tokens": 0,
+                    "cache_creation_input_tokens": 0,
+                    "iterations": [compaction.usage],
+                },
+            )
+            return message
+        read = compaction.body if compaction is not None else clearing.body
         output = "".join(
             str(b.get("text") or b.get("thinking") or json.dumps(b.get("input", "")))
             for b in blocks
         )
         has_tool = any(b.get("type") == "tool_use" for b in blocks)
-        message_id = f"msg_fake_{fake._next_id():04d}"
-        usage, diagnostics = fake._anthropic_usage(body, output, message_id)
-        reply: dict[str, Any] = {
-            "id": message_id,
-            "type": "message",
-            "role": "assistant",
-            "model": body.get("model"),
-            "content": blocks,
-            "stop_reason": "tool_use" if has_tool else "end_turn",
-            "stop_sequence": None,
-            "usage": usage,
-        }
+        usage, diagnostics = fake._anthropic_usage(read, output, str(message["id"]))
+        content = list(blocks)
+        if compaction is not None:
+            content = [compaction.block, *content]
+            iteration = {
+                "type": "message",
+                **{k: usage[k] for k in _ITERATION_KEYS},
+            }
+            usage["iterations"] = [compaction.usage, iteration]
+        message.update(
+            content=content, stop_reason="tool_use" if has_tool else "end_turn", usage=usage
+        )
         if "diagnostics" in body:
-            reply["diagnostics"] = diagnostics
-        return reply
+            message["diagnostics"] = diagnostics
+        return message
 
     def _openai_completion(
         self, body: Mapping[str, Any], blocks: list[Mapping[str, Any]]
@@ -598,6 +691,8 @@ class _Handler(BaseHTTPRequestHandler):
         message: str,
         error_type: str | None = None,
         code: str | None = None,
+        *,
+        param: str | None = None,
     ) -> None:
         payload: dict[str, Any]
         if api == "openai":
@@ -608,7 +703,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "error": {
                     "message": message,
                     "type": error_type or default_type,
-                    "param": None,
+                    "param": param,
                     "code": code or default_code,
                 }
             }
@@ -647,27 +742,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+_MODELS_PATH = "/v1/models/"
+_COMPACT_PATH = "/responses/compact"
+_ITERATION_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+
+
 def _api_for(path: str) -> Api:
-    if path in ("/v1/messages", "/v1/messages/count_tokens"):
+    if path in ("/v1/messages", "/v1/messages/count_tokens") or path.startswith(_MODELS_PATH):
         return "anthropic"
     if path in ("/v1/chat/completions", "/chat/completions") or _is_responses(path):
+        return "openai"
+    if path in ("/v1/responses/compact", "/responses/compact"):
         return "openai"
     return "unknown"
 
 
 def _is_responses(path: str) -> bool:
     return path in ("/v1/responses", "/responses")
-
-
-def _prompt_tokens(body: Mapping[str, Any]) -> int:
-    """Rough prompt size of an Anthropic request (tools, system, messages)."""
-    counter = RoughCounter()
-    messages = body.get("messages") or []
-    return (
-        counter.count_tools(body.get("tools"))
-        + counter.count_system(body.get("system"))
-        + sum(counter.count_message(m) for m in messages if isinstance(m, dict))
-    )
 
 
 def _last_user_text(body: Mapping[str, Any]) -> str:
@@ -714,6 +810,7 @@ _ASSISTANT_BLOCKS = frozenset(
         "web_search_tool_result",
         "thinking",
         "redacted_thinking",
+        "compaction",
     }
 )
 _ALL_BLOCKS = sorted(_USER_BLOCKS | _ASSISTANT_BLOCKS)
@@ -807,6 +904,7 @@ def _shared_validator_problems(body: Mapping[str, Any]) -> list[str]:
         tools=tools if isinstance(tools, list) else None,
         allow_pending_tool_call=False,
         cache_control=body.get("cache_control"),
+        context_management=body.get("context_management"),
     )
     return [f"{p.message} [ctxengine.messages rule {p.rule}]" for p in found]
 
@@ -892,7 +990,7 @@ def _check_messages(
         if role not in ("user", "assistant"):
             hint = " (use the top-level `system` parameter)" if role == "system" else ""
             problems.append(f"{where}.role: Input should be 'user' or 'assistant'{hint}")
-        elif i == 0 and role != "user":
+        elif i == 0 and role != "user" and not _opens_with_compaction(message):
             problems.append(f"{where}.role: the first message must use the 'user' role")
         elif role == previous_role:
             problems.append(
@@ -936,6 +1034,18 @@ def _check_messages(
                 if isinstance(tool_id, str):
                     seen_tool_ids.add(tool_id)
     _check_tool_pairing(messages, problems)
+
+
+def _opens_with_compaction(message: Mapping[str, Any]) -> bool:
+    """A compaction block opening the first message stands for the conversation before it."""
+    content = message.get("content")
+    return (
+        message.get("role") == "assistant"
+        and isinstance(content, list)
+        and bool(content)
+        and isinstance(content[0], Mapping)
+        and content[0].get("type") == "compaction"
+    )
 
 
 def _block_ids(message: Any, block_type: str, key: str) -> list[tuple[int, str]]:
@@ -1030,6 +1140,13 @@ def _check_block(
                 problems.append(f"{where}.{key}: Field required")
     elif kind == "redacted_thinking" and not isinstance(block.get("data"), str):
         problems.append(f"{where}.data: Field required")
+    elif kind == "compaction":
+        content = block.get("content")
+        if content is not None and (not isinstance(content, str) or not content):
+            problems.append(f"{where}.content: Input should be a non-empty string or null")
+        for key in ("encrypted_content", "signature"):
+            if block.get(key) is not None and not isinstance(block.get(key), str):
+                problems.append(f"{where}.{key}: Input should be a valid string")
     if kind in _NO_CACHE_BLOCKS:
         if block.get("cache_control") is not None:
             problems.append(f"{where}: cache_control cannot be set for {kind} blocks")

@@ -77,6 +77,7 @@ def anthropic_events(message: Mapping[str, Any]) -> list[SSEvent]:
             "cache_creation_input_tokens",
             "cache_read_input_tokens",
             "output_tokens",
+            "iterations",
         )
         if key in usage
     }
