@@ -103,6 +103,16 @@ class RecordedRequest:
 
 
 @attrs.frozen
+class RecordedReply:
+    """One JSON reply the fake sent (streams are not recorded): the request's path, the HTTP
+    status and the body as sent."""
+
+    path: str
+    status: int
+    body: Any
+
+
+@attrs.frozen
 class Step:
     """One scripted response; build them with the :class:`FakeAPI` helpers.
 
@@ -169,6 +179,7 @@ class FakeAPI:
         self._lock = threading.Lock()
         self._steps: collections.deque[Step] = collections.deque()
         self._requests: list[RecordedRequest] = []
+        self._replies: list[RecordedReply] = []
         self._caches: dict[str, PromptCacheSimulator] = {}
         # msg id -> what that request's prompt was, for the diagnostics of later requests.
         self._fingerprints: dict[str, Fingerprint] = {}
@@ -238,6 +249,13 @@ class FakeAPI:
         """Every request received so far, oldest first (a copy)."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def replies(self) -> list[RecordedReply]:
+        """Every JSON reply sent so far, oldest first (a copy): what a client got byte for
+        byte, e.g. to check that a compaction block came back unchanged."""
+        with self._lock:
+            return list(self._replies)
 
     @property
     def pending(self) -> int:
@@ -720,6 +738,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(status, payload)
 
     def _send_json(self, status: int, payload: object) -> None:
+        fake = self.server.fake
+        with fake._lock:
+            fake._replies.append(RecordedReply(self.path.split("?", 1)[0], status, payload))
         self._send_raw(status, json.dumps(payload).encode())
 
     def _send_events(self, events: list[fake_streams.SSEvent]) -> None:
