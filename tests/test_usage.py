@@ -305,3 +305,106 @@ def test_anthropic_response_keeps_the_cache_miss_reason() -> None:
         normalize_usage({**response, "diagnostics": {"cache_miss_reason": {"type": 3}}})
     total = usage + Usage(input_tokens=1)
     assert total.cache_miss_reason == "system_changed" and total.cache_missed_tokens == 880
+
+
+# --- server-side context management -------------------------------------------------------------
+
+
+def _iterations_usage() -> dict[str, object]:
+    return {
+        "input_tokens": 1_200,
+        "output_tokens": 80,
+        "cache_read_input_tokens": 300,
+        "cache_creation_input_tokens": 0,
+        "iterations": [
+            {
+                "type": "compaction",
+                "input_tokens": 150_000,
+                "output_tokens": 2_000,
+                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": 0,
+            },
+            {
+                "type": "message",
+                "input_tokens": 1_200,
+                "output_tokens": 80,
+                "cache_read_input_tokens": 300,
+                "cache_creation_input_tokens": 0,
+            },
+        ],
+    }
+
+
+def test_compaction_iterations_are_kept_apart_from_the_context() -> None:
+    usage = normalize_usage(_iterations_usage())
+    # The top level is the context the model read after compacting.
+    assert usage.prompt_tokens == 1_500
+    assert usage.compacted
+    assert usage.compaction == Usage(input_tokens=150_000, output_tokens=2_000)
+    model = lookup_model("claude-sonnet-4-6")
+    without = cost_usd(normalize_usage({**_iterations_usage(), "iterations": []}), model)
+    assert cost_usd(usage, model) == pytest.approx(
+        without + cost_usd(Usage(input_tokens=150_000, output_tokens=2_000), model)
+    )
+    total = usage + usage
+    assert total.compaction == Usage(input_tokens=300_000, output_tokens=4_000)
+    assert (usage + Usage()).compaction == usage.compaction
+
+
+def test_cache_cost_prices_the_compaction_part_by_part() -> None:
+    from ctxengine._accounting.cache_stats import cost_of
+
+    model = lookup_model("claude-sonnet-4-6")
+    usage = normalize_usage(_iterations_usage())
+    cost = cost_of(usage, model)
+    assert cost.total == pytest.approx(cost_usd(usage, model))
+    assert cost.total == pytest.approx(
+        cost.input_cost
+        + cost.cache_read_cost
+        + cost.cache_write_5m_cost
+        + cost.cache_write_1h_cost
+        + cost.output_cost
+    )
+
+
+def test_applied_edits_of_a_whole_response_fill_the_cleared_counts() -> None:
+    response = {
+        "usage": {"input_tokens": 900, "output_tokens": 10},
+        "context_management": {
+            "applied_edits": [
+                {
+                    "type": "clear_tool_uses_20250919",
+                    "cleared_input_tokens": 4_000,
+                    "cleared_tool_uses": 5,
+                },
+                {
+                    "type": "clear_thinking_20251015",
+                    "cleared_input_tokens": 600,
+                    "cleared_thinking_turns": 2,
+                },
+            ]
+        },
+    }
+    usage = normalize_usage(response)
+    assert (usage.cleared_input_tokens, usage.cleared_tool_uses) == (4_600, 5)
+    assert usage.cleared_thinking_turns == 2
+    sdk_like = types.SimpleNamespace(
+        usage=types.SimpleNamespace(input_tokens=900, output_tokens=10),
+        context_management=types.SimpleNamespace(
+            applied_edits=[
+                types.SimpleNamespace(
+                    type="clear_tool_uses_20250919", cleared_input_tokens=10, cleared_tool_uses=1
+                )
+            ]
+        ),
+    )
+    assert normalize_usage(sdk_like).cleared_tool_uses == 1
+
+
+def test_bad_iterations_name_the_field() -> None:
+    with pytest.raises(ValueError, match=r"usage field 'iterations\[0\]\.input_tokens'"):
+        normalize_usage(
+            {"input_tokens": 1, "iterations": [{"type": "compaction", "input_tokens": -1}]}
+        )
+    with pytest.raises(ValueError, match="usage field 'iterations' must be a list"):
+        normalize_usage({"input_tokens": 1, "iterations": 3})

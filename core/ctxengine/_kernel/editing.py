@@ -1,6 +1,6 @@
 """The kernel's side of server-side context management: which edits a prepared request carries.
 
-:meth:`Session.prepare <ctxengine.Session.prepare>` runs :func:`add_context_edits` before the cache
+:meth:`Session.prepare <ctxengine.Session.prepare>` adds :func:`wanted_edits` before the cache
 strategy and :func:`ctxengine.messages.keep_markers_off_cleared` after it, so a request goes out
 with
 
@@ -97,8 +97,8 @@ def wanted_edits(
     window: int,
     context_length: int,
 ) -> list[dict[str, Any]]:
-    """Every edit :func:`add_context_edits` would add to ``request`` (empty for OpenAI-format
-    requests and for routes outside :data:`EDITING_ROUTES`)."""
+    """Every edit :meth:`Session.prepare <ctxengine.Session.prepare>` adds to ``request`` (none
+    for OpenAI-format requests and on routes outside :data:`EDITING_ROUTES`)."""
     messages = request.get("messages")
     if not isinstance(messages, list) or not messages:
         return []
@@ -106,7 +106,7 @@ def wanted_edits(
     opens_compacted = _opens_with_compaction(messages[0])
     if not (settings.enabled or opens_compacted):
         return []
-    if detect_request_format(request) != "anthropic":
+    if detect_request_format(request) != "anthropic" and _openai_signs(messages):
         return []
     if route is not None and route not in EDITING_ROUTES:
         return []
@@ -114,6 +114,21 @@ def wanted_edits(
     if opens_compacted:
         edits.append(declaring_edit(context_length))
     return edits
+
+
+def _openai_signs(messages: list[Any]) -> bool:
+    """Whether a request whose format is not decided by its shape shows OpenAI chat features
+    (plain user/assistant strings read the same in both formats and count as Anthropic here)."""
+    return any(
+        isinstance(m, Mapping)
+        and (
+            m.get("role") in ("system", "developer", "tool")
+            or "tool_calls" in m
+            or "tool_call_id" in m
+            or "reasoning_content" in m
+        )
+        for m in messages
+    )
 
 
 def _opens_with_compaction(message: object) -> bool:
