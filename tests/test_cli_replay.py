@@ -201,6 +201,11 @@ SCENARIO_KEYS = {
     "cost_usd",
     "input_cost_usd",
     "turns",
+    "engine",
+    "clearing",
+    "fallbacks",
+    "compaction_cost_usd",
+    "cleared_tokens",
 }
 TURN_KEYS = {
     "turn",
@@ -222,6 +227,7 @@ TURN_KEYS = {
     "summary_cache_read_tokens",
     "summary_input_cost",
     "summary_output_cost",
+    "cleared_tokens",
 }
 
 
@@ -245,7 +251,9 @@ def test_replay_json_schema(jsonl: Path) -> None:
             "gaps",
             "savings_vs_none",
             "scenarios",
+            "comparisons",
         }
+        assert session["comparisons"] == {}
         assert set(session["scenarios"]) == {"none", "caching", "compaction", "both"}
         for scenario in session["scenarios"].values():
             assert set(scenario) == SCENARIO_KEYS
@@ -254,6 +262,37 @@ def test_replay_json_schema(jsonl: Path) -> None:
         assert none["compactions"] == 0 and none["cache_read_tokens"] == 0
         assert both["compactions"] >= 1
         assert both["cost_usd"] < none["cost_usd"]
+
+
+@pytest.mark.parametrize("fixture", ["jsonl", "openai_list"])
+def test_replay_native_compares_server_and_local_compaction(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    path: Path = request.getfixturevalue(fixture)
+    code, output = run("replay", str(path), "--engine", "native", "--clearing", *SMALL)
+    assert code == 0, output
+    assert "compaction + caching + server clearing" in output
+    assert "local and server-side context management on this session (with caching):" in output
+    for label in (
+        "local compaction (compressor)",
+        "server compaction (native)",
+        "server clearing (no compaction)",
+        "caching only (no clearing)",
+    ):
+        assert label in output
+    code, output = run("replay", str(path), "--engine", "native", "--json", *SMALL)
+    data = json.loads(output)
+    for session in data["sessions"]:
+        server = session["comparisons"]["server compaction"]
+        local = session["comparisons"]["local compaction"]
+        assert server["engine"] == "native" and local["engine"] == "compressor"
+        assert server["compactions"] >= 1 and server["fallbacks"] == 0
+        # The server's compaction iterations are priced as the turn's summary call.
+        assert server["compaction_cost_usd"] > 0
+        assert server["summary_calls"] == server["compactions"]
+        assert server["breakdown_usd"]["summary_calls"] == server["compaction_cost_usd"]
+        assert local["compaction_cost_usd"] == 0
+        assert server["input_cost_usd"] < session["scenarios"]["none"]["input_cost_usd"]
 
 
 def test_replay_table_and_turns(openai_list: Path) -> None:

@@ -283,7 +283,8 @@ def _compact_anthropic(
         )
     messages = conversation.messages
     system = conversation.system
-    prefix, tail = messages[:cut], messages[cut:]
+    tail = messages[cut:]
+    prefix = sendable(messages[:cut])
     try:
         counted = server.count(model, system, prefix)
     except Refused:
@@ -299,6 +300,39 @@ def _compact_anthropic(
         messages=[_opened_with(tail[0], block), *tail[1:]],
         usage=normalize_usage(usage),
         summarised=len(prefix),
+    )
+
+
+PLACEHOLDER = "(no text)"
+"""Stands in, in the copy sent for compaction, for a text that is only whitespace."""
+
+
+def sendable(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` as the Messages API takes them for a compaction: text blocks holding only
+    whitespace (which the API refuses, and recorded sessions hold) are left out, or read
+    :data:`PLACEHOLDER` when nothing else is in the message. Only the copy sent changes; the
+    messages kept verbatim are never touched."""
+    out: list[Message] = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            if not content.strip():
+                message = {**message, "content": PLACEHOLDER}
+        elif isinstance(content, list):
+            kept = [b for b in content if not _blank_text(b)]
+            if len(kept) != len(content):
+                kept = kept or [{"type": "text", "text": PLACEHOLDER}]
+                message = {**message, "content": kept}
+        out.append(message)
+    return out
+
+
+def _blank_text(block: object) -> bool:
+    return (
+        isinstance(block, dict)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+        and not block["text"].strip()
     )
 
 

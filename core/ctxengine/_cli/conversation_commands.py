@@ -63,6 +63,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides["model.context_length"] = args.context_length
     if args.model:
         overrides["model.name"] = args.model
+    if getattr(args, "clearing", False):
+        overrides["context_editing.clear_tool_uses"] = True
     return overrides
 
 
@@ -213,6 +215,12 @@ def configure_replay(parser: argparse.ArgumentParser) -> None:
         metavar="LIST",
         help="price the summary calls of the main model: fresh (the bounded summariser prompt), "
         "cache-aware (the agent's cached request plus the instruction), comma-separated",
+    )
+    parser.add_argument(
+        "--clearing",
+        action="store_true",
+        help="send Anthropic's tool-result clearing (context_editing.clear_tool_uses) and price "
+        "what the server clears",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--turns", action="store_true", help="also print every turn")

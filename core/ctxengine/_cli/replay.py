@@ -32,6 +32,22 @@ kernels run on the simulated clock, so the TTL planner of ``cache_ttl: auto`` me
 Replays are simulations: each runs its kernels sandboxed (:func:`ctxengine.load` with
 ``sandbox=``), so engines that store what they see (lcm's database) write to a temporary folder,
 never to the user's real stores.
+
+Server-side context management is simulated the way the test API serves it
+(:mod:`ctxengine.testing.fake_native`), counting with the session's own counter so every figure is
+in the same tokens:
+
+- with ``engine: native`` the server that compacts is a local :class:`~ctxengine.testing.fake_api.
+  FakeAPI` (its compaction writes a deterministic summary, so the figures measure size and price,
+  not summary quality); each compaction's own cost, its ``usage.iterations``, is priced as the
+  summary call of the turn it ran before;
+- with ``context_editing`` on, every scenario but the baseline sends the edits, and the server's
+  clearing is applied to the request before it is priced (what it cleared is in the turn).
+
+When either is in play the report also holds :attr:`ReplayReport.comparisons`, the
+:data:`COMPARISONS` scenarios: local compaction (the compressor), server compaction (native) and
+server clearing (caching with clearing, no compaction, beside caching alone) on the same session,
+each with caching as configured.
 """
 
 from __future__ import annotations
@@ -54,11 +70,14 @@ from ctxengine._accounting.cachesim import PromptCacheSimulator, prompt_usage
 from ctxengine._accounting.tokens import TokenCounter
 from ctxengine._accounting.usage import Usage
 from ctxengine._cli.files import ConversationRecord
-from ctxengine._config.core import CacheTTL, Config
+from ctxengine._config.core import CacheTTL, Config, ContextEditingSettings
 from ctxengine._kernel.kernel import load
 from ctxengine._messages.conversation import Message
+from ctxengine._messages.editing import request_edits
 from ctxengine._messages.read import is_real_user_message
 from ctxengine._summarize.template import SUMMARY_HEADINGS
+from ctxengine.testing import fake_native
+from ctxengine.testing.fake_api import FakeAPI
 
 SummaryCalls = Literal["configured", "fresh", "cache-aware"]
 """How a scenario's summaries are written: by the configured provider (extractive in a replay
@@ -79,6 +98,10 @@ class Scenario:
     :ivar summaries: how summary calls are made and priced.
     :ivar strategy: the cache strategy (``None``: ``prompt_caching.strategy``).
     :ivar ttl: the TTL policy (``None``: ``prompt_caching.cache_ttl``).
+    :ivar engine: the engine (``None``: ``context.engine``).
+    :ivar clearing: context editing's clearing on (the configured edits, else tool-result clearing
+        with the API's defaults) or off (``None``: as configured). A scenario with neither
+        compaction nor caching (the baseline) never sends edits.
     """
 
     name: str
@@ -88,14 +111,25 @@ class Scenario:
     summaries: SummaryCalls = "configured"
     strategy: str | None = None
     ttl: CacheTTL | None = None
+    engine: str | None = None
+    clearing: bool | None = None
 
     def configure(self, config: Config) -> Config:
         """``config`` with this scenario in place (the kernel keeps the kernel values of a
         configuration evolved in code, and reads the plugins' keys from its layers)."""
         compression = config.compression
         caching = config.prompt_caching
+        editing = config.context_editing
+        if self.clearing is False or not (self.compaction or self.caching):
+            editing = ContextEditingSettings()
+        elif self.clearing and not editing.enabled:
+            editing = ContextEditingSettings(clear_tool_uses=True)
+        context = config.context
+        if self.engine is not None:
+            context = attrs.evolve(context, engine=self.engine)
         return attrs.evolve(
             config,
+            context=context,
             compression=attrs.evolve(compression, enabled=compression.enabled and self.compaction),
             prompt_caching=attrs.evolve(
                 caching,
@@ -103,6 +137,7 @@ class Scenario:
                 strategy=self.strategy or caching.strategy,
                 cache_ttl=self.ttl or caching.cache_ttl,
             ),
+            context_editing=editing,
         )
 
 
@@ -116,6 +151,41 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("both", "compaction + caching", compaction=True, caching=True),
 )
 """The default comparison; the last one is the configuration as the user wrote it."""
+
+NATIVE = "native"
+LOCAL_ENGINE = "compressor"
+
+COMPARISONS: tuple[Scenario, ...] = (
+    Scenario(
+        "local compaction",
+        "local compaction (compressor)",
+        compaction=True,
+        caching=True,
+        engine=LOCAL_ENGINE,
+        clearing=False,
+    ),
+    Scenario(
+        "server compaction",
+        "server compaction (native)",
+        compaction=True,
+        caching=True,
+        engine=NATIVE,
+        clearing=False,
+    ),
+    Scenario(
+        "server clearing",
+        "server clearing (no compaction)",
+        compaction=False,
+        caching=True,
+        clearing=True,
+    ),
+    Scenario(
+        "caching only", "caching only (no clearing)", compaction=False, caching=True, clearing=False
+    ),
+)
+"""The runs :attr:`ReplayReport.comparisons` may hold: server compaction when the native engine
+is selected, server clearing and caching alone when context editing is on, local compaction with
+either."""
 
 SUMMARY_LABELS: Mapping[SummaryCalls, str] = {
     "configured": "",
@@ -325,6 +395,8 @@ class TurnRecord:
     summary_cache_read_tokens: int = 0
     summary_input_cost: float = 0.0
     summary_output_cost: float = 0.0
+    cleared_tokens: int = 0
+    """Input tokens the server's context editing cleared from this request."""
 
     @property
     def total_cost(self) -> float:
@@ -355,6 +427,10 @@ class ScenarioResult:
         caching off for the model even when the scenario asks for it).
     :ivar strategy: the strategy that marked the requests (``None`` without caching).
     :ivar ttl: the TTL policy it used (``None`` without caching).
+    :ivar engine: the engine that ran.
+    :ivar clearing: whether requests carried context edits.
+    :ivar fallbacks: compactions the engine handed to its fallback (the native engine's local
+        compressor).
     """
 
     scenario: Scenario
@@ -365,6 +441,9 @@ class ScenarioResult:
     """Cost of the agent's output tokens, the same in every scenario."""
     strategy: str | None = None
     ttl: CacheTTL | None = None
+    engine: str = ""
+    clearing: bool = False
+    fallbacks: int = 0
 
     @property
     def name(self) -> str:
@@ -410,6 +489,17 @@ class ScenarioResult:
         return sum(t.summary_output_cost for t in self.turns)
 
     @property
+    def compaction_cost(self) -> float:
+        """What the compactions themselves cost: their summary calls, input and output (the
+        server's compaction iterations for the native engine)."""
+        return self.summary_input_cost + self.summary_output_cost
+
+    @property
+    def cleared_tokens(self) -> int:
+        """Input tokens the server's context editing cleared, over every request."""
+        return sum(t.cleared_tokens for t in self.turns)
+
+    @property
     def cost(self) -> float:
         """Everything: the agent's requests and the summary calls, input and output."""
         return sum(t.total_cost for t in self.turns)
@@ -446,6 +536,11 @@ class ScenarioResult:
             "ttl": self.ttl,
             "summaries": self.scenario.summaries,
             "compactions": self.compactions,
+            "engine": self.engine,
+            "clearing": self.clearing,
+            "fallbacks": self.fallbacks,
+            "compaction_cost_usd": round(self.compaction_cost, 6),
+            "cleared_tokens": self.cleared_tokens,
             "summary_calls": self.summary_calls,
             "prompt_tokens": self.prompt_tokens,
             "cache_read_tokens": self.cache_read_tokens,
@@ -467,6 +562,8 @@ class ReplayReport:
     :ivar gap_seconds: the fixed time between requests, ``None`` for a distribution.
     :ivar gaps: the gap distribution's name (``"30s"``, ``"mixed"``, ...).
     :ivar scenarios: scenario name -> result, the baseline first.
+    :ivar comparisons: comparison name (:data:`COMPARISONS`) -> result; empty when neither the
+        native engine nor context editing is in play (see the module docstring).
     """
 
     session_id: str
@@ -479,10 +576,16 @@ class ReplayReport:
     gap_seconds: float | None
     gaps: str
     scenarios: Mapping[str, ScenarioResult]
+    comparisons: Mapping[str, ScenarioResult] = attrs.field(factory=dict)
 
     @property
     def baseline(self) -> ScenarioResult:
         return self.scenarios[BASELINE.name]
+
+    def saved(self, result: ScenarioResult) -> float:
+        """Share of the baseline's input cost that ``result`` saves."""
+        before = self.baseline.input_cost
+        return 1.0 - result.input_cost / before if before else 0.0
 
     def savings(self, scenario: str, *, input_only: bool = True) -> float:
         """Share of the baseline's cost (input side by default) that ``scenario`` saves."""
@@ -511,6 +614,10 @@ class ReplayReport:
                 if name != BASELINE.name
             },
             "scenarios": {name: result.to_json() for name, result in self.scenarios.items()},
+            "comparisons": {
+                name: {**result.to_json(), "input_cost_saved_vs_none": round(self.saved(result), 4)}
+                for name, result in self.comparisons.items()
+            },
         }
 
 
@@ -596,6 +703,50 @@ def _sandbox(folder: str | os.PathLike[str] | None) -> Iterator[Path]:
         yield Path(temporary)
 
 
+def with_server(config: Config, record: ConversationRecord, base_url: str) -> Config:
+    """``config`` with the native engine's server at ``base_url`` (the simulated one), speaking
+    the API of the record's format."""
+    overrides = {
+        **config.raw.overrides,
+        "engines.native.api": "anthropic" if record.format == "anthropic" else "openai-responses",
+        "engines.native.base_url": base_url,
+        "engines.native.api_key": "replay",
+    }
+    return attrs.evolve(config, raw=attrs.evolve(config.raw, overrides=overrides))
+
+
+def _simulated_server(
+    stack: contextlib.ExitStack[Any], config: Config, record: ConversationRecord
+) -> Config:
+    """``config`` as a replay of ``record`` runs it: with ``engine: native``, its server is a
+    local :class:`FakeAPI` that lives as long as ``stack``."""
+    if config.context.engine != NATIVE:
+        return config
+    server = stack.enter_context(FakeAPI(counter=TokenCounter()))
+    url = server.base_url if record.format == "anthropic" else server.openai_base_url
+    return with_server(config, record, url)
+
+
+def _as_one_call(usage: Usage) -> Usage:
+    """``usage`` with its compaction iterations (:attr:`Usage.compaction`) folded into the top
+    level: a compaction's own cost read as one summary call."""
+    if usage.compaction is None:
+        return usage
+    return attrs.evolve(usage, compaction=None) + usage.compaction
+
+
+def _cleared(prepared: Mapping[str, Any], counter: TokenCounter) -> tuple[dict[str, Any], int]:
+    """The request as the server reads it after its context edits, and the tokens they
+    cleared."""
+    body: dict[str, Any] = {k: v for k, v in prepared.items() if not k.startswith("extra_")}
+    edits = request_edits(prepared)
+    if not edits:
+        return body, 0
+    body["context_management"] = {"edits": edits}
+    clearing = fake_native.apply_clearing(body, counter)
+    return clearing.body, sum(int(e.get("cleared_input_tokens", 0)) for e in clearing.applied)
+
+
 def _replay_one(
     record: ConversationRecord,
     config: Config,
@@ -623,6 +774,8 @@ def _replay_one(
             counter, min_cacheable_tokens=kernel.model.min_cacheable_tokens
         )
         caching_on = scenario.caching and kernel.cache_settings is not None
+        editing = kernel.config.context_editing.enabled
+        fallbacks = 0
         summarizer: ReplaySummarizer | None = None
         if scenario.summaries != "configured":
             summarizer = ReplaySummarizer(
@@ -650,23 +803,28 @@ def _replay_one(
             pending = []
             clock[0] = now = times[len(turns)]
             event = None
+            summary = Usage()
             if scenario.compaction and session.should_compress(view, system):
                 result = session.compress(view, system)
                 event = f"{result.status}: {result.reason}"
+                fallbacks += result.fallback is not None
+                if result.usage is not None:
+                    # What the compaction's own model call cost: the server's iterations.
+                    summary = _as_one_call(result.usage)
                 if result.compacted:
                     compactions += 1
                     view, system = list(result.messages), result.system
-            summary = Usage()
             for call in summarizer.take() if summarizer is not None else ():
                 summary = summary + call
             summary_cost = cost_of(summary, kernel.model)
             request: dict[str, Any] = {"model": kernel.model.name, "messages": view}
             if system is not None:
                 request["system"] = system
-            prepared = session.prepare(request) if caching_on else request
-            usage = simulator.send(prepared, now) if caching_on else prompt_usage(counter, request)
+            prepared = session.prepare(request) if caching_on or editing else request
+            read, cleared = _cleared(prepared, counter)
+            usage = simulator.send(read, now) if caching_on else prompt_usage(counter, read)
             output_tokens = counter.count_message(message)
-            usage = attrs.evolve(usage, output_tokens=output_tokens)
+            usage = attrs.evolve(usage, output_tokens=output_tokens, cleared_input_tokens=cleared)
             session.update_usage(usage)
             cost: CacheCost = cost_of(usage, kernel.model)
             outputs += cost.output_cost
@@ -691,6 +849,7 @@ def _replay_one(
                     summary_cache_read_tokens=summary.cache_read_tokens,
                     summary_input_cost=summary_cost.total - summary_cost.output_cost,
                     summary_output_cost=summary_cost.output_cost,
+                    cleared_tokens=cleared,
                 )
             )
             view = [*view, message]
@@ -707,6 +866,9 @@ def _replay_one(
                 output_cost=outputs,
                 strategy=caching.strategy if caching_on else None,
                 ttl=caching.cache_ttl if caching_on else None,
+                engine=kernel.engine,
+                clearing=editing,
+                fallbacks=fallbacks,
             ),
             engine=kernel.engine,
             trigger_key=key,
@@ -731,10 +893,11 @@ def replay_scenario(
     :raises ValueError: for recorded gaps without timestamps.
     """
     times = (gaps or Gaps.fixed(SHORT_GAP)).times(record)
-    with _sandbox(sandbox) as folder:
+    with contextlib.ExitStack() as stack:
+        folder = stack.enter_context(_sandbox(sandbox))
         return _replay_one(
             record,
-            config,
+            _simulated_server(stack, config, record),
             scenario,
             sandbox=folder,
             times=times,
@@ -758,7 +921,9 @@ def replay(
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
 ) -> ReplayReport:
-    """Replay ``record`` under each scenario (:data:`BASELINE` is always included, first).
+    """Replay ``record`` under each scenario (:data:`BASELINE` is always included, first), and
+    the :data:`COMPARISONS` when the native engine or context editing is in play (see the module
+    docstring).
 
     Every kernel runs sandboxed (:func:`ctxengine.load` with ``sandbox=``): what engines store
     (lcm's database) goes to ``sandbox``, or to a temporary folder deleted afterwards, never to
@@ -781,21 +946,53 @@ def replay(
         raise ValueError(f"scenario names must differ; repeated: {', '.join(repeated)}")
     gaps = gaps or Gaps.fixed(gap_seconds)
     times = gaps.times(record)
-    with _sandbox(sandbox) as folder:
-        runs = [
-            _replay_one(
-                record,
-                config,
-                scenario,
-                sandbox=folder,
-                times=times,
-                session_id=f"replay:{session or record.id}",
-                trigger=trigger,
-                progress=progress,
-                env=env,
+    native = config.context.engine == NATIVE
+    clearing = config.context_editing.enabled
+    with contextlib.ExitStack() as stack:
+        folder = stack.enter_context(_sandbox(sandbox))
+        config = _simulated_server(stack, config, record)
+        done: dict[tuple[object, ...], _Run] = {}
+
+        def run(scenario: Scenario, *, reuse: bool) -> _Run:
+            # A comparison that is one of the scenarios already replayed is not replayed again.
+            configured = scenario.configure(config)
+            caching = configured.prompt_caching
+            key = (
+                configured.compression.enabled,
+                caching.enabled,
+                caching.strategy,
+                caching.cache_ttl,
+                scenario.summaries,
+                configured.context.engine,
+                configured.context_editing,
             )
-            for scenario in wanted
-        ]
+            if not reuse or key not in done:
+                result = _replay_one(
+                    record,
+                    config,
+                    scenario,
+                    sandbox=folder,
+                    times=times,
+                    session_id=f"replay:{session or record.id}",
+                    trigger=trigger,
+                    progress=progress,
+                    env=env,
+                )
+                done.setdefault(key, result)
+                return result
+            return done[key]
+
+        runs = [run(scenario, reuse=False) for scenario in wanted]
+        comparisons: dict[str, ScenarioResult] = {}
+        for scenario in COMPARISONS:
+            wanted_here = {
+                "local compaction": native or clearing,
+                "server compaction": native,
+                "server clearing": clearing,
+                "caching only": clearing,
+            }[scenario.name]
+            if wanted_here:
+                comparisons[scenario.name] = run(scenario, reuse=True).result
     last = runs[-1]
     return ReplayReport(
         session_id=record.id,
@@ -808,6 +1005,7 @@ def replay(
         gap_seconds=gaps.seconds,
         gaps=gaps.name,
         scenarios={run.result.name: run.result for run in runs},
+        comparisons=comparisons,
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from ctxengine._accounting.cache_stats import cache_line
 from ctxengine._cli.console import Writer
-from ctxengine._cli.replay import BREAKDOWN_KEYS, ReplayReport, totals
+from ctxengine._cli.replay import BREAKDOWN_KEYS, COMPARISONS, ReplayReport, totals
 from ctxengine._plugin.results import CompressResult
 
 PALETTE = (
@@ -151,9 +151,10 @@ def write_replay_report(report: ReplayReport, out: Writer, *, turns: bool) -> No
     base = report.baseline
     for name, result in report.scenarios.items():
         saved = "-" if result is base else f"{report.savings(name):.1%}"
+        label = result.scenario.label + (" + server clearing" if result.clearing else "")
         rows.append(
             (
-                result.scenario.label,
+                label,
                 str(len(result.turns)),
                 f"{result.prompt_tokens:,}",
                 f"{result.cache_read_tokens:,}",
@@ -166,6 +167,7 @@ def write_replay_report(report: ReplayReport, out: Writer, *, turns: bool) -> No
             )
         )
     _table(rows, out, right=[False, *([True] * (len(rows[0]) - 1))])
+    write_comparison_note(report, out)
     if not turns:
         return
     # The last scenario is the configuration as written, or the last variant asked for.
@@ -186,6 +188,39 @@ def write_replay_report(report: ReplayReport, out: Writer, *, turns: bool) -> No
             )
         )
     _table(turn_rows, out, right=[True, True, True, True, False, False])
+
+
+COMPARISON_LABELS = {scenario.name: scenario.label for scenario in COMPARISONS}
+
+
+def write_comparison_note(report: ReplayReport, out: Writer) -> None:
+    """The closing note when the native engine or context editing ran: local compaction, server
+    compaction and server clearing side by side (caching as configured in each)."""
+    if not report.comparisons:
+        return
+    out.write("\nlocal and server-side context management on this session (with caching):\n")
+    rows = [
+        ("run", "compactions", "cleared tokens", "compaction cost", "input cost", "input saved")
+    ]
+    for name, result in report.comparisons.items():
+        compactions = str(result.compactions)
+        if result.fallbacks:
+            compactions += f" ({result.fallbacks} fell back)"
+        rows.append(
+            (
+                COMPARISON_LABELS.get(name, name),
+                compactions,
+                f"{result.cleared_tokens:,}",
+                money(result.compaction_cost),
+                money(result.input_cost),
+                f"{report.saved(result):.1%}",
+            )
+        )
+    _table(rows, out, right=[False, *([True] * 5)])
+    out.write(
+        "  (compaction cost: what the compactions cost themselves, the server's compaction "
+        "iterations; the local compressor's summaries here are local digests)\n"
+    )
 
 
 def replay_json(reports: Sequence[ReplayReport]) -> dict[str, Any]:
