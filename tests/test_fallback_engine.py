@@ -134,7 +134,9 @@ def test_a_crashing_fallback_is_an_aborted_result() -> None:
             result = kernel.session("s").compress(messages, system, force=True)
         assert result.status == "aborted"
         assert result.engine == "broken"
-        assert result.reason == "broken raised RuntimeError: boom; no messages were dropped"
+        assert result.reason == (
+            "engine 'broken' raised RuntimeError: boom; no messages were dropped"
+        )
         assert result.messages == messages
     finally:
         ctxengine.unregister_engine("delegating")

@@ -23,7 +23,6 @@ import inspect
 import logging
 import threading
 import time
-import types
 from collections.abc import Callable
 from typing import Any
 
@@ -240,25 +239,8 @@ class Hooks:
     ) -> CompressResult:
         """The engine's ``compress`` result; an ``aborted`` record when it fails or answers none
         (``tokens_before()`` sizes that record)."""
-        started = time.perf_counter()
-        result, failures, _ = self._call(
-            "compress", ctx=ctx, conversation=conversation, stage=stage, force=force, focus=focus
-        )
-        if isinstance(result, CompressResult):
-            return result
-        if failures:
-            failure = failures[-1]
-            who = f"engine {ctx.engine!r}" if failure.plugin == ctx.engine else failure.plugin
-            reason = f"{who} raised {failure.describe()}; no messages were dropped"
-        else:
-            reason = f"engine {ctx.engine!r} returned no compress result; no messages were dropped"
-        return CompressResult.unchanged(
-            "aborted",
-            reason,
-            conversation,
-            engine=ctx.engine,
-            tokens=tokens_before(),
-            duration_s=time.perf_counter() - started,
+        return self._compress(
+            ctx.engine, None, ctx, conversation, stage, force, focus, tokens_before
         )
 
     def fallback_compress(
@@ -268,16 +250,41 @@ class Hooks:
         stage: Stage,
         force: bool,
         focus: str | None,
-        tokens_before: int,
+        tokens_before: Callable[[], int],
     ) -> CompressResult | None:
         """The fallback engine's ``compress`` (every plugin but the selected engine answers);
         ``None`` when no fallback is loaded. A failure is an ``aborted`` record naming it."""
         if self.fallback is None:
             return None
+        return self._compress(
+            self.fallback,
+            "fallback:compress",
+            ctx,
+            conversation,
+            stage,
+            force,
+            focus,
+            tokens_before,
+        )
+
+    def _compress(
+        self,
+        engine: str,
+        caller_key: str | None,
+        ctx: EngineContext,
+        conversation: Conversation,
+        stage: Stage,
+        force: bool,
+        focus: str | None,
+        tokens_before: Callable[[], int],
+    ) -> CompressResult:
+        """``engine``'s ``compress`` through ``caller_key``'s caller (``None``: the selected
+        engine's); an ``aborted`` record sized by ``tokens_before()`` when it fails or answers
+        none."""
         started = time.perf_counter()
         result, failures, _ = self._call(
             "compress",
-            caller_key="fallback:compress",
+            caller_key=caller_key,
             ctx=ctx,
             conversation=conversation,
             stage=stage,
@@ -287,15 +294,17 @@ class Hooks:
         if isinstance(result, CompressResult):
             return result
         if failures:
-            reason = f"{failures[-1].plugin} raised {failures[-1].describe()}"
+            failure = failures[-1]
+            who = f"engine {engine!r}" if failure.plugin == engine else failure.plugin
+            reason = f"{who} raised {failure.describe()}; no messages were dropped"
         else:
-            reason = f"the fallback engine {self.fallback!r} returned no compress result"
+            reason = f"engine {engine!r} returned no compress result; no messages were dropped"
         return CompressResult.unchanged(
             "aborted",
-            f"{reason}; no messages were dropped",
+            reason,
             conversation,
-            engine=self.fallback,
-            tokens=tokens_before,
+            engine=engine,
+            tokens=tokens_before(),
             duration_s=time.perf_counter() - started,
         )
 

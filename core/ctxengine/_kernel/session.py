@@ -256,30 +256,36 @@ class Session:
         """
         fmt = format or detect_format(messages, system)
         conversation = Conversation(messages=list(messages), format=fmt, system=system)
-        tokens = self.ctx.tokens
-
-        def estimate_before() -> int:  # only for the record of an engine that failed
-            entries = tokens.memo.view_of(conversation.messages).entries
-            return tokens.tally(entries, system=system).value
-
         with self._lock:
             result = self._hooks.compress(
-                self.ctx, conversation, stage, force, focus, estimate_before
+                self.ctx, conversation, stage, force, focus, self._estimate(conversation)
             )
             if result.compacted:
                 self._usage_stale = True
                 self._measured = self._prepared = None
                 # What the compaction replaced need not stay alive in the memo.
-                tokens.retain(result.messages)
+                self.ctx.tokens.retain(result.messages)
             return result
+
+    def _estimate(self, conversation: Conversation) -> Callable[[], int]:
+        """The estimated size of ``conversation``, made only when called (the record of an
+        engine that failed needs it; call it with the session lock held)."""
+        tokens = self.ctx.tokens
+
+        def estimate() -> int:
+            entries = tokens.memo.view_of(conversation.messages).entries
+            return tokens.tally(entries, system=conversation.system).value
+
+        return estimate
 
     def _fallback_compress(
         self, conversation: Conversation, stage: Stage, force: bool, focus: str | None
     ) -> CompressResult | None:
         """The kernel's side of :meth:`EngineContext.fallback_compress` (called from inside the
         engine's ``compress``, so the session lock is already held)."""
-        tokens = self.ctx.tokens.count(conversation.messages, conversation.system)
-        return self._hooks.fallback_compress(self.ctx, conversation, stage, force, focus, tokens)
+        return self._hooks.fallback_compress(
+            self.ctx, conversation, stage, force, focus, self._estimate(conversation)
+        )
 
     def maybe_compress(
         self,
