@@ -31,7 +31,6 @@ from ctxengine import COOLDOWN_SECONDS, CompressResult, Usage, normalize_usage
 from ctxengine.messages import ItemsConverter, cut_points, latest_compaction
 from ctxengine_native.server import (
     AnthropicServer,
-    Endpoint,
     Refused,
     ResponsesServer,
     endpoint,
@@ -86,7 +85,8 @@ def compress(
         return unchanged("compression is disabled (compression.enabled: false)")
     if not messages:
         return unchanged("the conversation is empty")
-    inband, state.inband = state.inband, False
+    # Whatever the server did inside a response is handled now, by the splice below.
+    state.inband = False
     if conversation.format == "anthropic":
         spliced = _splice(messages)
         if spliced is not None:
@@ -176,9 +176,7 @@ def fall_back(
         result = CompressResult.unchanged(
             "aborted", reason, conversation, engine=ENGINE, tokens=tokens
         )
-        return attrs.evolve(
-            result, fallback=refused.why, duration_s=time.perf_counter() - started
-        )
+        return attrs.evolve(result, fallback=refused.why, duration_s=time.perf_counter() - started)
     if result.status == "aborted":
         state.guard.start_cooldown(ctx.clock(), f"{why}; the fallback aborted too")
     return attrs.evolve(
@@ -193,7 +191,9 @@ def fall_back(
 # --- which server, where to cut -------------------------------------------------------------------
 
 
-def server_api(ctx: EngineContext, conversation: Conversation, options: NativeSettings) -> ServerApi:
+def server_api(
+    ctx: EngineContext, conversation: Conversation, options: NativeSettings
+) -> ServerApi:
     """Which server compacts ``conversation``.
 
     ``auto``: Anthropic's for an Anthropic-format conversation whose requests go to the native
@@ -252,10 +252,27 @@ def find_cut(messages: Sequence[Message], fmt: str, keep_last: int) -> int | Non
 # --- the two servers ------------------------------------------------------------------------------
 
 
-def _server(state: NativeState, kind: str, where: Endpoint) -> Any:
-    key = (kind, where.base_url, where.api_key)
+def _server(
+    ctx: EngineContext,
+    options: NativeSettings,
+    state: NativeState,
+    provider: Literal["anthropic", "openai"],
+) -> Any:
+    """This session's client for ``provider`` at the configured endpoint, made on first use.
+
+    :raises Refused: ``no-credentials`` (see :func:`ctxengine_native.server.endpoint`).
+    """
+    where = endpoint(
+        ctx,
+        provider=provider,
+        base_url=options.base_url,
+        api_key=options.api_key,
+        timeout=options.timeout,
+    )
+    key = (provider, where.base_url, where.api_key)
     if key not in state.servers:
-        state.servers[key] = (AnthropicServer if kind == "anthropic" else ResponsesServer)(where)
+        kind = AnthropicServer if provider == "anthropic" else ResponsesServer
+        state.servers[key] = kind(where)
     return state.servers[key]
 
 
@@ -267,14 +284,8 @@ def _compact_anthropic(
     cut: int,
     focus: str | None,
 ) -> Compacted:
-    where = endpoint(
-        ctx,
-        provider="anthropic",
-        base_url=options.base_url,
-        api_key=options.api_key,
-        timeout=options.timeout,
-    )
-    server: AnthropicServer = _server(state, "anthropic", where)
+    server: AnthropicServer = _server(ctx, options, state, "anthropic")
+    where = server.where
     model = ctx.config.model.name
     if options.check_model and server.model_supports(model) is False:
         raise Refused(
@@ -293,9 +304,7 @@ def _compact_anthropic(
     instructions = options.instructions
     if focus:
         instructions = f"{instructions or ''} Keep the most detail about: {focus}".strip()
-    block, usage = server.compact(
-        model, system, prefix, trigger=trigger, instructions=instructions
-    )
+    block, usage = server.compact(model, system, prefix, trigger=trigger, instructions=instructions)
     return Compacted(
         messages=[_opened_with(tail[0], block), *tail[1:]],
         usage=normalize_usage(usage),
@@ -315,15 +324,15 @@ def sendable(messages: Sequence[Message]) -> list[Message]:
     out: list[Message] = []
     for message in messages:
         content = message.get("content")
+        sent = message
         if isinstance(content, str):
             if not content.strip():
-                message = {**message, "content": PLACEHOLDER}
+                sent = {**message, "content": PLACEHOLDER}
         elif isinstance(content, list):
             kept = [b for b in content if not _blank_text(b)]
             if len(kept) != len(content):
-                kept = kept or [{"type": "text", "text": PLACEHOLDER}]
-                message = {**message, "content": kept}
-        out.append(message)
+                sent = {**message, "content": kept or [{"type": "text", "text": PLACEHOLDER}]}
+        out.append(sent)
     return out
 
 
@@ -353,14 +362,7 @@ def _compact_responses(
     conversation: Conversation,
     cut: int,
 ) -> Compacted:
-    where = endpoint(
-        ctx,
-        provider="openai",
-        base_url=options.base_url,
-        api_key=options.api_key,
-        timeout=options.timeout,
-    )
-    server: ResponsesServer = _server(state, "openai", where)
+    server: ResponsesServer = _server(ctx, options, state, "openai")
     messages = conversation.messages
     lead = 0
     while messages[lead].get("role") in _SYSTEM_ROLES:
@@ -386,6 +388,4 @@ def _splice(messages: Sequence[Message]) -> Compacted | None:
     i, j, _ = found
     first = {**messages[i], "content": list(messages[i]["content"][j:])}
     # Nothing to pay for this one: the server reported the cost with the response.
-    return Compacted(
-        messages=[first, *messages[i + 1 :]], usage=Usage(), summarised=i
-    )
+    return Compacted(messages=[first, *messages[i + 1 :]], usage=Usage(), summarised=i)

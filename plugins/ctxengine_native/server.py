@@ -85,13 +85,13 @@ def endpoint(
     :raises Refused: ``no-credentials`` for the provider's own API without a key.
     """
     env = ctx.env
+    key_vars: tuple[str, ...]
     if provider == "anthropic":
-        official, url_var, key_vars = ANTHROPIC_BASE_URL, "ANTHROPIC_BASE_URL", (
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_AUTH_TOKEN",
-        )
+        official, url_var = ANTHROPIC_BASE_URL, "ANTHROPIC_BASE_URL"
+        key_vars = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
     else:
-        official, url_var, key_vars = OPENAI_BASE_URL, "OPENAI_BASE_URL", ("OPENAI_API_KEY",)
+        official, url_var = OPENAI_BASE_URL, "OPENAI_BASE_URL"
+        key_vars = ("OPENAI_API_KEY",)
     url = base_url or ctx.config.model.base_url or env.get(url_var) or official
     key = api_key or next((env[v] for v in key_vars if env.get(v)), None)
     if key is None:
@@ -233,8 +233,8 @@ class AnthropicServer:
             )
         if block.get("content") is None:
             raise Refused(
-                "null-content", "the server's compaction failed (its block came back with "
-                "content: null)"
+                "null-content",
+                "the server's compaction failed (its block came back with content: null)",
             )
         return dict(block), dict(usage) if isinstance(usage, Mapping) else {}
 

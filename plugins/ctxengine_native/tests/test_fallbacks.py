@@ -35,7 +35,9 @@ def _compressor_alone(config: dict[str, Any], fmt: Format) -> CompressResult:
         return kernel.session("local").compress(messages, system, force=True)
 
 
-def _compress(config: dict[str, Any], fmt: Format, env: dict[str, str] | None = None) -> Any:
+def _compress(
+    config: dict[str, Any], fmt: Format, env: dict[str, str] | None = None
+) -> CompressResult:
     system, messages = samples.conversation(fmt)
     before = copy.deepcopy(messages)
     with ctxengine.load(config, env=env or {}) as kernel:
@@ -44,7 +46,9 @@ def _compress(config: dict[str, Any], fmt: Format, env: dict[str, str] | None = 
     return result
 
 
-def _assert_fell_back(result: CompressResult, why: str, config: dict[str, Any], fmt: Format):
+def _assert_fell_back(
+    result: CompressResult, why: str, config: dict[str, Any], fmt: Format
+) -> None:
     assert result.fallback == why, result.reason
     assert result.engine == "native"
     assert result.status == "compacted", result.reason
