@@ -49,7 +49,6 @@ from typing import Any, Literal
 
 import attrs
 
-from ctxengine import SUMMARY_HEADINGS
 from ctxengine._accounting.cachesim import Fingerprint, PromptCacheSimulator, miss_reason
 from ctxengine._accounting.estimate import RoughCounter, estimate_tokens
 from ctxengine.testing import fake_native, fake_streams
@@ -491,9 +490,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         if api == "openai":
             if _is_responses(path) or path.endswith(_COMPACT_PATH):
-                problems = check_responses_request(body) or fake_native.check_responses_native(
-                    body
-                )
+                problems = check_responses_request(body) or fake_native.check_responses_native(body)
             else:
                 problems = check_openai_request(body)
             if problems:
@@ -527,7 +524,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         # The count is of the conversation as the server reads it (context management ignored).
         view = {**body, "messages": fake_native.server_view(body["messages"])}
-        self._send_json(200, {"input_tokens": fake_native.prompt_tokens(view, self.server.fake.counter)})
+        self._send_json(
+            200, {"input_tokens": fake_native.prompt_tokens(view, self.server.fake.counter)}
+        )
 
     def _compact_responses(self, step: Step, body: Mapping[str, Any]) -> None:
         if step.kind == "error":
@@ -582,7 +581,8 @@ class _Handler(BaseHTTPRequestHandler):
             threshold = fake_native.responses_threshold(body)
             tokens = fake_native.responses_tokens(body)
             if threshold is not None and tokens >= threshold and step.kind != "compaction_null":
-                items = body.get("input") if isinstance(body.get("input"), list) else []
+                raw = body.get("input")
+                items: list[Any] = raw if isinstance(raw, list) else []
                 item = fake_native.compaction_item(items, self.server.fake._next_id(), tokens)
                 response["output"] = [item, *response["output"]]
             if stream:
@@ -806,18 +806,10 @@ def _last_user_text(body: Mapping[str, Any]) -> str:
 def _echo_summary(body: Mapping[str, Any], api: Api) -> str:
     """The default reply: the summary template with a deterministic echo of the request."""
     prompt = " ".join(_last_user_text(body).split())
-    lines: list[str] = []
-    for heading in SUMMARY_HEADINGS:
-        lines.append(heading)
-        if heading == "## Goal":
-            lines.append(
-                f"- Echo summary from FakeAPI ({api}) of a {len(prompt)}-character request."
-            )
-        elif heading == "## Critical Context":
-            lines.append(f"- Request began: {prompt[:160]}")
-        else:
-            lines.append("- (none)")
-    return "\n".join(lines)
+    return fake_native.template_text(
+        f"- Echo summary from FakeAPI ({api}) of a {len(prompt)}-character request.",
+        [f"- Request began: {prompt[:160]}"],
+    )
 
 
 # -- request checks ----------------------------------------------------------------------------

@@ -114,9 +114,7 @@ def check_native(
     management = body.get("context_management")
     betas = betas_of(headers)
     if management is not None:
-        if not isinstance(management, Mapping) or not isinstance(
-            management.get("edits", []), list
-        ):
+        if not isinstance(management, Mapping) or not isinstance(management.get("edits", []), list):
             return ["context_management.edits: Input should be a valid list"]
         for k, edit in enumerate(edits_of(body)):
             kind = edit.get("type")
@@ -214,9 +212,7 @@ def _clear_tool_uses(
     kept = int(keep["value"]) if isinstance(keep, Mapping) else DEFAULT_KEEP_TOOL_USES
     excluded = set(edit.get("exclude_tools") or ())
     inputs = edit.get("clear_tool_inputs")
-    targets = [
-        (i, b) for i, b in uses[: max(0, len(uses) - kept)] if b.get("name") not in excluded
-    ]
+    targets = [(i, b) for i, b in uses[: max(0, len(uses) - kept)] if b.get("name") not in excluded]
     before = prompt_tokens(body, counter)
     cleared_ids = {str(b.get("id")) for _, b in targets}
     clear_inputs = {
@@ -234,8 +230,11 @@ def _clear_tool_uses(
                 new_content.append(block)
             elif block.get("type") == "tool_result" and block.get("tool_use_id") in cleared_ids:
                 new_content.append(
-                    {"type": "tool_result", "tool_use_id": block["tool_use_id"],
-                     "content": CLEARED_RESULT}
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": block["tool_use_id"],
+                        "content": CLEARED_RESULT,
+                    }
                 )
             elif block.get("type") == "tool_use" and block.get("id") in clear_inputs:
                 new_content.append({**block, "input": {}})
@@ -283,7 +282,10 @@ def _clear_thinking(
         return body, None
     before = prompt_tokens(body, counter)
     for i in old:
-        messages[i] = {**messages[i], "content": [b for b in messages[i]["content"] if not thinking(b)]}
+        messages[i] = {
+            **messages[i],
+            "content": [b for b in messages[i]["content"] if not thinking(b)],
+        }
     out = {**body, "messages": messages}
     entry = {
         "type": CLEAR_THINKING,
@@ -319,17 +321,24 @@ def summary_text(messages: Sequence[Any], tokens: int, api: str) -> str:
     """The fake's compaction summary: the summary template, naming what it replaced and quoting
     the first and last thing the user said (deterministic)."""
     texts = [" ".join(t.split()) for t in _user_texts(messages)]
+    goal = (
+        f"- Server-side compaction by FakeAPI ({api}) of {len(messages)} messages "
+        f"({tokens:,} tokens)."
+    )
+    context = [f"- The user began: {texts[0][:160]}", f"- The user last said: {texts[-1][:160]}"]
+    return template_text(goal, context if texts else [])
+
+
+def template_text(goal: str, context: Sequence[str]) -> str:
+    """The summary template with ``goal`` under "## Goal", ``context`` under "## Critical
+    Context" and ``- (none)`` everywhere else (the fake's deterministic replies)."""
     lines: list[str] = []
     for heading in SUMMARY_HEADINGS:
         lines.append(heading)
         if heading == "## Goal":
-            lines.append(
-                f"- Server-side compaction by FakeAPI ({api}) of {len(messages)} messages "
-                f"({tokens:,} tokens)."
-            )
-        elif heading == "## Critical Context" and texts:
-            lines.append(f"- The user began: {texts[0][:160]}")
-            lines.append(f"- The user last said: {texts[-1][:160]}")
+            lines.append(goal)
+        elif heading == "## Critical Context" and context:
+            lines.extend(context)
         else:
             lines.append("- (none)")
     return "\n".join(lines)
@@ -381,7 +390,9 @@ def compact(body: Mapping[str, Any], counter: Counter, *, fail: bool = False) ->
         "cache_read_input_tokens": 0,
         "cache_creation_input_tokens": 0,
     }
-    after = dict(body) if fail else {**body, "messages": [{"role": "assistant", "content": [block]}]}
+    after = (
+        dict(body) if fail else {**body, "messages": [{"role": "assistant", "content": [block]}]}
+    )
     return Compaction(block, usage, after, bool(edit.get("pause_after_compaction")))
 
 
@@ -435,6 +446,8 @@ def responses_tokens(body: Mapping[str, Any]) -> int:
 
 
 def compaction_item(items: Sequence[Any], number: int, tokens: int) -> dict[str, Any]:
+    """The Responses API's compaction item for ``items`` (``tokens`` of input), numbered
+    ``number``; its ``encrypted_content`` carries the fake's deterministic summary."""
     summary = summary_text(items, tokens, "openai")
     return {
         "type": "compaction",
@@ -450,7 +463,9 @@ def responses_compact_body(
     """The ``CompactedResponse`` for ``POST /v1/responses/compact``: every user message of the
     input, then one compaction item (none when ``fail``)."""
     raw = body.get("input")
-    items: list[Any] = [{"role": "user", "content": raw}] if isinstance(raw, str) else list(raw or [])
+    items: list[Any] = (
+        [{"role": "user", "content": raw}] if isinstance(raw, str) else list(raw or [])
+    )
     tokens = responses_tokens(body)
     output: list[dict[str, Any]] = []
     for k, item in enumerate(items):
@@ -508,8 +523,7 @@ def check_responses_native(body: Mapping[str, Any]) -> list[str]:
     for k, entry in enumerate(entries):
         if not isinstance(entry, Mapping) or entry.get("type") != "compaction":
             problems.append(
-                f"Invalid value for 'context_management[{k}].type': only 'compaction' is "
-                "supported."
+                f"Invalid value for 'context_management[{k}].type': only 'compaction' is supported."
             )
         elif not isinstance(entry.get("compact_threshold", 0), int | None):
             problems.append(f"Invalid type for 'context_management[{k}].compact_threshold'.")
