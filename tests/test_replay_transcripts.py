@@ -43,7 +43,10 @@ def test_every_session_replays(path: Path, capsys: pytest.CaptureFixture[str]) -
             assert both.compactions >= 1
 
 
-NATIVE_AND_CLEARING = {"context": {"engine": "native"}, "context_editing": {"clear_tool_uses": True}}
+NATIVE_AND_CLEARING = {
+    "context": {"engine": "native"},
+    "context_editing": {"clear_tool_uses": True},
+}
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])

@@ -511,7 +511,9 @@ CASES: dict[str, Case] = {
         ],
         {
             "context_management": {
-                "edits": [{"type": "clear_tool_uses_20250919", "keep": {"type": "tool_uses", "value": 1}}]
+                "edits": [
+                    {"type": "clear_tool_uses_20250919", "keep": {"type": "tool_uses", "value": 1}}
+                ]
             }
         },
         [

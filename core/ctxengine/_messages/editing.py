@@ -235,15 +235,19 @@ def edit_problems(edits: object) -> list[str]:
                     f"{where}.{key}: must be {{'type': {allowed}, 'value': <int >= 0>}}, "
                     f"got {value!r}"
                 )
-        if kind == CLEAR_THINKING_EDIT:
-            keep = edit.get("keep")
-            if keep is not None and keep != "all" and not _is_count(keep, ("thinking_turns",)):
-                if not (isinstance(keep, Mapping) and keep.get("type") == "all"):
-                    problems.append(
-                        f"{where}.keep: must be 'all', {{'type': 'all'}} or "
-                        f"{{'type': 'thinking_turns', 'value': <int>}}, got {keep!r}"
-                    )
+        keep = edit.get("keep")
+        if kind == CLEAR_THINKING_EDIT and not _thinking_keep(keep):
+            problems.append(
+                f"{where}.keep: must be 'all', {{'type': 'all'}} or "
+                f"{{'type': 'thinking_turns', 'value': <int>}}, got {keep!r}"
+            )
     return problems
+
+
+def _thinking_keep(keep: object) -> bool:
+    if keep is None or keep == "all" or _is_count(keep, ("thinking_turns",)):
+        return True
+    return isinstance(keep, Mapping) and keep.get("type") == "all"
 
 
 def _is_count(value: object, units: tuple[str, ...]) -> bool:
@@ -337,7 +341,7 @@ def _is_thinking(block: object) -> bool:
     return isinstance(block, Mapping) and block.get("type") in ("thinking", "redacted_thinking")
 
 
-# --- keeping breakpoints off what the server clears ------------------------------------------------
+# --- keeping breakpoints off what the server clears ----------------------------------------------
 
 
 def _marked(block: object) -> bool:

@@ -19,8 +19,8 @@ The converter remembers, for every chat message it made, the items it came from.
 a chat message an engine returned untouched gives back exactly those items (ids, encrypted
 reasoning, statuses and all); a message an engine changed (a pruned tool output, shortened
 arguments) is rebuilt from its chat form, keeping the original items' ids and reasoning where the
-call ids still match; a new message (a summary) becomes a plain message item, and a compaction part becomes its item
-again, unchanged.
+call ids still match; a new message (a summary) becomes a plain message item, and a compaction
+part becomes its item again, unchanged.
 
 Import :class:`ItemsConverter` and :func:`item_kind` from :mod:`ctxengine.messages`.
 """

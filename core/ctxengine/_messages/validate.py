@@ -237,7 +237,7 @@ def _check_context_management(check: _Checker, msgs: list[Message], value: objec
     if problems:
         return
     cleared = clearable_blocks(msgs, edits)
-    for where, index, item in check.markers:
+    for where, index, _marked in check.markers:
         if index is None or not where.startswith(f"messages[{index}].content["):
             continue
         block = int(where[len(f"messages[{index}].content[") :].split("]", 1)[0])
@@ -255,9 +255,7 @@ def _check_compaction(
     check: _Checker, block: Mapping[str, Any], where: str, i: int, role: object, fmt: Format
 ) -> None:
     if role != "assistant":
-        check.add(
-            i, "compaction-role", where, "compaction blocks belong in assistant messages"
-        )
+        check.add(i, "compaction-role", where, "compaction blocks belong in assistant messages")
     if fmt == "openai":
         if not isinstance(block.get("encrypted_content"), str):
             check.add(
@@ -278,9 +276,7 @@ def _check_compaction(
         )
     encrypted = block.get("encrypted_content")
     if encrypted is not None and not isinstance(encrypted, str):
-        check.add(
-            i, "compaction-shape", where, "'encrypted_content' must be sent back as returned"
-        )
+        check.add(i, "compaction-shape", where, "'encrypted_content' must be sent back as returned")
 
 
 # --------------------------------------------------------------------------------------------

@@ -29,9 +29,7 @@ def api() -> Iterator[FakeAPI]:
 
 
 def _compaction_reply(api: FakeAPI) -> Any:
-    replies = [
-        r for r in api.replies if r.path in ("/v1/messages", "/v1/responses/compact")
-    ]
+    replies = [r for r in api.replies if r.path in ("/v1/messages", "/v1/responses/compact")]
     for reply in replies:
         content = reply.body.get("content") or reply.body.get("output") or []
         if any(is_compaction_block(block) for block in content):

@@ -22,7 +22,9 @@ def test_a_compaction_inside_a_response_is_spliced_before_the_next_request() -> 
         client = anthropic.Anthropic(api_key="k", base_url=api.base_url, max_retries=0)
         wrapped = ctxengine.wrap(client, kernel=kernel)
         edits = {
-            "edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 2000}}]
+            "edits": [
+                {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 2000}}
+            ]
         }
         history: list[Any] = []
         for turn in range(8):
