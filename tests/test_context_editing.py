@@ -86,7 +86,7 @@ def test_clearable_blocks_cover_older_tool_uses_except_the_kept_and_excluded() -
 
 def test_clearable_thinking_spares_the_last_turns() -> None:
     thinking = {"type": "thinking", "thinking": "t", "signature": "s"}
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "a"},
         {"role": "assistant", "content": [thinking, {"type": "text", "text": "1"}]},
         {"role": "user", "content": "b"},
@@ -110,7 +110,10 @@ def test_markers_move_off_cleared_blocks_to_the_nearest_safe_block() -> None:
     # c1's marker goes back to c1's tool_use (not cleared without clear_tool_inputs); c0's
     # marker goes back to its own call too: nothing between them is marked.
     assert positions == ["messages[1].content[0]", "messages[3].content[0]"]
-    assert validate(out["messages"], "anthropic", context_management=request["context_management"]) == []
+    assert (
+        validate(out["messages"], "anthropic", context_management=request["context_management"])
+        == []
+    )
     assert messages[4]["content"][0]["cache_control"] == EPH  # the input is untouched
 
 
@@ -129,9 +132,9 @@ def test_a_marker_with_no_safe_block_before_it_is_dropped() -> None:
 
 
 def test_edit_problems_name_the_edit_and_the_rule() -> None:
-    assert edit_problems([{"type": "clear_tool_uses_20250919"}, {"type": "clear_thinking_20251015"}]) == [
-        "context_management.edits[1]: clear_thinking_20251015 must be the first edit"
-    ]
+    assert edit_problems(
+        [{"type": "clear_tool_uses_20250919"}, {"type": "clear_thinking_20251015"}]
+    ) == ["context_management.edits[1]: clear_thinking_20251015 must be the first edit"]
     assert edit_problems([{**CLEAR, "keep": 3}]) == [
         "context_management.edits[0].keep: must be {'type': 'tool_uses', 'value': <int >= 0>}, "
         "got 3"
@@ -154,7 +157,9 @@ def _kernel(**editing: Any) -> ctxengine.Kernel:
 
 
 def test_prepare_adds_the_configured_clearing() -> None:
-    with _kernel(trigger=0.25, keep_tool_uses=2, clear_at_least_tokens=5000, exclude_tools=["grep"]) as k:
+    with _kernel(
+        trigger=0.25, keep_tool_uses=2, clear_at_least_tokens=5000, exclude_tools=["grep"]
+    ) as k:
         prepared = k.session("s").prepare({"model": "m", "messages": tool_chat("read")})
     assert request_edits(prepared) == [
         {
@@ -245,10 +250,15 @@ def _anthropic_sessions(path: Path) -> list[tuple[Any, list[dict[str, Any]]]]:
     return sessions
 
 
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+
+
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_every_bundled_session_prepares_valid_requests_with_clearing(path: Path) -> None:
     moved = 0
-    with _kernel(keep_tool_uses=1, clear_tool_inputs=True, trigger=0.1) as k:
+    thought = 0
+    settings = {"keep_tool_uses": 1, "clear_tool_inputs": True, "trigger": 0.1}
+    with _kernel(**settings, clear_thinking=True, keep_thinking_turns=1) as k:
         for n, (system, messages) in enumerate(_anthropic_sessions(path)):
             session = k.session(f"s{n}")
             for end in range(1, len(messages) + 1):
@@ -256,14 +266,23 @@ def test_every_bundled_session_prepares_valid_requests_with_clearing(path: Path)
                     continue
                 request: dict[str, Any] = {
                     "model": "claude-sonnet-4-6",
-                    "max_tokens": 1024,
+                    "max_tokens": 2048,
                     "messages": messages[:end],
                 }
                 if system is not None:
                     request["system"] = system
+                # Every other request thinks, so both edits and tool clearing alone are sent.
+                thinks = end % 4 == 1
+                if thinks:
+                    request["thinking"] = THINKING
                 prepared = session.prepare(request)
                 edits = request_edits(prepared)
-                assert edits, "clearing is on"
+                kinds = ["clear_tool_uses_20250919"]
+                if thinks:
+                    kinds.insert(0, "clear_thinking_20251015")
+                assert [e["type"] for e in edits] == kinds
+                if thinks and clearable_blocks(prepared["messages"], edits[:1]):
+                    thought += 1
                 management = {"edits": edits}
                 problems = validate(
                     prepared["messages"],
@@ -282,6 +301,8 @@ def test_every_bundled_session_prepares_valid_requests_with_clearing(path: Path)
                 moved += _conflicts_without_composition(request, edits)
     # The composition was needed: the strategy alone would have marked blocks that get cleared.
     assert moved > 0
+    if path.name.startswith("claude_code_spotter.anthropic"):
+        assert thought > 0  # its recorded thinking blocks were clearable
 
 
 def test_applied_edits_reach_the_usage_record() -> None:
