@@ -235,8 +235,9 @@ def test_replay_json_schema(jsonl: Path) -> None:
     code, output = run("replay", str(jsonl), "--json", *SMALL)
     assert code == 0
     data = json.loads(output)
-    assert set(data) == {"version", "sessions", "totals"}
+    assert set(data) == {"version", "sessions", "totals", "comparison_totals"}
     assert data["version"] == 1
+    assert data["comparison_totals"] == {}
     assert set(data["totals"]) == {"none", "caching", "compaction", "both"}
     assert [s["session_id"] for s in data["sessions"]] == ["one", "two"]
     for session in data["sessions"]:
@@ -280,6 +281,9 @@ def test_replay_native_compares_server_and_local_compaction(
         "caching only (no clearing)",
     ):
         assert label in output
+    sessions = len(read_conversations(path))
+    total_note = f"context management on all {sessions} sessions (with caching):"
+    assert (total_note in output) == (sessions > 1)
     code, output = run("replay", str(path), "--engine", "native", "--json", *SMALL)
     data = json.loads(output)
     for session in data["sessions"]:
@@ -293,6 +297,18 @@ def test_replay_native_compares_server_and_local_compaction(
         assert server["breakdown_usd"]["summary_calls"] == server["compaction_cost_usd"]
         assert local["compaction_cost_usd"] == 0
         assert server["input_cost_usd"] < session["scenarios"]["none"]["input_cost_usd"]
+    # The totals are the sums over the sessions, the saving against all of their baselines.
+    totals = data["comparison_totals"]
+    assert set(totals) == {"local compaction", "server compaction"}
+    for name, total in totals.items():
+        each = [s["comparisons"][name] for s in data["sessions"]]
+        for key in ("prompt_tokens", "compactions", "fallbacks", "cleared_tokens"):
+            assert total[key] == sum(e[key] for e in each)
+        assert total["input_cost_usd"] == pytest.approx(sum(e["input_cost_usd"] for e in each))
+        baseline = sum(s["scenarios"]["none"]["input_cost_usd"] for s in data["sessions"])
+        saved = 1 - total["input_cost_usd"] / baseline
+        assert total["input_cost_saved_vs_none"] == pytest.approx(saved, abs=1e-4)
+        assert "turns" not in total
 
 
 def test_replay_table_and_turns(openai_list: Path) -> None:

@@ -311,7 +311,7 @@ def run_replay(args: argparse.Namespace, console: Console) -> int:
     """Replay sessions turn by turn under every scenario and compare tokens and cost."""
     from ctxengine._cli.charts import ChartPathError, check_chart_path, write_chart
     from ctxengine._cli.replay import replay
-    from ctxengine._cli.report import replay_json, write_replay_report
+    from ctxengine._cli.report import replay_json, write_replay_report, write_replay_totals
     from ctxengine._kernel.kernel import load
 
     charts = [Path(p) for p in args.plot or ()]
@@ -376,6 +376,7 @@ def run_replay(args: argparse.Namespace, console: Console) -> int:
     else:
         for report in reports:
             write_replay_report(report, console, turns=args.turns)
+        write_replay_totals(reports, console)
     for chart in charts:
         try:
             write_chart(reports, chart)

@@ -1012,6 +1012,55 @@ def replay(
 # -- across sessions -------------------------------------------------------------------------
 
 
+def all_sessions(reports: Sequence[ReplayReport]) -> ReplayReport:
+    """``reports`` (of one gap distribution) as one report, session ``all N sessions``: each
+    scenario's and comparison's turns one after the other, so every figure and saving is the
+    total over the sessions. A scenario or comparison counts only when every report holds it.
+
+    :raises ValueError: when ``reports`` is empty or mixes gap distributions.
+    """
+    if not reports:
+        raise ValueError("all_sessions needs at least one report")
+    first = reports[0]
+    if any(report.gaps != first.gaps for report in reports):
+        raise ValueError("all_sessions sums reports of one gap distribution")
+
+    def merged(results: Sequence[ScenarioResult]) -> ScenarioResult:
+        return attrs.evolve(
+            results[0],
+            turns=tuple(turn for result in results for turn in result.turns),
+            compactions=sum(r.compactions for r in results),
+            output_cost=sum(r.output_cost for r in results),
+            fallbacks=sum(r.fallbacks for r in results),
+        )
+
+    scenarios = {
+        name: merged([r.scenarios[name] for r in reports])
+        for name in first.scenarios
+        if all(name in r.scenarios for r in reports)
+    }
+    comparisons = {
+        name: merged([r.comparisons[name] for r in reports])
+        for name in first.comparisons
+        if all(name in r.comparisons for r in reports)
+    }
+    return attrs.evolve(
+        first,
+        session_id=f"all {len(reports)} sessions",
+        messages=sum(r.messages for r in reports),
+        scenarios=scenarios,
+        comparisons=comparisons,
+    )
+
+
+def by_gaps(reports: Sequence[ReplayReport]) -> dict[str, list[ReplayReport]]:
+    """``reports`` grouped by gap distribution, in the order they first appear."""
+    groups: dict[str, list[ReplayReport]] = {}
+    for report in reports:
+        groups.setdefault(report.gaps, []).append(report)
+    return groups
+
+
 @attrs.frozen
 class Totals:
     """One scenario summed over several sessions replayed with the same gap distribution.

@@ -11,7 +11,14 @@ from typing import Any
 
 from ctxengine._accounting.cache_stats import cache_line
 from ctxengine._cli.console import Writer
-from ctxengine._cli.replay import BREAKDOWN_KEYS, COMPARISONS, ReplayReport, totals
+from ctxengine._cli.replay import (
+    BREAKDOWN_KEYS,
+    COMPARISONS,
+    ReplayReport,
+    all_sessions,
+    by_gaps,
+    totals,
+)
 from ctxengine._plugin.results import CompressResult
 
 PALETTE = (
@@ -193,14 +200,24 @@ def write_replay_report(report: ReplayReport, out: Writer, *, turns: bool) -> No
 COMPARISON_LABELS = {scenario.name: scenario.label for scenario in COMPARISONS}
 
 
-def write_comparison_note(report: ReplayReport, out: Writer) -> None:
+def write_comparison_note(
+    report: ReplayReport, out: Writer, *, where: str = "this session"
+) -> None:
     """The closing note when the native engine or context editing ran: local compaction, server
-    compaction and server clearing side by side (caching as configured in each)."""
+    compaction and server clearing side by side (caching as configured in each) on ``where``."""
     if not report.comparisons:
         return
-    out.write("\nlocal and server-side context management on this session (with caching):\n")
+    out.write(f"\nlocal and server-side context management on {where} (with caching):\n")
     rows = [
-        ("run", "compactions", "cleared tokens", "compaction cost", "input cost", "input saved")
+        (
+            "run",
+            "prompt tokens",
+            "compactions",
+            "cleared tokens",
+            "compaction cost",
+            "input cost",
+            "input saved",
+        )
     ]
     for name, result in report.comparisons.items():
         compactions = str(result.compactions)
@@ -209,6 +226,7 @@ def write_comparison_note(report: ReplayReport, out: Writer) -> None:
         rows.append(
             (
                 COMPARISON_LABELS.get(name, name),
+                f"{result.prompt_tokens:,}",
                 compactions,
                 f"{result.cleared_tokens:,}",
                 money(result.compaction_cost),
@@ -216,16 +234,36 @@ def write_comparison_note(report: ReplayReport, out: Writer) -> None:
                 f"{report.saved(result):.1%}",
             )
         )
-    _table(rows, out, right=[False, *([True] * 5)])
+    _table(rows, out, right=[False, *([True] * 6)])
     out.write(
-        "  (compaction cost: what the compactions cost themselves, the server's compaction "
-        "iterations; the local compressor's summaries here are local digests)\n"
+        "  prompt tokens: what the model read over every request, after the server's clearing\n"
+        "  compaction cost: what the compactions cost themselves (the server's compaction\n"
+        "  iterations; the local compressor's summaries here are local digests, no model call)\n"
     )
 
 
+def write_replay_totals(reports: Sequence[ReplayReport], out: Writer) -> None:
+    """After the reports of several sessions: the comparison note over all of them, one per gap
+    distribution (nothing for one session, or when no comparison ran)."""
+    groups = by_gaps(reports)
+    for gaps, group in groups.items():
+        if len(group) < 2:
+            continue
+        total = all_sessions(group)
+        where = total.session_id + (f", {gaps} gaps" if len(groups) > 1 else "")
+        write_comparison_note(total, out, where=where)
+
+
 def replay_json(reports: Sequence[ReplayReport]) -> dict[str, Any]:
-    """The ``--json`` document: every session, and totals per scenario (keyed
-    ``scenario@gaps`` when the sessions were replayed with several gap distributions)."""
+    """The ``--json`` document: every session, totals per scenario, and the comparisons over all
+    sessions (``comparison_totals``, empty when no comparison ran); both keyed ``name@gaps`` when
+    the sessions were replayed with several gap distributions."""
+    groups = by_gaps(reports)
+    comparison_totals: dict[str, Any] = {}
+    for gaps, group in groups.items():
+        for name, entry in all_sessions(group).to_json()["comparisons"].items():
+            del entry["turns"]
+            comparison_totals[name if len(groups) == 1 else f"{name}@{gaps}"] = entry
     return {
         "version": 1,
         "sessions": [report.to_json() for report in reports],
@@ -240,4 +278,5 @@ def replay_json(reports: Sequence[ReplayReport]) -> dict[str, Any]:
             }
             for total in totals(reports)
         },
+        "comparison_totals": comparison_totals,
     }
