@@ -105,7 +105,12 @@ def test_responses_loop_compacts_on_the_server_and_sends_the_item_back(api: Fake
     assert any(c.compacted and c.fallback is None for c in compactions), [
         c.reason for c in compactions
     ]
+    done = next(c for c in compactions if c.compacted)
+    assert "the server compacted" in done.reason
+    # The compacted conversation, in the chat form engines read, is valid with its item in it.
+    assert validate(done.messages, "openai", system=done.system) == []
     item = _compaction_reply(api)
+    assert [m["content"] for m in done.messages if isinstance(m.get("content"), list)] == [[item]]
     before, after = _first_after_compaction(api)
     sent = after.body["input"]
     assert item in sent  # the item as the server returned it, id and encrypted content
