@@ -132,6 +132,25 @@ def test_session_totals_over_both_providers() -> None:
     )
 
 
+def test_session_totals_keep_compactions_and_cleared_counts() -> None:
+    stats = SessionCacheStats()
+    compacted = Usage(
+        input_tokens=300,
+        output_tokens=20,
+        compaction=Usage(input_tokens=90_000, output_tokens=2_000),
+    )
+    cleared = Usage(input_tokens=500, cleared_input_tokens=7_000, cleared_tool_uses=4)
+    thought = Usage(input_tokens=100, cleared_thinking_turns=2)
+    costs = [stats.add(usage, SONNET) for usage in (compacted, cleared, thought, compacted)]
+    assert stats.usage == compacted + cleared + thought + compacted
+    assert stats.usage.compaction == Usage(input_tokens=180_000, output_tokens=4_000)
+    assert (stats.usage.cleared_input_tokens, stats.usage.cleared_tool_uses) == (7_000, 4)
+    assert stats.usage.cleared_thinking_turns == 2
+    # The compactions are priced in the totals, once each.
+    assert stats.cost.total == pytest.approx(sum(c.total for c in costs))
+    assert stats.cost.total == pytest.approx(cost_of(stats.usage, SONNET).total)
+
+
 def test_writes_only_cost_more_than_no_caching() -> None:
     stats = SessionCacheStats()
     stats.add(Usage(cache_write_1h_tokens=10_000), SONNET)

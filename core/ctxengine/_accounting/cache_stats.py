@@ -129,10 +129,12 @@ class SessionCacheStats:
     """
 
     responses: int = 0
-    _tokens: list[int] = attrs.field(factory=lambda: [0] * 7, repr=False)
+    # input, output, cache read, 5m and 1h writes, reasoning, missed, then the three cleared_*.
+    _tokens: list[int] = attrs.field(factory=lambda: [0] * 10, repr=False)
     _costs: list[float] = attrs.field(factory=lambda: [0.0] * 7, repr=False)
     _miss_reason: str | None = attrs.field(default=None, repr=False)
     """The latest cache-miss reason, as a sum of :class:`Usage` keeps it."""
+    _compaction: Usage | None = attrs.field(default=None, repr=False)
 
     def add(self, usage: Usage, model: ModelInfo) -> CacheCost:
         """Count one response; returns its cost."""
@@ -148,6 +150,12 @@ class SessionCacheStats:
         tokens[6] += usage.cache_missed_tokens
         if usage.cache_miss_reason:
             self._miss_reason = usage.cache_miss_reason
+        tokens[7] += usage.cleared_input_tokens
+        tokens[8] += usage.cleared_tool_uses
+        tokens[9] += usage.cleared_thinking_turns
+        if usage.compaction is not None:  # rare: a response whose server compacted
+            done = self._compaction
+            self._compaction = usage.compaction if done is None else done + usage.compaction
         costs = self._costs
         costs[0] += response_cost.input_cost
         costs[1] += response_cost.cache_read_cost
@@ -171,6 +179,10 @@ class SessionCacheStats:
             reasoning_tokens=tokens[5],
             cache_miss_reason=self._miss_reason,
             cache_missed_tokens=tokens[6],
+            compaction=self._compaction,
+            cleared_input_tokens=tokens[7],
+            cleared_tool_uses=tokens[8],
+            cleared_thinking_turns=tokens[9],
         )
 
     @property
