@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING
 from ctxengine import hookimpl
 
 if TYPE_CHECKING:
-    from ctxengine import CompressResult, Conversation, EngineContext, PluginSettings, Stage, Usage
+    from ctxengine import (
+        CompressResult,
+        Conversation,
+        EngineContext,
+        PluginSettings,
+        Stage,
+        TokenEstimate,
+        Usage,
+    )
 
 CTXENGINE_KIND = "engine"
 CTXENGINE_FALLBACK = "compressor"
@@ -38,7 +46,7 @@ def declare_settings(settings: PluginSettings) -> None:
 
 @hookimpl
 def should_compress(
-    ctx: EngineContext, prompt_tokens: int, stage: Stage, force: bool
+    ctx: EngineContext, prompt: TokenEstimate, stage: Stage, force: bool
 ) -> bool | None:
     """At the threshold (guarded by the cooldown and anti-thrash), or at once after a response
     in which the server compacted; no opinion on the gateway stage."""
@@ -52,7 +60,7 @@ def should_compress(
     state = get_state(ctx)
     if state.inband:
         return True
-    if prompt_tokens < ctx.fraction_of_window(settings(ctx).threshold):
+    if not prompt.reaches(ctx.fraction_of_window(settings(ctx).threshold)):
         return False
     held = state.guard.holds(ctx.clock(), force=force)
     if held is not None:

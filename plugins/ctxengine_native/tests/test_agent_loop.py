@@ -11,7 +11,7 @@ import openai
 import pytest
 
 import ctxengine
-from ctxengine._accounting.tokens import RoughCounter
+from ctxengine._accounting.estimate import RoughCounter
 from ctxengine.messages import is_compaction_block, validate
 from ctxengine.testing.fake_api import FakeAPI, RecordedRequest
 from ctxengine.testing.fake_native import prompt_tokens, responses_tokens
@@ -97,8 +97,10 @@ def test_responses_loop_compacts_on_the_server_and_sends_the_item_back(api: Fake
     wrapped = ctxengine.wrap(client, kernel=kernel)
     history: list[Any] = [{"role": "developer", "content": "You are a careful coding agent."}]
     for turn in range(TURNS):
-        history.append({"role": "user", "content": f"turn {turn}: what now? {FILLER}"})
-        api.reply_text(f"Answer {turn}: " + "fine " * 30)
+        # The bulk is in the model's answers: the compacted output repeats every user message
+        # (as the Responses API's does) and replaces the rest with its item.
+        history.append({"role": "user", "content": f"turn {turn}: what now?"})
+        api.reply_text(f"Answer {turn}: {FILLER}")
         reply = wrapped.responses.create(model=RESPONSES_MODEL, input=history)
         history.extend(item.to_dict() for item in reply.output)
     compactions = [c for record in wrapped.records for c in record.compactions]
