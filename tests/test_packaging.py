@@ -31,6 +31,7 @@ BUILTINS = {
     "ctxengine_caching",
     "ctxengine_tool_turns",
     "ctxengine_hygiene",
+    "ctxengine_native",
 }
 
 
