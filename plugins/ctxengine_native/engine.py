@@ -8,7 +8,10 @@ In order:
    the server no longer reads: it is dropped and the block opens the conversation.
 2. **Route.** Which server compacts this conversation (:func:`server_api`); a route without
    server-side compaction is a refusal.
-3. **Cut.** A tail of at least ``keep_last`` messages stays verbatim; the rest is sent.
+3. **Cut.** A tail of at least ``keep_last`` messages stays verbatim; the rest is sent, unless
+   (automatic compactions only) what the server would replace (:func:`replaceable`) is less than
+   :data:`MIN_SHARE` of the prompt: the server would be paid, and the cached prefix rewritten,
+   for a prompt still near the threshold.
 4. **Compact.** Anthropic: a ``compact_20260112`` request paused after the compaction, whose
    ``compaction`` block becomes the first block of the tail's first (assistant) message, in place
    of everything it summarises. Responses: ``responses.compact``, whose output (the user messages,
@@ -42,6 +45,12 @@ if TYPE_CHECKING:
     from ctxengine import Conversation, EngineContext, Message, Stage
 
 ENGINE = "native"
+
+MIN_SHARE = 0.2
+"""The least share of the prompt an automatic compaction sends to the server. Below it the tail
+kept verbatim is most of the prompt (large tool results, say): compacting the rest saves little,
+leaves the prompt near the threshold, and the next turn compacts again, each time paying for the
+server's compaction and rewriting the cached prefix. A forced compaction is always sent."""
 ServerApi = Literal["anthropic", "openai-responses"]
 _SYSTEM_ROLES = ("system", "developer")
 
@@ -99,6 +108,16 @@ def compress(
                 f"too short to compact on the server: {len(messages)} messages, and the last "
                 f"{options.keep_last} stay verbatim (engines.native.keep_last)"
             )
+        if not force:
+            replaced = replaceable(messages[:cut], api)
+            share = ctx.tokens.count(replaced, None)
+            if share < MIN_SHARE * tokens_before:
+                return unchanged(
+                    f"compacting would not pay: the server would replace {len(replaced)} "
+                    f"messages holding {share:,} of the prompt's {tokens_before:,} tokens (under "
+                    f"{MIN_SHARE:.0%}); the rest stays verbatim (engines.native.keep_last "
+                    f"{options.keep_last})"
+                )
         if api == "anthropic":
             done = _compact_anthropic(ctx, options, state, conversation, cut, focus)
         else:
@@ -247,6 +266,15 @@ def find_cut(messages: Sequence[Message], fmt: str, keep_last: int) -> int | Non
         if cuts[c] and messages[c].get("role") in roles:
             return c
     return None
+
+
+def replaceable(prefix: Sequence[Message], api: ServerApi) -> list[Message]:
+    """The messages of ``prefix`` (the part sent) the server's compaction stands in for: all of
+    them on Anthropic's; on the Responses API's all but the system and user messages, which its
+    compacted output repeats verbatim."""
+    if api == "anthropic":
+        return list(prefix)
+    return [m for m in prefix if m.get("role") not in ("user", *_SYSTEM_ROLES)]
 
 
 # --- the two servers ------------------------------------------------------------------------------

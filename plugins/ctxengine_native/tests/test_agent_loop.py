@@ -120,3 +120,51 @@ def test_responses_loop_compacts_on_the_server_and_sends_the_item_back(api: Fake
     assert sent[0] == {"role": "developer", "content": "You are a careful coding agent."}
     assert responses_tokens(after.body) < responses_tokens(before.body)
     assert 400 not in [r.status for r in api.replies]
+
+
+def test_a_compaction_of_a_small_head_is_not_sent(api: FakeAPI) -> None:
+    """A tail kept verbatim that is most of the prompt (large tool results): an automatic
+    compaction would save little and come back next turn, so nothing goes to the server."""
+    kernel = ctxengine.load(native_config(api), env={})
+    small = [
+        message
+        for turn in range(4)
+        for message in (
+            {"role": "user", "content": f"question {turn}"},
+            {"role": "assistant", "content": f"answer {turn}"},
+        )
+    ]
+    large = [
+        {"role": "user", "content": f"the log: {FILLER * 3}"},
+        {"role": "assistant", "content": "read it"},
+        {"role": "user", "content": "and now?"},
+    ]
+    with kernel:
+        session = kernel.session("s")
+        result = session.compress([*small, *large], "system")
+        assert result.status == "noop", result.reason
+        assert result.reason.startswith("compacting would not pay: the server would replace 7 ")
+        assert result.messages == [*small, *large]
+        assert not [r for r in api.requests if is_compaction_request(r)]
+        # Forced, it is sent all the same (and the summary, larger than 49 tokens, is refused).
+        forced = session.compress([*small, *large], "system", force=True)
+    assert [r for r in api.requests if is_compaction_request(r)]
+    assert forced.status == "noop" and forced.fallback is None
+    assert "is not smaller than they are" in forced.reason
+
+
+def test_responses_compaction_of_user_messages_only_is_not_sent(api: FakeAPI) -> None:
+    """The compacted output repeats every user message: a head that is mostly user messages
+    would come back almost as large, so an automatic compaction is not sent."""
+    kernel = ctxengine.load(native_config(api, responses=True), env={})
+    history: list[Any] = [{"role": "developer", "content": "You are a careful coding agent."}]
+    for turn in range(6):
+        history.append({"role": "user", "content": f"turn {turn}: {FILLER}"})
+        history.append({"role": "assistant", "content": f"answer {turn}"})
+    history.append({"role": "user", "content": "and now?"})
+    with kernel:
+        result = kernel.session("s").compress(history)
+    assert result.status == "noop", result.reason
+    assert "compacting would not pay: the server would replace 4 messages" in result.reason
+    assert result.messages == history
+    assert not [r for r in api.requests if is_compaction_request(r)]
