@@ -375,8 +375,10 @@ def normalize_usage(raw: object) -> Usage:
     """
     if isinstance(raw, Usage):
         return raw
-    if not isinstance(raw, Mapping) and _field(raw, "usage") is not None and not any(
-        hasattr(raw, key) for key in _TOKEN_KEYS
+    if (
+        not isinstance(raw, Mapping)
+        and _field(raw, "usage") is not None
+        and not any(hasattr(raw, key) for key in _TOKEN_KEYS)
     ):
         # A whole SDK response: read its usage, edits and diagnostics without dumping all of
         # its content.
