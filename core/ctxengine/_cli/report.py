@@ -216,6 +216,7 @@ def write_comparison_note(
             "cleared tokens",
             "compaction cost",
             "input cost",
+            "total cost",
             "input saved",
         )
     ]
@@ -231,14 +232,16 @@ def write_comparison_note(
                 f"{result.cleared_tokens:,}",
                 money(result.compaction_cost),
                 money(result.input_cost),
+                money(result.cost),
                 f"{report.saved(result):.1%}",
             )
         )
-    _table(rows, out, right=[False, *([True] * 6)])
+    _table(rows, out, right=[False, *([True] * 7)])
     out.write(
         "  prompt tokens: what the model read over every request, after the server's clearing\n"
         "  compaction cost: what the compactions cost themselves (the server's compaction\n"
-        "  iterations; the local compressor's summaries here are local digests, no model call)\n"
+        "  iterations; the local compressor's summaries here are local digests, no model call);\n"
+        "  their prompts are in the input cost, all of it in the total cost\n"
     )
 
 
