@@ -538,7 +538,7 @@ def test_to_openai_basic_shapes() -> None:
         },
     ]
     # The unparsable arguments come back verbatim, so they are still invalid JSON.
-    assert [p.rule for p in validate(msgs, "openai")] == ["tool-call-arguments"]
+    assert [p.rule for p in validate(msgs, "openai")] == ["tool-call-json"]
 
 
 def test_to_openai_rejects_file_images() -> None:

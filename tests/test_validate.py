@@ -184,7 +184,26 @@ CASES: dict[str, Case] = {
         "openai",
         [user(["x"])],
         {},
-        [(0, "part-shape", "messages[0].content[0]: a content part must be a dict with a 'type'")],
+        [
+            (
+                0,
+                "part-shape",
+                "messages[0].content[0]: a content part must be a dict with a 'type', got str",
+            )
+        ],
+    ),
+    "part-shape/anthropic-no-type": (
+        "anthropic",
+        [user([{"text": "hi"}])],
+        {},
+        [
+            (
+                0,
+                "part-shape",
+                "messages[0].content[0]: a content block must be a dict with a 'type'; this one "
+                "has no 'type' field",
+            )
+        ],
     ),
     "part-shape/anthropic": (
         "anthropic",
@@ -240,7 +259,34 @@ CASES: dict[str, Case] = {
             (
                 1,
                 "tool-call-shape",
-                "messages[1]: tool_calls must be a non-empty list (omit it otherwise)",
+                "messages[1].tool_calls: must be a non-empty list of tool calls (omit it "
+                "otherwise), got an empty list",
+            )
+        ],
+    ),
+    "tool-call-shape/string": (
+        "openai",
+        [user(), {"role": "assistant", "content": None, "tool_calls": "f()"}],
+        {},
+        [
+            (
+                1,
+                "tool-call-shape",
+                "messages[1].tool_calls: must be a non-empty list of tool calls (omit it "
+                "otherwise), got str",
+            )
+        ],
+    ),
+    "tool-call-shape/no-function": (
+        "openai",
+        [user(), calls({"id": "a", "type": "function"}), tool("a")],
+        {},
+        [
+            (
+                1,
+                "tool-call-shape",
+                "messages[1].tool_calls[0]: a tool call needs a 'function' object with a "
+                "'name' (got nothing)",
             )
         ],
     ),
@@ -270,7 +316,7 @@ CASES: dict[str, Case] = {
         [
             (
                 1,
-                "tool-call-arguments",
+                "tool-call-json",
                 "messages[1].tool_calls[0]: 'function.arguments' is not valid JSON (Expecting "
                 "property name enclosed in double quotes at char 1)",
             )
@@ -284,7 +330,7 @@ CASES: dict[str, Case] = {
             (
                 1,
                 "tool-call-arguments",
-                "messages[1].tool_calls[0]: 'function.arguments' must be a JSON string",
+                "messages[1].tool_calls[0]: 'function.arguments' must be a JSON string, got dict",
             )
         ],
     ),
@@ -317,7 +363,8 @@ CASES: dict[str, Case] = {
             (
                 1,
                 "tool-use-shape",
-                "messages[1].content[0]: a tool_use block needs a 'name' string, an 'input' object",
+                "messages[1].content[0]: a tool_use block needs a 'name' string, an 'input' "
+                "object (got str)",
             )
         ],
     ),
@@ -435,6 +482,80 @@ CASES: dict[str, Case] = {
                 "messages[1]: a tool message must follow an assistant message with tool_calls "
                 "(or another tool message answering it); it follows a user message",
             )
+        ],
+    ),
+    "field-unknown/openai-nested": (
+        "openai",
+        [user("x", metadata={"a": {"b": {"c": [{"d": 1}]}}})],
+        {},
+        [
+            (
+                0,
+                "field-unknown",
+                "messages[0].metadata: unknown field, which the API rejects; allowed: "
+                "annotations, audio, cache_control, content, function_call, name, prefix, "
+                "reasoning, reasoning_content, reasoning_details, refusal, role, tool_call_id, "
+                "tool_calls",
+            )
+        ],
+    ),
+    "field-unknown/anthropic": (
+        "anthropic",
+        [user("x", id="m1")],
+        {},
+        [
+            (
+                0,
+                "field-unknown",
+                "messages[0].id: unknown field, which the API rejects; allowed: cache_control, "
+                "content, role",
+            )
+        ],
+    ),
+    "field-unknown/openai-call": (
+        "openai",
+        [user(), calls({**call("a"), "extra": 1}), tool("a")],
+        {},
+        [
+            (
+                1,
+                "field-unknown",
+                "messages[1].tool_calls[0].extra: unknown field, which the API rejects; "
+                "allowed: function, id, index, type",
+            )
+        ],
+    ),
+    "first-role/openai-strict": (
+        "openai",
+        [{"role": "system", "content": "s"}, asst(), user()],
+        {"profile": "strict"},
+        [
+            (
+                1,
+                "first-role",
+                "messages[1]: the first message after the system prompt must be 'user' on "
+                "strict routes (Claude on Amazon Bedrock and gateways in front of it), got "
+                "'assistant'",
+            )
+        ],
+    ),
+    "role-alternation/openai-strict": (
+        "openai",
+        [user(), asst(), asst("again"), user(), user("twice")],
+        {"profile": "strict"},
+        [
+            (
+                2,
+                "role-alternation",
+                "messages[2]: two assistant messages in a row; strict routes need user and "
+                "assistant turns to alternate (merge them)",
+            ),
+            (
+                4,
+                "role-alternation",
+                "messages[4]: two user messages in a row; strict routes need user and "
+                "assistant turns to alternate (merge them)",
+            ),
         ],
     ),
     "first-role": (
@@ -1019,3 +1140,113 @@ def test_breaking_a_real_transcript_is_caught() -> None:
     messages = list(session["messages"])
     messages[2], messages[4] = messages[4], messages[2]
     assert "tool-result-orphan" in {p.rule for p in validate(messages, "anthropic")}
+
+
+# ------------------------------------------------------------------------------------------
+# the strict route profile and the shape-only check
+
+
+def test_strict_profile_accepts_tool_results_followed_by_the_user() -> None:
+    # Tool results are the user's side of the conversation: every converter merges them with
+    # the user text that follows into one user turn.
+    messages = [
+        {"role": "system", "content": "s"},
+        user(),
+        calls(call("a"), call("b")),
+        tool("a"),
+        tool("b"),
+        user("and now?"),
+        asst(),
+    ]
+    assert validate(messages, "openai", profile="strict") == []
+
+
+def test_provider_profile_leaves_openai_order_alone() -> None:
+    # OpenAI's own API takes an assistant-first list; only the strict profile refuses it.
+    messages = [{"role": "system", "content": "s"}, asst(), user()]
+    assert validate(messages, "openai") == []
+    assert [p.rule for p in validate(messages, "openai", profile="strict")] == ["first-role"]
+
+
+def test_unknown_profile_is_an_error() -> None:
+    with pytest.raises(ValueError, match="profile must be 'provider' or 'strict', got 'loose'"):
+        validate([user()], "openai", profile="loose")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", TRANSCRIPT_FILES)
+def test_real_transcripts_pass_the_strict_profile(name: str) -> None:
+    fmt = "anthropic" if ".anthropic." in name else "openai"
+    for session in _load(name):
+        problems = validate(
+            session["messages"], fmt, system=session.get("system"), profile="strict"
+        )  # type: ignore[arg-type]
+        assert problems == [], session["id"]
+
+
+# The seven malformed shapes that once went through compaction unnoticed.
+MALFORMED: dict[str, tuple[str, Msgs, str, str]] = {
+    "tool_calls as a string": (
+        "openai",
+        [user(), {"role": "assistant", "content": None, "tool_calls": "f()"}],
+        "messages[1].tool_calls",
+        "tool-call-shape",
+    ),
+    "arguments as a dict": (
+        "openai",
+        [user(), calls(call("a", arguments={"x": 1})), tool("a")],
+        "messages[1].tool_calls[0]",
+        "tool-call-arguments",
+    ),
+    "a call without function": (
+        "openai",
+        [user(), calls({"id": "a", "type": "function"}), tool("a")],
+        "messages[1].tool_calls[0]",
+        "tool-call-shape",
+    ),
+    "a content part that is not a dict": (
+        "openai",
+        [user(["hello"])],
+        "messages[0].content[0]",
+        "part-shape",
+    ),
+    "a block without type": (
+        "anthropic",
+        [user([{"text": "hello"}])],
+        "messages[0].content[0]",
+        "part-shape",
+    ),
+    "tool_use.input as a string": (
+        "anthropic",
+        [user(), asst([{"type": "tool_use", "id": "a", "name": "f", "input": "{}"}])],
+        "messages[1].content[0]",
+        "tool-use-shape",
+    ),
+    "deeply nested unknown fields": (
+        "openai",
+        [user("x", meta={"a": {"b": {"c": {"d": [{"e": {"f": 1}}]}}}})],
+        "messages[0].meta",
+        "field-unknown",
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(MALFORMED))
+def test_each_malformed_shape_is_named_with_index_and_field(shape: str) -> None:
+    from ctxengine._messages.validate import ensure_well_formed
+
+    fmt, messages, where, rule = MALFORMED[shape]
+    with pytest.raises(MessageFormatError) as err:
+        ensure_well_formed(messages, fmt)  # type: ignore[arg-type]
+    assert [p.rule for p in err.value.problems] == [rule]
+    assert err.value.problems[0].message.startswith(f"{where}: ")
+    assert f"malformed {fmt} messages" in str(err.value)
+
+
+def test_well_formed_check_ignores_order_pairing_and_markers() -> None:
+    from ctxengine._messages.validate import ensure_well_formed
+
+    # An orphan result, two users in a row, an empty text block: repairable, not malformed.
+    ensure_well_formed([user([result("gone")]), user(""), asst([text("")])], "anthropic")
+    ensure_well_formed([], "openai")
+    # Cut-off JSON arguments are unsendable but readable: engines keep working with them.
+    ensure_well_formed([user(), calls(call("a", arguments="{oops")), tool("a")], "openai")

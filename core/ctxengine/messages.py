@@ -7,8 +7,10 @@ lists without converting or mutating them. This module is part of the declared S
 - reading (lenient, never raises on odd shapes): :func:`detect_format`, :func:`visible_text`,
   :func:`message_text`, :func:`tool_calls`, :func:`tool_results`, :func:`tool_groups`,
   :func:`cut_points`, ...;
-- judging shape: :func:`validate` (every finding as a :class:`Problem` with a stable rule id) and
-  :func:`ensure_valid` (raises :class:`MessageFormatError`);
+- judging shape: :func:`validate` (every finding as a :class:`Problem` with a stable rule id,
+  for the format's own API or, with ``profile="strict"``, the strictest routes),
+  :func:`ensure_valid` (raises :class:`MessageFormatError`) and :func:`ensure_well_formed`
+  (raises for malformed shapes only);
 - converting: :func:`to_anthropic`, :func:`to_openai`;
 - repairing what a compaction broke: :func:`sanitize_tool_pairs`;
 - redacting secrets: :func:`redact`;
@@ -101,7 +103,14 @@ from ctxengine._messages.read import (
 from ctxengine._messages.redact import REDACTION_PREFIX, redact
 from ctxengine._messages.responses_items import ItemsConverter, item_kind
 from ctxengine._messages.sanitize import sanitize_tool_pairs
-from ctxengine._messages.validate import ensure_valid, validate
+from ctxengine._messages.validate import (
+    PROFILES,
+    SHAPE_RULES,
+    Profile,
+    ensure_valid,
+    ensure_well_formed,
+    validate,
+)
 
 __all__ = [
     "ANTHROPIC_BLOCK_TYPES",
@@ -118,7 +127,9 @@ __all__ = [
     "MAX_BREAKPOINTS",
     "OPENAI_PART_TYPES",
     "OPENAI_ROLES",
+    "PROFILES",
     "REDACTION_PREFIX",
+    "SHAPE_RULES",
     "TTL",
     "TTLS",
     "Conversation",
@@ -133,6 +144,7 @@ __all__ = [
     "MessageView",
     "NotAMessageError",
     "Problem",
+    "Profile",
     "Stage",
     "SystemPrompt",
     "ToolCall",
@@ -150,6 +162,7 @@ __all__ = [
     "dumps_arguments",
     "edit_problems",
     "ensure_valid",
+    "ensure_well_formed",
     "has_visible_assistant_text",
     "is_compaction_block",
     "is_real_user_content",

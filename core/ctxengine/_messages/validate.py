@@ -8,13 +8,13 @@ request. Import these names from :mod:`ctxengine.messages`, which re-exports the
 Rule ids (provider in brackets where only one applies):
 
 - shape: ``messages-type``, ``messages-empty``, ``message-type``, ``role-missing``,
-  ``role-invalid``, ``content-type``, ``part-shape``, ``part-type``,
-  ``tool-call-shape`` / ``tool-call-arguments`` / ``tool-call-role`` / ``tool-message-shape``
-  [openai], ``tool-use-shape`` / ``tool-result-shape`` / ``tool-use-role`` /
-  ``tool-result-role`` / ``tool-result-order`` [anthropic], ``system-shape`` [anthropic],
-  ``system-param`` [openai], ``tools-shape``;
+  ``role-invalid``, ``content-type``, ``part-shape``, ``part-type``, ``field-unknown``,
+  ``tool-call-shape`` / ``tool-call-arguments`` / ``tool-call-json`` / ``tool-call-role`` /
+  ``tool-message-shape`` [openai], ``tool-use-shape`` / ``tool-result-shape`` /
+  ``tool-use-role`` / ``tool-result-role`` / ``tool-result-order`` [anthropic],
+  ``system-shape`` [anthropic], ``system-param`` [openai], ``tools-shape``;
 - order: ``system-position`` / ``tool-message-position`` [openai], ``first-role`` /
-  ``role-alternation`` [anthropic];
+  ``role-alternation`` [anthropic; openai with ``profile="strict"``];
 - emptiness [anthropic]: ``content-empty`` (empty string or list, except a final assistant
   message), ``text-empty`` (a text block whose text is ``""``; whitespace is allowed);
 - tool pairing: ``tool-call-unanswered``, ``tool-result-orphan``, ``tool-result-duplicate``,
@@ -28,6 +28,21 @@ Rule ids (provider in brackets where only one applies):
   ``context-edit-shape`` (an edit the API does not take), ``cache-control-cleared`` (a breakpoint
   on a block the request's context edits may clear). An Anthropic list may open with an assistant
   message when that message opens with a compaction block (the block stands for what came before).
+
+Profiles. ``"provider"`` (the default) checks the rules of the format's own API. ``"strict"``
+adds what the strictest routes enforce on any format: Claude on Amazon Bedrock (and the gateways
+and OpenAI-compatible routes that forward to it, or to models whose chat templates insist on
+it) answers 400 unless the first message after the system prompt is the user's and user and
+assistant turns alternate. In OpenAI format a run of ``tool`` messages counts as the user's turn
+(every converter puts tool results into the next user message), so ``tool`` followed by
+``user`` is one turn; ``user, user`` and ``assistant, assistant`` are not. Anthropic-format lists
+are held to these two rules by both profiles. In both formats an assistant message that opens
+with a compaction block may come first: it stands for the turns before it, and only the
+provider's own API, which accepts that opening, takes compaction blocks at all.
+
+:data:`SHAPE_RULES` are the findings that make a list unreadable rather than merely unsendable
+(wrong types, missing or unknown fields); :func:`ensure_well_formed` raises on those alone, for
+engines and hosts that repair order and pairing themselves.
 """
 
 from __future__ import annotations
@@ -35,7 +50,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ctxengine._messages.conversation import Format, Message, SystemPrompt
 from ctxengine._messages.editing import (
@@ -54,7 +69,70 @@ from ctxengine._messages.read import (
     tool_result_ids,
 )
 
-__all__ = ["MAX_BREAKPOINTS", "ensure_valid", "validate"]
+__all__ = [
+    "MAX_BREAKPOINTS",
+    "PROFILES",
+    "SHAPE_RULES",
+    "Profile",
+    "ensure_valid",
+    "ensure_well_formed",
+    "validate",
+]
+
+Profile = Literal["provider", "strict"]
+"""Which rules :func:`validate` applies: the format's own API, or the strictest routes too."""
+
+PROFILES: tuple[Profile, ...] = ("provider", "strict")
+
+SHAPE_RULES = frozenset(
+    {
+        "messages-type",
+        "message-type",
+        "role-missing",
+        "role-invalid",
+        "content-type",
+        "part-shape",
+        "part-type",
+        "field-unknown",
+        "tool-call-shape",
+        "tool-call-arguments",
+        "tool-call-role",
+        "tool-message-shape",
+        "tool-use-shape",
+        "tool-result-shape",
+        "tool-use-role",
+        "tool-result-role",
+        "system-shape",
+        "system-param",
+        "tools-shape",
+    }
+)
+"""Rules about the shape of each message (types and fields), as opposed to their order, their
+pairing, empty contents and cache markers."""
+
+# The message fields each format's API takes. OpenAI's list includes the fields OpenAI-compatible
+# servers and gateways add (reasoning of DeepSeek, vLLM and OpenRouter; OpenRouter's markers).
+_OPENAI_FIELDS = frozenset(
+    {
+        "role",
+        "content",
+        "name",
+        "tool_calls",
+        "tool_call_id",
+        "refusal",
+        "audio",
+        "function_call",
+        "annotations",
+        "prefix",
+        "reasoning_content",
+        "reasoning",
+        "reasoning_details",
+        "cache_control",
+    }
+)
+_ANTHROPIC_FIELDS = frozenset({"role", "content", "cache_control"})
+_OPENAI_CALL_FIELDS = frozenset({"id", "type", "function", "index"})
+_OPENAI_FUNCTION_FIELDS = frozenset({"name", "arguments"})
 
 _ANTHROPIC_ONLY = ("tool_use", "tool_result", "thinking", "redacted_thinking")
 # Part types OpenAI chat accepts, per role.
@@ -78,6 +156,8 @@ class _Checker:
         self.markers: list[_Marker] = []
         # OpenAI: set by the first non-system message; later system messages are misplaced.
         self.started = False
+        # OpenAI, strict profile: the previous message's side ("user", "tool", "assistant").
+        self.turn: str | None = None
 
     def add(self, index: int | None, rule: str, where: str, text: str) -> None:
         self.problems.append(Problem(index, rule, f"{where}: {text}"))
@@ -106,6 +186,7 @@ def validate(
     allow_pending_tool_call: bool = True,
     cache_control: object = None,
     context_management: object = None,
+    profile: Profile = "provider",
 ) -> list[Problem]:
     """Every way the request breaks ``provider``'s rules, ordered by message index.
 
@@ -117,12 +198,42 @@ def validate(
     automatic marker, when it has one: it counts towards the breakpoint limit and, as it marks the
     last cacheable block, comes last in the TTL order. ``context_management`` is the request's
     context management configuration (Anthropic), when it has one: its edits are checked and no
-    breakpoint may sit on a block they may clear.
+    breakpoint may sit on a block they may clear. ``profile`` ``"strict"`` adds the first-role
+    and alternation rules of the strictest routes (see the module docstring);
+    ``ctxengine.Kernel.validation_profile`` is the one for the configured route.
 
-    :raises ValueError: when ``provider`` is neither ``"openai"`` nor ``"anthropic"``.
+    :raises ValueError: when ``provider`` is neither ``"openai"`` nor ``"anthropic"``, or
+        ``profile`` is not one of :data:`PROFILES`.
     """
+    return _validate(
+        messages,
+        provider,
+        system=system,
+        tools=tools,
+        allow_pending_tool_call=allow_pending_tool_call,
+        cache_control=cache_control,
+        context_management=context_management,
+        profile=profile,
+        shape_only=False,
+    )
+
+
+def _validate(
+    messages: Sequence[Message],
+    provider: Format,
+    *,
+    system: SystemPrompt | None,
+    tools: Sequence[Mapping[str, Any]] | None,
+    allow_pending_tool_call: bool,
+    cache_control: object,
+    profile: Profile,
+    shape_only: bool,
+    context_management: object = None,
+) -> list[Problem]:
     if provider not in ("openai", "anthropic"):
         raise ValueError(f"provider must be 'openai' or 'anthropic', got {provider!r}")
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be 'provider' or 'strict', got {profile!r}")
     check = _Checker()
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         check.add(None, "messages-type", "messages", "must be a list of message dicts")
@@ -151,15 +262,19 @@ def validate(
             continue
         dicts.append(msg)
         if provider == "openai":
-            _check_openai_message(check, dicts, i)
+            _check_openai_message(check, dicts, i, strict=profile == "strict")
         else:
             _check_anthropic_message(check, dicts, i, len(messages))
-    _check_pairing(check, dicts, provider, allow_pending_tool_call)
-    _check_markers(check, cache_control)
-    if context_management is not None:
-        _check_context_management(check, dicts, context_management)
+    if shape_only:
+        problems = [p for p in check.problems if p.rule in SHAPE_RULES]
+    else:
+        _check_pairing(check, dicts, provider, allow_pending_tool_call)
+        _check_markers(check, cache_control)
+        if context_management is not None:
+            _check_context_management(check, dicts, context_management)
+        problems = check.problems
     # Request-level findings first, then by message; stable, so rule order per message is kept.
-    return sorted(check.problems, key=lambda p: -1 if p.index is None else p.index)
+    return sorted(problems, key=lambda p: -1 if p.index is None else p.index)
 
 
 def ensure_valid(messages: Sequence[Message], provider: Format, **kw: Any) -> None:
@@ -167,11 +282,37 @@ def ensure_valid(messages: Sequence[Message], provider: Format, **kw: Any) -> No
 
     Keyword arguments are those of :func:`validate`.
     """
-    problems = validate(messages, provider, **kw)
+    _raise(validate(messages, provider, **kw), provider, "")
+
+
+def ensure_well_formed(
+    messages: Sequence[Message], provider: Format, *, system: SystemPrompt | None = None
+) -> None:
+    """Raise :class:`MessageFormatError` listing the :data:`SHAPE_RULES` findings: values of the
+    wrong type, missing required fields, unknown fields, each with the message index and the
+    offending field. Order, pairing, empty contents and cache markers are not judged (engines
+    repair those); an empty list passes.
+
+    :raises ValueError: when ``provider`` is neither ``"openai"`` nor ``"anthropic"``.
+    """
+    problems = _validate(
+        messages,
+        provider,
+        system=system,
+        tools=None,
+        allow_pending_tool_call=True,
+        cache_control=None,
+        profile="provider",
+        shape_only=True,
+    )
+    _raise(problems, provider, "malformed ")
+
+
+def _raise(problems: Sequence[Problem], provider: Format, what: str) -> None:
     if problems:
         lines = "\n".join(f"- {p}" for p in problems)
         raise MessageFormatError(
-            f"{len(problems)} problem(s) in {provider} messages:\n{lines}", problems
+            f"{len(problems)} problem(s) in {what}{provider} messages:\n{lines}", problems
         )
 
 
@@ -283,11 +424,55 @@ def _check_compaction(
 # OpenAI messages
 
 
-def _check_openai_message(check: _Checker, msgs: list[Message], i: int) -> None:
+def _check_fields(
+    check: _Checker, obj: Mapping[Any, Any], allowed: frozenset[str], where: str, i: int
+) -> None:
+    """One ``field-unknown`` finding per key the API does not take; its value is never read
+    (the API rejects an unknown field whatever it holds, however deeply nested)."""
+    for key in obj:
+        if key in allowed:
+            continue
+        name = key if isinstance(key, str) and len(key) <= 60 else None
+        shown = f"{where}.{name}" if name is not None else where
+        what = "" if name is not None else f" {repr(key)[:60]}"
+        check.add(
+            i,
+            "field-unknown",
+            shown,
+            f"unknown field{what}, which the API rejects; allowed: {', '.join(sorted(allowed))}",
+        )
+
+
+def _check_openai_turn(check: _Checker, msg: Message, role: str, where: str, i: int) -> None:
+    """The strict profile's first-role and alternation rules (tool results are the user's
+    side of the conversation, see the module docstring)."""
+    previous, check.turn = check.turn, role
+    if previous is None:
+        if role != "user" and not _opens_with_compaction(msg):
+            check.add(
+                i,
+                "first-role",
+                where,
+                f"the first message after the system prompt must be 'user' on strict routes "
+                f"(Claude on Amazon Bedrock and gateways in front of it), got {role!r}",
+            )
+        return
+    if role == previous and role in ("user", "assistant"):
+        check.add(
+            i,
+            "role-alternation",
+            where,
+            f"two {role} messages in a row; strict routes need user and assistant turns to "
+            "alternate (merge them)",
+        )
+
+
+def _check_openai_message(check: _Checker, msgs: list[Message], i: int, *, strict: bool) -> None:
     msg = msgs[i]
     where = f"messages[{i}]"
     role = msg.get("role")
     check.marker(msg, where, i)
+    _check_fields(check, msg, _OPENAI_FIELDS, where, i)
     if role is None:
         check.add(i, "role-missing", where, f"missing 'role'; allowed: {', '.join(OPENAI_ROLES)}")
         return
@@ -298,6 +483,8 @@ def _check_openai_message(check: _Checker, msgs: list[Message], i: int) -> None:
         return
     if role not in ("system", "developer"):
         check.started = True
+        if strict:
+            _check_openai_turn(check, msg, role, where, i)
     elif check.started:
         check.add(
             i,
@@ -343,7 +530,7 @@ def _check_openai_message(check: _Checker, msgs: list[Message], i: int) -> None:
         part_where = f"{where}.content[{j}]"
         kind = part.get("type") if isinstance(part, dict) else None
         if not isinstance(part, dict) or not isinstance(kind, str):
-            check.add(i, "part-shape", part_where, "a content part must be a dict with a 'type'")
+            check.add(i, "part-shape", part_where, _not_a_block("content part", part))
             continue
         check.marker(part, part_where, i)
         if kind == "text":
@@ -368,10 +555,23 @@ def _check_openai_message(check: _Checker, msgs: list[Message], i: int) -> None:
             )
 
 
+def _not_a_block(what: str, value: object) -> str:
+    """Why ``value`` is not a content part/block: not a dict, or no string ``type``."""
+    if not isinstance(value, dict):
+        return f"a {what} must be a dict with a 'type', got {type(value).__name__}"
+    if "type" not in value:
+        return f"a {what} must be a dict with a 'type'; this one has no 'type' field"
+    return f"a {what} must be a dict with a 'type' string, got {type(value['type']).__name__}"
+
+
 def _check_openai_calls(check: _Checker, calls: Any, where: str, i: int) -> None:
     if not isinstance(calls, list) or not calls:
+        got = type(calls).__name__ if not isinstance(calls, list) else "an empty list"
         check.add(
-            i, "tool-call-shape", where, "tool_calls must be a non-empty list (omit it otherwise)"
+            i,
+            "tool-call-shape",
+            f"{where}.tool_calls",
+            f"must be a non-empty list of tool calls (omit it otherwise), got {got}",
         )
         return
     for k, call in enumerate(calls):
@@ -379,30 +579,39 @@ def _check_openai_calls(check: _Checker, calls: Any, where: str, i: int) -> None
         if not isinstance(call, dict):
             check.add(i, "tool-call-shape", call_where, "a tool call must be a dict")
             continue
+        _check_fields(check, call, _OPENAI_CALL_FIELDS, call_where, i)
         fn = call.get("function")
         missing = []
         if not isinstance(call.get("id"), str) or not call.get("id"):
             missing.append("an 'id' string")
         if call.get("type") != "function":
             missing.append("'type': 'function'")
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn.get("name"):
+        if not isinstance(fn, dict):
+            got = type(fn).__name__ if "function" in call else "nothing"
+            missing.append(f"a 'function' object with a 'name' (got {got})")
+        elif not isinstance(fn.get("name"), str) or not fn.get("name"):
             missing.append("'function.name'")
         if missing:
             check.add(i, "tool-call-shape", call_where, f"a tool call needs {', '.join(missing)}")
         if not isinstance(fn, dict):
             continue
+        _check_fields(check, fn, _OPENAI_FUNCTION_FIELDS, f"{call_where}.function", i)
         args = fn.get("arguments")
         if not isinstance(args, str):
             check.add(
-                i, "tool-call-arguments", call_where, "'function.arguments' must be a JSON string"
+                i,
+                "tool-call-arguments",
+                call_where,
+                f"'function.arguments' must be a JSON string, got {type(args).__name__}",
             )
             continue
         try:
             json.loads(args)
         except json.JSONDecodeError as exc:
+            # Models do emit cut-off JSON; the API refuses it, engines can still read the call.
             check.add(
                 i,
-                "tool-call-arguments",
+                "tool-call-json",
                 call_where,
                 f"'function.arguments' is not valid JSON ({exc.msg} at char {exc.pos})",
             )
@@ -417,6 +626,7 @@ def _check_anthropic_message(check: _Checker, msgs: list[Message], i: int, n: in
     where = f"messages[{i}]"
     role = msg.get("role")
     check.marker(msg, where, i)
+    _check_fields(check, msg, _ANTHROPIC_FIELDS, where, i)
     if role is None:
         check.add(i, "role-missing", where, "missing 'role'; allowed: user, assistant")
         return
@@ -464,7 +674,7 @@ def _check_anthropic_message(check: _Checker, msgs: list[Message], i: int, n: in
         block_where = f"{where}.content[{j}]"
         kind = block.get("type") if isinstance(block, dict) else None
         if not isinstance(block, dict) or not isinstance(kind, str):
-            check.add(i, "part-shape", block_where, "a content block must be a dict with a 'type'")
+            check.add(i, "part-shape", block_where, _not_a_block("content block", block))
             continue
         check.marker(block, block_where, i)
         if kind == "tool_result":
@@ -519,7 +729,8 @@ def _check_tool_use(check: _Checker, block: Mapping[str, Any], where: str, i: in
     if not isinstance(block.get("name"), str) or not block.get("name"):
         missing.append("a 'name' string")
     if not isinstance(block.get("input"), dict):
-        missing.append("an 'input' object")
+        got = type(block.get("input")).__name__ if "input" in block else "nothing"
+        missing.append(f"an 'input' object (got {got})")
     if missing:
         check.add(i, "tool-use-shape", where, f"a tool_use block needs {', '.join(missing)}")
 
@@ -545,7 +756,7 @@ def _check_tool_result(check: _Checker, block: Mapping[str, Any], where: str, i:
     for k, inner in enumerate(content):
         inner_where = f"{where}.content[{k}]"
         if not isinstance(inner, dict) or not isinstance(inner.get("type"), str):
-            check.add(i, "part-shape", inner_where, "a content block must be a dict with a 'type'")
+            check.add(i, "part-shape", inner_where, _not_a_block("content block", inner))
             continue
         check.marker(inner, inner_where, i)
         if inner["type"] == "text":
