@@ -84,6 +84,43 @@ def test_secrets_are_masked(text: str, expected: str | None) -> None:
     assert redact(out) == out, "redact must be idempotent"
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("my db password is hunter2", "my db password is [REDACTED:password]"),
+        ("my db password is hunter2.", "my db password is [REDACTED:password]."),
+        ("The API token was ab12cd34!", "The API token was [REDACTED:token]"),
+        ("the api key is abc123XYZ", "the api key is [REDACTED:api_key]"),
+        ("my secret is: 8f3k2x", "my secret is: [REDACTED:secret]"),
+        ("Password: Hunter22", "Password: [REDACTED:password]"),
+        ("the passwd is 48213", "the passwd is [REDACTED:password]"),
+        ("the password is `letmein`", "the password is `[REDACTED:password]`"),
+        ("DB password: p@ssw0rd, user root", "DB password: [REDACTED:password], user root"),
+        ("use token=x9y8z7 here", "use token=[REDACTED:token] here"),
+    ],
+)
+def test_prose_secrets_are_masked(text: str, expected: str) -> None:
+    assert redact(text) == expected
+    assert redact(expected) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the token is valid",
+        "the token is one-time and expires",
+        "my password is stored hashed",
+        "token: 5",
+        "the token was a1.b2()",
+        "api_key = os.environ[x]",
+        "the password is 'pa ss'",
+        "the secret is out",
+    ],
+)
+def test_prose_without_a_secret_is_unchanged(text: str) -> None:
+    assert redact(text) == text
+
+
 def test_env_file_keeps_keys_and_masks_values() -> None:
     assert redact("DB_PASSWORD=hunter2\nAPI_KEY=abcdef\nDEBUG=1\n") == (
         "DB_PASSWORD=[REDACTED:password]\nAPI_KEY=[REDACTED:api_key]\nDEBUG=1\n"

@@ -124,6 +124,63 @@ def _cli_repl(m: re.Match[str]) -> str:
     return _masked(m, _kind_for_key(m.group("key")))
 
 
+# --- secrets in prose ---------------------------------------------------------------------------
+
+# "my db password is hunter2", "the token was ab12cd", "secret: x9!" -- a secret word (whole, not
+# part of an identifier: checked in Python), "is"/"was"/":"/"=", then a quoted or bare value.
+_PROSE_WORDS = ("password", "passwords", "passwd", "passphrase", "pwd", "secret", "token")
+_PROSE = re.compile(
+    "(?P<key>"
+    + "|".join(v for w in _PROSE_WORDS for v in (w, w.capitalize(), w.upper()))
+    + r"|[Aa][Pp][Ii][ _-]?[Kk][Ee][Yy])"
+    r"(?P<sep>[ \t]+(?i:is|was)[ \t]*:?[ \t]*|[ \t]*[:=][ \t]*)"
+    r"(?:(?P<q>[\"'`])(?P<qval>[^\"'`\s]{3,200})(?P=q)"
+    r"|(?P<val>[^\s\"'`,;&#()\[\]{}<>]{3,200}))"
+)
+_PROSE_END = ".:"
+"""A full stop or colon ending a bare value ends the sentence, not the secret."""
+
+
+def _prose_value_is_secret(value: str, quoted: bool, spoken: bool) -> bool:
+    """Whether the word after "password is" / "token:" is a literal secret.
+
+    Quoted values are. A bare word must look like one -- a digit, a symbol (not ``_``, ``.`` or
+    ``-``, which identifiers and compound words use) or a capital after its first letter -- so
+    prose ("the token is one-time") and code ("token: str", "token = get_token()") stay; after
+    "is"/"was" a number of four or more digits (a PIN) counts too.
+    """
+    if _is_placeholder(value):
+        return False
+    if quoted:
+        return True
+    if value.isdigit():
+        return spoken and len(value) >= 4
+    if any(c.isdigit() for c in value) or any(c.isupper() for c in value[1:]):
+        return True
+    return any(not (c.isalnum() or c in "_.-") for c in value)
+
+
+def _prose_repl(m: re.Match[str]) -> str:
+    text, start = m.string, m.start()
+    if _preceded_by_ident(text, start):
+        return m.group(0)
+    group = "qval" if m.group("qval") is not None else "val"
+    value = m.group(group)
+    end = m.end(group)
+    if group == "val":
+        if end < len(text) and text[end] == "(":
+            return m.group(0)  # a call: code, not a secret
+        trimmed = value.rstrip(_PROSE_END)
+        end -= len(value) - len(trimmed)
+        value = trimmed
+    spoken = not m.group("sep").strip().startswith((":", "="))
+    if len(value) < 3 or not _prose_value_is_secret(value, group == "qval", spoken):
+        return m.group(0)
+    whole = m.group(0)
+    cut_start, cut_end = m.start(group) - start, end - start
+    return f"{whole[:cut_start]}{_marker(_kind_for_key(m.group('key')))}{whole[cut_end:]}"
+
+
 # --- key = value assignments ---------------------------------------------------------------------
 
 # Candidate key words in the spellings keys use (snake, camel, SCREAMING); the key is then read
@@ -251,7 +308,8 @@ def redact(text: str) -> str:
     Masks API keys (Anthropic ``sk-ant-…``, OpenAI ``sk-…``, GitHub ``ghp_…``/``github_pat_…``,
     Slack ``xox…``, AWS ``AKIA…``, Google ``AIza…``), ``Authorization``/``Bearer`` tokens, JWTs,
     PEM private-key blocks, secret-looking assignments (``PASSWORD=…``, ``"api_key": "…"``,
-    ``password: …``, ``--token …``) and the password of ``scheme://user:password@host`` URLs.
+    ``password: …``, ``--token …``), secrets in prose (``my db password is …``, ``the token
+    was …``, ``secret: …``) and the password of ``scheme://user:password@host`` URLs.
     Everything else is returned unchanged, and ``redact(redact(t)) == redact(t)``.
 
     :raises TypeError: when ``text`` is not a ``str``.
@@ -275,4 +333,5 @@ def redact(text: str) -> str:
     for needle, pattern, repl in _SUBSTITUTIONS:
         if needle in text:
             text = pattern.sub(repl, text)
+    text = _PROSE.sub(_prose_repl, text)
     return _redact_assignments(text)
