@@ -378,7 +378,8 @@ def test_section_must_be_a_mapping() -> None:
     assert only_error({"compression": [1, 2]}) == (
         f"config error in {SRC}: compression = [1, 2]: must be a mapping of key: value "
         "(allowed keys: enabled, abort_on_summary_failure, threshold, target_ratio, "
-        "protect_last_n, protect_first_n, hygiene_threshold, hygiene_hard_message_limit)"
+        "protect_last_n, protect_first_n, summary_max_calls, hygiene_threshold, "
+        "hygiene_hard_message_limit)"
     )
     assert only_error({"auxiliary": "openai"}) == (
         f"config error in {SRC}: auxiliary = 'openai': must be a mapping of key: value "
@@ -395,7 +396,7 @@ def test_unknown_key_suggests_closest() -> None:
     assert only_error({"compression": {"treshold": 0.5}}) == (
         f"config error in {SRC}: compression.treshold: unknown key; did you mean 'threshold'? "
         "(allowed: enabled, abort_on_summary_failure, threshold, target_ratio, protect_last_n, "
-        "protect_first_n, hygiene_threshold, hygiene_hard_message_limit)"
+        "protect_first_n, summary_max_calls, hygiene_threshold, hygiene_hard_message_limit)"
     )
 
 
@@ -409,7 +410,9 @@ def test_unknown_key_without_close_match() -> None:
 def test_unknown_nested_key() -> None:
     assert only_error({"auxiliary": {"compression": {"modle": "x"}}}) == (
         f"config error in {SRC}: auxiliary.compression.modle: unknown key; did you mean 'model'? "
-        "(allowed: provider, model, base_url, api_key, timeout, context_length, cache_aware)"
+        "(allowed: provider, model, base_url, api_key, timeout, context_length, cache_aware, "
+        "max_attempts, retry_backoff, retry_max_wait, breaker_failures, breaker_cooldown, "
+        "fallback)"
     )
     assert only_error({"auxiliary": {"compresion": {}}}) == (
         f"config error in {SRC}: auxiliary.compresion: unknown key; did you mean "
@@ -741,6 +744,8 @@ def test_every_env_var(home: Path) -> None:
         CTXENGINE_SUMMARY_MODEL="gpt-5-mini",
         CTXENGINE_SUMMARY_BASE_URL="http://127.0.0.1:11434/v1",
         CTXENGINE_SUMMARY_TIMEOUT="30",
+        CTXENGINE_SUMMARY_MAX_ATTEMPTS="5",
+        CTXENGINE_SUMMARY_FALLBACK=os.pathsep.join(["anthropic", "extractive"]),
         CTXENGINE_PROMPT_CACHING="auto",
         CTXENGINE_CACHE_TTL="1h",
         CTXENGINE_CLEAR_TOOL_USES="yes",
@@ -761,6 +766,8 @@ def test_every_env_var(home: Path) -> None:
         model="gpt-5-mini",
         base_url="http://127.0.0.1:11434/v1",
         timeout=30.0,
+        max_attempts=5,
+        fallback=("anthropic", "extractive"),
     )
     assert c.prompt_caching == PromptCachingSettings(enabled="auto", cache_ttl="1h")
     assert c.context_editing.clear_tool_uses is True
@@ -966,7 +973,8 @@ def test_override_errors(home: Path) -> None:
         "config error in override: compression.threshold = 2.0: must be a number from 0.05 to 0.95",
         "config error in override: compression.thresold: unknown key; did you mean "
         "'threshold'? (allowed: enabled, abort_on_summary_failure, threshold, target_ratio, "
-        "protect_last_n, protect_first_n, hygiene_threshold, hygiene_hard_message_limit)",
+        "protect_last_n, protect_first_n, summary_max_calls, hygiene_threshold, "
+        "hygiene_hard_message_limit)",
         "config error in override: prompt_caching.cache_ttl = '2h': "
         "must be one of '5m', '1h', 'auto'",
         "config error in override: models.m.windw: unknown key (allowed: context_length, "

@@ -81,13 +81,28 @@ if TYPE_CHECKING:
         THRASH_SAVING,
         CompactionGuard,
     )
-    from ctxengine._plugin.results import CompressResult
-    from ctxengine._plugin.tools import DuplicateToolError, RegisteredTool, Tool, ToolError
+    from ctxengine._plugin.results import CompressResult, GatewayVerdict, SummaryCall
+    from ctxengine._plugin.tools import (
+        DuplicateToolError,
+        RegisteredTool,
+        Tool,
+        ToolError,
+        bounded_repr,
+    )
     from ctxengine._summarize import SummaryError, SummaryProvider, classify_error, strip_reasoning
+    from ctxengine._summarize.errors import SummaryAttempt
+    from ctxengine._summarize.policy import (
+        FailurePolicy,
+        SummaryReply,
+        SummaryService,
+        call_summary,
+    )
     from ctxengine._summarize.template import (
         DIGEST_LABEL_PREFIX,
+        MIN_SUMMARY_WORDS,
         MIN_TEMPLATE_HEADINGS,
         SUMMARY_HEADINGS,
+        check_summary,
         conform_to_template,
         split_summary,
     )
@@ -95,6 +110,16 @@ if TYPE_CHECKING:
 
 # Public name -> defining private module, imported on first attribute access.
 _LAZY = {
+    "bounded_repr": "ctxengine._plugin.tools",
+    "GatewayVerdict": "ctxengine._plugin.results",
+    "FailurePolicy": "ctxengine._summarize.policy",
+    "MIN_SUMMARY_WORDS": "ctxengine._summarize.template",
+    "SummaryAttempt": "ctxengine._summarize.errors",
+    "SummaryCall": "ctxengine._plugin.results",
+    "SummaryReply": "ctxengine._summarize.policy",
+    "SummaryService": "ctxengine._summarize.policy",
+    "call_summary": "ctxengine._summarize.policy",
+    "check_summary": "ctxengine._summarize.template",
     "COOLDOWN_SECONDS": "ctxengine._plugin.guards",
     "CacheAwareProvider": "ctxengine._plugin.cache_aware",
     "CacheSettings": "ctxengine._plugin.context",
@@ -177,6 +202,7 @@ _LAZY = {
 __all__ = [
     "COOLDOWN_SECONDS",
     "DIGEST_LABEL_PREFIX",
+    "MIN_SUMMARY_WORDS",
     "MIN_TEMPLATE_HEADINGS",
     "SUMMARY_HEADINGS",
     "THRASH_RUN",
@@ -198,9 +224,11 @@ __all__ = [
     "EngineContext",
     "EngineNotFoundError",
     "EngineNotFoundWarning",
+    "FailurePolicy",
     "Field",
     "FieldKind",
     "Format",
+    "GatewayVerdict",
     "HygieneReport",
     "Kernel",
     "LoadedConfig",
@@ -221,8 +249,12 @@ __all__ = [
     "SettingsSpec",
     "SettingsView",
     "Stage",
+    "SummaryAttempt",
+    "SummaryCall",
     "SummaryError",
     "SummaryProvider",
+    "SummaryReply",
+    "SummaryService",
     "SystemPrompt",
     "TextSize",
     "TokenCounter",
@@ -232,7 +264,10 @@ __all__ = [
     "Usage",
     "WrappedClient",
     "__version__",
+    "bounded_repr",
     "cache_line",
+    "call_summary",
+    "check_summary",
     "classify_error",
     "config_from_mapping",
     "conform_to_template",

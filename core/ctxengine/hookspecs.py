@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ctxengine._messages.conversation import Conversation, Stage
     from ctxengine._plugin.commands import PluginCommands
     from ctxengine._plugin.context import CacheSettings, EngineContext
-    from ctxengine._plugin.results import CompressResult
+    from ctxengine._plugin.results import CompressResult, GatewayVerdict
     from ctxengine._plugin.tools import Tool
 
 PROJECT = "ctxengine"
@@ -43,7 +43,7 @@ def should_compress(
     force: bool,
     message_count: int,
     prompt: TokenEstimate,
-) -> bool | None:
+) -> bool | GatewayVerdict | None:
     """First result: should this session compact now? ``None`` means no opinion.
 
     Compare thresholds with ``prompt.reaches(threshold)``: it gives the answer exact token counts
@@ -61,7 +61,9 @@ def should_compress(
     :param prompt: the prompt size in the provider's tokens (see
         :meth:`ctxengine.Session.prompt`): bounds, a point estimate, the exact count on demand.
     :returns: ``True``/``False``, or ``None`` to let the next implementation decide (the kernel
-        treats an unanswered call as ``False``).
+        treats an unanswered call as ``False``). At the gateway stage a
+        :class:`~ctxengine.GatewayVerdict` may say why and pass a message budget on to the
+        engine.
     """
 
 
@@ -72,13 +74,20 @@ def compress(
     stage: Stage,
     force: bool,
     focus: str | None,
+    message_budget: int | None,
 ) -> CompressResult | None:
     """First result: compact ``conversation`` and report what happened.
 
     Implementations never mutate ``conversation.messages`` and return a conversation in the same
     format. ``noop`` and ``aborted`` results hand the input back unchanged.
 
+    :param force: an explicit request (``stage="agent"``) or the gateway's decision
+        (``stage="gateway"``): ignore cooldowns and thresholds. Only an agent-stage ``force``
+        passes an open summary-provider breaker (``call_summary(..., force=...)``).
     :param focus: an optional topic the summary should keep in most detail.
+    :param message_budget: the most messages the result may hold (the gateway's hard message
+        limit), or ``None``; an engine that cannot meet it compacts what it can and the kernel
+        reports the shortfall.
     :returns: the :class:`~ctxengine.CompressResult`, or ``None`` for "not mine".
     """
 

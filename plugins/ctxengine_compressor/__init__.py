@@ -36,7 +36,8 @@ CTXENGINE_KIND = "engine"
 
 @hookimpl
 def declare_settings(settings: PluginSettings) -> None:
-    """``compression.threshold``, ``target_ratio``, ``protect_last_n``, ``protect_first_n``."""
+    """``compression.threshold``, ``target_ratio``, ``protect_last_n``, ``protect_first_n``,
+    ``summary_max_calls``."""
     from ctxengine_compressor.settings import SETTINGS
 
     settings.add(SETTINGS)
@@ -62,11 +63,12 @@ def compress(
     stage: Stage,
     force: bool,
     focus: str | None,
+    message_budget: int | None,
 ) -> CompressResult:
     """Compact the conversation; see :func:`ctxengine_compressor.engine.compress`."""
     from ctxengine_compressor import engine
 
-    return engine.compress(ctx, conversation, stage, force, focus)
+    return engine.compress(ctx, conversation, stage, force, focus, message_budget)
 
 
 @hookimpl

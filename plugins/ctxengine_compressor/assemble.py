@@ -19,6 +19,7 @@ __all__ = [
     "SYSTEM_NOTE",
     "assemble",
     "find_summary",
+    "first_summary_index",
     "has_system_note",
     "unwrap_summary",
     "without_summary",
@@ -111,6 +112,14 @@ def _cut_summary(text: str) -> str:
     return text
 
 
+def first_summary_index(messages: Sequence[Message]) -> int | None:
+    """The index of the first user or assistant message holding a summary, if any."""
+    for index, msg in enumerate(messages):
+        if msg.get("role") in ("user", "assistant") and is_summary_message(msg):
+            return index
+    return None
+
+
 def find_summary(messages: Sequence[Message], start: int, end: int) -> tuple[int, str] | None:
     """The last message in ``messages[start:end]`` holding a summary, and the summary text."""
     for index in range(end - 1, start - 1, -1):
@@ -173,8 +182,10 @@ def assemble(
     """The compacted conversation: head (from ``pruned``), summary message, tail (from
     ``messages``, untouched), then the tool-pair sanitizer.
 
-    The summary message gets the role that differs from both neighbours (Anthropic: ``user`` when
-    it comes first); when both roles collide it is merged into the last head message instead.
+    The summary message gets the role that differs from both neighbours (``user`` when it comes
+    first after the system prompt, as Anthropic and every strict route require; after OpenAI tool
+    results, which are the user's side, ``user`` or ``assistant`` as the tail needs); when both
+    roles collide it is merged into the last head message instead.
     With ``add_note`` the system prompt gets :data:`SYSTEM_NOTE` (in ``system`` for Anthropic,
     in the first system message for OpenAI); without a system prompt there is nothing to note.
     """
@@ -195,7 +206,8 @@ def assemble(
     body_head = head[system_end:]
     prev = body_head[-1].get("role") if body_head else None
     nxt = tail[0].get("role") if tail else None
-    role = _choose_role(prev, nxt, must_be_user=fmt == "anthropic" and not body_head)
+    # First after the system prompt, the summary must be the user's (Anthropic, strict routes).
+    role = _choose_role(prev, nxt, must_be_user=not body_head)
     if role is not None:
         out = [*head, {"role": role, "content": wrapped}, *tail]
     elif body_head:

@@ -65,17 +65,21 @@ def find_boundaries(
     messages: Sequence[Message],
     fmt: Format,
     *,
-    first: bool,
     protect_first_n: int,
     protect_last_n: int,
     tail_token_budget: int,
     sizes: RunSizes,
     is_summary: Callable[[Message], bool] = lambda msg: False,
+    summary_at: int | None = None,
+    max_messages: int | None = None,
 ) -> Boundaries:
     """Head and tail of ``messages`` by the rules of ``docs/builtins/compressor.md``.
 
-    - head: the system prompt, plus ``protect_first_n`` messages when ``first`` (the first
-      compaction); later compactions keep only the system prompt;
+    - head: the system prompt plus ``protect_first_n`` messages, on every compaction, but never
+      reaching ``summary_at`` (the first message that holds an earlier summary): later
+      compactions keep the head the first one kept -- the user's first task stays verbatim and
+      in place -- and the summary after it is updated; a head that would not open with a real
+      user message is left empty;
     - tail: walk back from the end while the messages fit ``tail_token_budget``, never fewer than
       ``protect_last_n`` messages, but the floor takes at most half of what lies after the head so
       something remains to compact;
@@ -85,8 +89,11 @@ def find_boundaries(
       so the compaction still has a middle;
     - no boundary splits a tool call from its results (parallel calls included) and the tail never
       starts with a tool result;
-    - for Anthropic, when the head is empty the tail starts with an assistant turn, so the summary
-      can be the first (user) message;
+    - when nothing but the system prompt is kept before the summary, the summary is the first
+      message and must be the user's (Anthropic's rule, and every strict route's), so the tail
+      starts with an assistant turn;
+    - ``max_messages`` (the gateway's hard limit): the result holds at most that many messages
+      (head, one summary, tail), overriding the tail's floors and the head's extension;
     - ``is_summary`` marks earlier summary messages, which never count as the latest ask or reply.
 
     Tokens counted exactly: the tail, message by message until the budget is spent (the message
@@ -97,8 +104,8 @@ def find_boundaries(
     system_end = system_prefix_length(messages, fmt)
     cuts = cut_points(messages, fmt)
 
-    head_end = system_end + (max(0, protect_first_n) if first else 0)
-    head_end = _snap_forward(cuts, min(head_end, n))
+    plain_head = _plain_head(messages, fmt, cuts, system_end, protect_first_n, summary_at)
+    head_end = plain_head
 
     # Tail by token budget, then the message-count floor (capped at half of what follows the head).
     tail_start = n
@@ -144,9 +151,16 @@ def find_boundaries(
         else:
             head_end = _snap_forward(cuts, index + 1)
 
+    if max_messages is not None:
+        head_end, tail_start = _within_budget(
+            messages, fmt, cuts, plain_head, head_end, tail_start, max_messages
+        )
     tail_start = _snap_back(messages, fmt, cuts, tail_start, head_end)
-    if fmt == "anthropic" and head_end == 0 and tail_start < n:
-        tail_start = _anthropic_tail_after_empty_head(messages, fmt, cuts, tail_start)
+    if head_end == system_end and tail_start < n:
+        tail_start = _tail_after_empty_head(messages, cuts, tail_start, system_end)
+        if max_messages is not None and system_end + 1 + n - tail_start > max_messages:
+            later = _next_assistant_turn(messages, fmt, cuts, n - max_messages + system_end + 1)
+            tail_start = later if later < n else tail_start
 
     if tail_start <= head_end:
         kept = n - system_end
@@ -156,12 +170,77 @@ def find_boundaries(
             max(tail_start, head_end),
             reason=(
                 f"nothing to compact: all {kept} messages belong to the protected head "
-                f"(system + {protect_first_n if first else 0} first messages) or the protected "
-                f"tail (last {protect_last_n} messages / {tail_token_budget:,} tokens, latest user "
+                f"(system + {protect_first_n} first messages) or the protected tail (last "
+                f"{protect_last_n} messages / {tail_token_budget:,} tokens, latest user "
                 f"message and reply)"
             ),
         )
     return Boundaries(system_end, head_end, tail_start)
+
+
+def _plain_head(
+    messages: Sequence[Message],
+    fmt: Format,
+    cuts: list[bool],
+    system_end: int,
+    protect_first_n: int,
+    summary_at: int | None,
+) -> int:
+    """System prompt + ``protect_first_n`` messages, moved forward to a cut, but ending before
+    ``summary_at`` (moved back to a cut there). A head must open with a real user message (the
+    first message after the system prompt is the user's on strict routes); when the list opens
+    otherwise (an assistant turn, results whose calls are gone) only the system prompt is kept
+    and the summary, a user message, comes first."""
+    n = len(messages)
+    if system_end >= n or not is_real_user_message(messages[system_end], fmt):
+        return system_end
+    head_end = _snap_forward(cuts, min(system_end + max(0, protect_first_n), n))
+    if summary_at is not None and head_end > summary_at:
+        head_end = max(summary_at, system_end)
+        while head_end > system_end and not cuts[head_end]:
+            head_end -= 1
+    return head_end
+
+
+def _within_budget(
+    messages: Sequence[Message],
+    fmt: Format,
+    cuts: list[bool],
+    plain_head: int,
+    head_end: int,
+    tail_start: int,
+    max_messages: int,
+) -> tuple[int, int]:
+    """Head and tail such that head + one summary + tail hold at most ``max_messages``."""
+    n = len(messages)
+    if head_end + 1 + (n - tail_start) <= max_messages:
+        return head_end, tail_start
+    head_end = plain_head  # the extension past a lone early ask gives way to the limit
+    lowest = n - max(1, max_messages - head_end - 1)
+    later = _next_assistant_turn(messages, fmt, cuts, lowest, any_turn=True)
+    # No place to start a tail within the limit: keep the tail (the caller reports the limit).
+    return head_end, max(tail_start, later) if later < n else tail_start
+
+
+def _next_assistant_turn(
+    messages: Sequence[Message],
+    fmt: Format,
+    cuts: list[bool],
+    index: int,
+    *,
+    any_turn: bool = False,
+) -> int:
+    """The first cut at or after ``index`` where a tail may start (not a tool result); with
+    ``any_turn`` false it must also be an assistant message. ``len(messages)`` when none."""
+    n = len(messages)
+    index = max(0, index)
+    while index < n and (
+        not cuts[index]
+        or is_tool_result_message(messages[index], fmt)
+        or (not any_turn and messages[index].get("role") != "assistant")
+    ):
+        index += 1
+    return index
 
 
 def _snap_forward(cuts: list[bool], index: int) -> int:
@@ -180,15 +259,16 @@ def _snap_back(
     return index
 
 
-def _anthropic_tail_after_empty_head(
-    messages: Sequence[Message], fmt: Format, cuts: list[bool], tail_start: int
+def _tail_after_empty_head(
+    messages: Sequence[Message], cuts: list[bool], tail_start: int, floor: int
 ) -> int:
-    """With no head, the summary is the first message and must be ``user``; the tail must then
-    start with an assistant turn, so move it back to the nearest one (0 when there is none)."""
+    """With no head but the system prompt, the summary is the first message and must be
+    ``user``; the tail must then start with an assistant turn, so move it back to the nearest
+    one (``floor`` -- nothing to compact -- when there is none)."""
     index = tail_start
-    while index > 0 and not (cuts[index] and messages[index].get("role") == "assistant"):
+    while index > floor and not (cuts[index] and messages[index].get("role") == "assistant"):
         index -= 1
-    return index if messages[index].get("role") == "assistant" else 0
+    return index if index > floor else floor
 
 
 def _last_index(messages: Sequence[Message], test: Callable[[Message], bool]) -> int:

@@ -10,11 +10,12 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from ctxengine import COOLDOWN_SECONDS, CompressResult
+from ctxengine import COOLDOWN_SECONDS, CompressResult, SummaryCall
 from ctxengine.messages import visible_text
 from ctxengine_compressor.assemble import (
     assemble,
     find_summary,
+    first_summary_index,
     has_system_note,
     is_pure_summary_message,
     is_summary_message,
@@ -56,6 +57,7 @@ def compress(
     stage: Stage,
     force: bool,
     focus: str | None,
+    message_budget: int | None = None,
 ) -> CompressResult:
     """Compact ``conversation`` (see the package docstring); never mutates it.
 
@@ -64,6 +66,10 @@ def compress(
     whether the summary pays. The middle's size elsewhere (the summary budget, ``tokens_before``)
     is its estimate, so a compaction costs the same on a session that never counted the
     conversation before.
+
+    ``message_budget`` (the gateway's hard limit) caps the messages of the result. A forced call
+    at the agent stage (a host's explicit "compact now") passes an open summary-provider breaker;
+    the gateway's forced calls do not.
     """
     started = time.perf_counter()
     state = get_state(ctx)
@@ -74,7 +80,11 @@ def compress(
     sizes = ctx.tokens.sizes(messages)
 
     def unchanged(
-        status: str, reason: str, provider: str | None = None, tokens: int | None = None
+        status: str,
+        reason: str,
+        provider: str | None = None,
+        tokens: int | None = None,
+        calls: tuple[SummaryCall, ...] = (),
     ) -> CompressResult:
         return CompressResult.unchanged(
             "aborted" if status == "aborted" else "noop",
@@ -84,6 +94,7 @@ def compress(
             tokens=sizes.total(system).value if tokens is None else tokens,
             provider=provider,
             duration_s=time.perf_counter() - started,
+            calls=calls,
         )
 
     if not ctx.config.compression.enabled and not force:
@@ -96,12 +107,13 @@ def compress(
     bounds = find_boundaries(
         messages,
         fmt,
-        first=previous is None,
         protect_first_n=settings.protect_first_n,
         protect_last_n=settings.protect_last_n,
         tail_token_budget=limits.tail_token_budget,
         sizes=sizes,
         is_summary=is_pure_summary_message,
+        summary_at=first_summary_index(messages) if previous is not None else None,
+        max_messages=message_budget,
     )
     if bounds.reason is not None:
         return unchanged("noop", bounds.reason)
@@ -144,6 +156,8 @@ def compress(
         previous_ledger=previous_ledger,
         earlier=_older_summaries(middle, previous_text),
         kept=[*pruned[: bounds.head_end], *messages[bounds.tail_start :]],
+        max_calls=settings.summary_max_calls,
+        force=force and stage == "agent",
         conversation=messages,
         tail_start=bounds.tail_start,
     )
@@ -153,7 +167,7 @@ def compress(
             f"paused for {COOLDOWN_SECONDS:g} s"
         )
         state.guard.start_cooldown(ctx.clock(), reason)
-        return unchanged("aborted", reason, outcome.provider, tokens_before)
+        return unchanged("aborted", reason, outcome.provider, tokens_before, outcome.calls)
 
     add_note = not state.system_note_added and previous is None
     add_note = add_note and not has_system_note(messages, fmt, system)
@@ -188,6 +202,7 @@ def compress(
             f"(~{tokens_before:,} -> {tokens_after:,} tokens)",
             outcome.provider,
             tokens_before,
+            outcome.calls,
         )
 
     state.compactions += 1
@@ -217,6 +232,14 @@ def compress(
         f"compacted {len(middle)} middle messages into one summary ({how}); "
         f"~{tokens_before:,} -> {tokens_after:,} tokens"
     )
+    if len(outcome.calls) > 1:
+        reason += f"; {len(outcome.calls)} summary calls (parts of the middle, then a merge)"
+    if outcome.unsummarized:
+        reason += (
+            f"; the {outcome.unsummarized} oldest middle messages did not fit the summary "
+            f"model's calls (compression.summary_max_calls: {settings.summary_max_calls}) and "
+            "were not summarised: the ledger carries their files, commands and errors"
+        )
     return CompressResult(
         status="compacted",
         reason=reason,
@@ -230,6 +253,8 @@ def compress(
         provider=outcome.provider,
         fallback_used=outcome.fallback_used,
         duration_s=time.perf_counter() - started,
+        calls=outcome.calls,
+        unsummarized=outcome.unsummarized,
     )
 
 

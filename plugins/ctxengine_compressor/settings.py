@@ -1,7 +1,7 @@
 """The compressor's configuration keys (in the ``compression`` section) and its token budgets.
 
 ``compression.enabled`` and ``compression.abort_on_summary_failure`` are the kernel's (every
-engine honours them); the four keys below are the compressor's own and are validated only while
+engine honours them); the keys below are the compressor's own and are validated only while
 it is the selected engine. Derived values for a 200K window with the defaults: threshold
 100,000 tokens, tail budget 20,000, summary cap 10,000.
 """
@@ -27,6 +27,7 @@ class CompressorSettings:
     target_ratio: float = 0.20
     protect_last_n: int = 20
     protect_first_n: int = 3
+    summary_max_calls: int = 8
 
 
 SETTINGS: SettingsSpec[CompressorSettings] = SettingsSpec(
@@ -55,7 +56,16 @@ SETTINGS: SettingsSpec[CompressorSettings] = SettingsSpec(
             "int",
             3,
             ge=0,
-            doc="messages after the system prompt kept on the first compaction",
+            doc="messages after the system prompt kept verbatim (never past a previous summary)",
+        ),
+        Field(
+            "summary_max_calls",
+            "int",
+            8,
+            ge=1,
+            le=64,
+            doc="most summary calls per compaction: parts of a middle too large for the "
+            "summary model, and their merge",
         ),
     ),
     build=CompressorSettings,

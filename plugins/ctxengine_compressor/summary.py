@@ -1,12 +1,17 @@
 """Phase 3: the structured summary of the middle, and the failure policy.
 
 The summariser reads the ORIGINAL middle (not the pruned one-liners), rendered as a transcript
-without reasoning, each message clipped head+tail, the whole bounded to the summary model's
-window, secrets redacted. A previous summary is passed with an instruction to update it. Failures
-either abort the compaction or fall back to the deterministic local digest; either way the middle
-is never dropped without a summary in its place. The critical-context ledger (paths, commands,
-errors, asks and identifiers of the middle, merged with the ledger the previous summary carried)
-is appended when the summary left items out, within the budget, least needed items first to go.
+without reasoning, each message clipped head+tail, secrets redacted. When the middle does not fit
+the summary model's window it is summarised in chunks and the part summaries merged
+(:mod:`.chunks`), within ``compression.summary_max_calls``; what no call could show the model is
+reported and kept by the ledger. A previous summary is passed with an instruction to update it.
+Every call goes through the SDK's failure policy (retries, circuit breaker, fallback providers)
+and every reply through the SDK's one summary check (template, content, no refusal, no echo).
+Failures either abort the compaction or fall back to the deterministic local digest; either way
+the middle is never dropped without a summary in its place. The critical-context ledger (paths,
+commands, errors, asks and identifiers of the middle, merged with the ledger the previous summary
+carried) is appended when the summary left items out, within the budget, least needed items first
+to go.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ctxengine import Format, Message, strip_reasoning
+from ctxengine import Format, Message, SummaryCall
 from ctxengine.messages import redact, tool_calls, tool_results, visible_text
+from ctxengine_compressor.chunks import CHARS_PER_TOKEN, Plan, TooSmall, clip, plan_calls
 
 if TYPE_CHECKING:
     from ctxengine import EngineContext, SummaryProvider
@@ -34,16 +40,6 @@ __all__ = [
 
 SUMMARY_RATIO = 0.20
 MIN_SUMMARY_TOKENS = 2_000
-
-PER_MESSAGE_CHARS = 6_000
-"""Each message of the summariser input is clipped to this many characters (head + tail)."""
-MIN_PER_MESSAGE_CHARS = 300
-TOKEN_SAFETY = 1.15
-"""The summary model's tokenizer may count more than ours (Claude ~+20 % over o200k); prompts
-are sized with this margin, then checked exactly against ``provider.context_length``."""
-CHARS_PER_TOKEN = 4
-MIN_INPUT_TOKENS = 512
-"""Below this much room for the transcript the summary model is too small to be useful."""
 
 EXTRACTIVE = "extractive"
 
@@ -74,6 +70,8 @@ class SummaryOutcome:
     :ivar failure: what went wrong, when something did.
     :ivar ledger: the critical-context items the summary holds, to carry into the next
         compaction (``None`` when there is no summary).
+    :ivar calls: every summary call, with its requests (empty for the extractive provider).
+    :ivar unsummarized: messages of the middle that no call showed the model.
     """
 
     text: str | None
@@ -82,29 +80,14 @@ class SummaryOutcome:
     failure: str | None = None
     aborted: bool = False
     ledger: Ledger | None = None
+    calls: tuple[SummaryCall, ...] = ()
+    unsummarized: int = 0
     cache_aware: bool = False
     """The summary came from the agent's own cached request
     (:mod:`ctxengine_compressor.cache_aware`)."""
 
 
 # --- rendering ----------------------------------------------------------------------------------
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` cut to about ``limit`` characters: its head and tail with a marker between.
-
-    Cuts fall on whitespace where possible so a secret or a path is not split in half.
-    """
-    if len(text) <= limit:
-        return text
-    keep_head = limit * 2 // 3
-    keep_tail = limit - keep_head
-    head_end = text.rfind(" ", keep_head - 200, keep_head)
-    head_end = head_end if head_end > 0 else keep_head
-    tail_start = text.find(" ", len(text) - keep_tail, len(text) - keep_tail + 200)
-    tail_start = tail_start if tail_start > 0 else len(text) - keep_tail
-    omitted = tail_start - head_end
-    return f"{text[:head_end]}\n[... {omitted:,} characters omitted ...]\n{text[tail_start:]}"
 
 
 def render_message(msg: Message, fmt: Format) -> str:
@@ -136,7 +119,7 @@ def _without_old_summary(text: str) -> str:
         return text
     end = text.find(SUMMARY_SUFFIX, start)
     end = len(text) if end < 0 else end + len(SUMMARY_SUFFIX)
-    return f"{text[:start]}[previous summary: given above]{text[end:]}"
+    return f"{text[:start]}[previous summary: given separately]{text[end:]}"
 
 
 UPDATE_INSTRUCTION = (
@@ -152,15 +135,8 @@ def _template() -> str:
     return "\n".join(SUMMARY_HEADINGS)
 
 
-def build_prompt(
-    transcript: Sequence[str], previous: str | None, focus: str | None, budget: int
-) -> str:
-    """The user prompt for the summary call (``transcript`` already clipped and redacted)."""
-    parts = [
-        "Summarise the conversation excerpt below for the agent that will continue it. Use "
-        "exactly this template, headings unchanged and in this order:",
-        _template(),
-    ]
+def _instructions(previous: str | None, focus: str | None, budget: int, opening: str) -> list[str]:
+    parts = [opening, _template()]
     if previous:
         parts += [
             "These turns follow an earlier part of the conversation that was already summarised. "
@@ -169,59 +145,89 @@ def build_prompt(
         ]
     if focus:
         parts.append(f"Keep the most detail about: {focus}")
-    parts += [
-        f"Stay under about {budget:,} tokens. Output only the summary.",
-        "<transcript>",
-        "\n\n".join(transcript),
-        "</transcript>",
-    ]
+    parts.append(f"Stay under about {budget:,} tokens. Output only the summary.")
+    return parts
+
+
+SINGLE_OPENING = (
+    "Summarise the conversation excerpt below for the agent that will continue it. Use "
+    "exactly this template, headings unchanged and in this order:"
+)
+PART_OPENING = (
+    "Summarise part {part} of {parts} of a conversation excerpt for the agent that will continue "
+    "it; the other parts are summarised separately and merged afterwards. Use exactly this "
+    "template, headings unchanged and in this order:"
+)
+MERGE_OPENING = (
+    "Below are summaries of consecutive parts of a conversation excerpt, oldest first. Merge "
+    "them into ONE summary of the whole excerpt for the agent that will continue it, keeping "
+    "every file path, command, identifier, number and error they name. Use exactly this "
+    "template, headings unchanged and in this order:"
+)
+
+
+def build_prompt(
+    transcript: Sequence[str], previous: str | None, focus: str | None, budget: int
+) -> str:
+    """The user prompt of a single summary call (``transcript`` already clipped and redacted)."""
+    parts = _instructions(previous, focus, budget, SINGLE_OPENING)
+    parts += ["<transcript>", "\n\n".join(transcript), "</transcript>"]
     return "\n\n".join(parts)
 
 
-def _fit_prompt(job: _Job, provider: SummaryProvider) -> str | None:
-    """The largest prompt that fits ``provider.context_length`` with ``job.budget`` output
-    tokens, or ``None`` when not even an empty transcript fits."""
-    ctx, budget = job.ctx, job.budget
-    rendered = [render_message(msg, job.fmt) for msg in job.middle]
-    fixed = ctx.tokens.count_text(SYSTEM_PROMPT) + ctx.tokens.count_text(
-        build_prompt([], job.previous, job.focus, budget)
+def build_part_prompt(
+    transcript: Sequence[str], part: int, parts: int, focus: str | None, budget: int
+) -> str:
+    """The user prompt summarising part ``part`` of ``parts`` (map step)."""
+    text = _instructions(None, focus, budget, PART_OPENING.format(part=part, parts=parts))
+    text += ["<transcript>", "\n\n".join(transcript), "</transcript>"]
+    return "\n\n".join(text)
+
+
+def build_merge_prompt(
+    summaries: Sequence[str], previous: str | None, focus: str | None, budget: int
+) -> str:
+    """The user prompt merging the part summaries (and updating ``previous``)."""
+    parts = _instructions(previous, focus, budget, MERGE_OPENING)
+    body = [
+        f'<part n="{k}" of="{len(summaries)}">\n{text}\n</part>'
+        for k, text in enumerate(summaries, 1)
+    ]
+    parts += ["<part-summaries>", "\n\n".join(body), "</part-summaries>"]
+    return "\n\n".join(parts)
+
+
+def _plan(job: _Job, provider: SummaryProvider) -> Plan:
+    """The calls for ``job`` (see :mod:`.chunks`), over the redacted transcript entries.
+
+    :raises TooSmall: when the window cannot hold the instructions and the reply.
+    """
+    count = job.ctx.tokens.count_text
+    system = count(SYSTEM_PROMPT)
+    # Redacted before clipping, so a cut never leaves half a secret unrecognised.
+    texts = [redact(render_message(msg, job.fmt)) for msg in job.middle]
+    budget, previous, focus = job.budget, job.previous, job.focus
+
+    def exact(plan: Plan) -> list[int]:
+        if not plan.merged:
+            prompt = build_prompt(plan.chunks[0].entries, previous, focus, budget)
+            return [system + count(prompt)]
+        n = len(plan.chunks)
+        return [
+            system + count(build_part_prompt(c.entries, k, n, focus, plan.part_tokens))
+            for k, c in enumerate(plan.chunks, 1)
+        ]
+
+    return plan_calls(
+        texts,
+        window=provider.context_length,
+        budget=budget,
+        max_calls=job.max_calls,
+        single_fixed=system + count(build_prompt([], previous, focus, budget)),
+        chunk_fixed=system + count(build_part_prompt([], 99, 99, focus, budget)),
+        merge_fixed=system + count(build_merge_prompt([], previous, focus, budget)),
+        prompt_tokens=exact,
     )
-    room = int((provider.context_length - budget) / TOKEN_SAFETY) - fixed
-    if room < MIN_INPUT_TOKENS:
-        return None
-    chars = room * CHARS_PER_TOKEN
-    for _attempt in range(6):
-        transcript = _bounded_transcript(rendered, chars)
-        prompt = build_prompt(transcript, job.previous, job.focus, budget)
-        used = ctx.tokens.count_text(SYSTEM_PROMPT) + ctx.tokens.count_text(prompt)
-        if used * TOKEN_SAFETY + budget <= provider.context_length:
-            return prompt
-        # Shrink in proportion to the overshoot (dense text has fewer chars per token).
-        allowed = (provider.context_length - budget) / TOKEN_SAFETY - fixed
-        chars = int(chars * max(0.1, allowed / max(1, used - fixed)) * 0.95)
-        if chars < MIN_INPUT_TOKENS:
-            return None
-    return None
-
-
-def _bounded_transcript(rendered: Sequence[str], chars: int) -> list[str]:
-    """Clip each message, shrink the per-message cap until the total fits ``chars``, then drop
-    the oldest messages (with a marker) if even minimal clips do not fit."""
-    cap = PER_MESSAGE_CHARS
-    clipped = [clip(text, cap) for text in rendered]
-    total = sum(len(t) for t in clipped)
-    while total > chars and cap > MIN_PER_MESSAGE_CHARS:
-        cap = max(MIN_PER_MESSAGE_CHARS, int(cap * chars / total * 0.9))
-        clipped = [clip(text, cap) for text in rendered]
-        total = sum(len(t) for t in clipped)
-    dropped = 0
-    while total > chars and dropped < len(clipped) - 1:
-        total -= len(clipped[dropped])
-        dropped += 1
-    kept = [redact(text) for text in clipped[dropped:]]
-    if dropped:
-        kept.insert(0, f"[... {dropped} older messages omitted to fit the summary model ...]")
-    return kept
 
 
 # --- the call and the failure policy ------------------------------------------------------------
@@ -246,6 +252,9 @@ class _Job:
     previous_ledger: Ledger | None = None
     kept: Sequence[Message] = ()
     earlier: Sequence[str] = ()
+    max_calls: int = 1
+    force: bool = False
+    calls: list[SummaryCall] = attrs.field(factory=list)
     _span: Ledger | None = None
     _ledger: Ledger | None = None
     _carried: Ledger | None = None
@@ -344,6 +353,8 @@ def summarize(
     previous_ledger: Ledger | None = None,
     kept: Sequence[Message] = (),
     earlier: Sequence[str] = (),
+    max_calls: int = 1,
+    force: bool = False,
     conversation: Sequence[Message] = (),
     tail_start: int = -1,
 ) -> SummaryOutcome:
@@ -355,11 +366,14 @@ def summarize(
     that cannot be done or fails without aborting.
 
     - ``ctx.summarizer()`` returns ``None`` (extractive): the local digest, no failure;
-    - a :class:`~ctxengine.SummaryError` that ``aborts`` (auth, network, timeout,
-      rate limit), or any failure with ``compression.abort_on_summary_failure``: an aborted
-      outcome (``text is None``);
-    - any other failure (including a summary model too small for the input, an empty reply or an
-      unexpected exception): the local digest with ``fallback_used``.
+    - the calls of :func:`_plan` (one, or parts then a merge, at most ``max_calls``) go through
+      :func:`~ctxengine.call_summary` (retries, breaker, fallback providers; ``force`` passes an
+      open breaker) and every reply through :func:`~ctxengine.check_summary`;
+    - a failure that ``aborts`` (auth, network, timeout, rate limit, unless the fallback chain
+      ends with the local digest), or any failure with ``compression.abort_on_summary_failure``:
+      an aborted outcome (``text is None``);
+    - any other failure (a summary model too small for the input, an empty, off-template or
+      refusing reply, an unexpected exception): the local digest with ``fallback_used``.
 
     :param ledger_source: the messages whose asks, paths, commands, errors and ids must survive
         (the middle without an earlier summary message).
@@ -369,7 +383,7 @@ def summarize(
     :param earlier: the text of older summaries inside the middle (before ``previous``); what
         they carried is carried on.
     """
-    from ctxengine import SummaryError, conform_to_template
+    from ctxengine import SummaryError
 
     job = _Job(
         ctx,
@@ -379,9 +393,11 @@ def summarize(
         focus,
         budget,
         ledger_source,
-        previous_ledger,
-        kept,
-        earlier,
+        previous_ledger=previous_ledger,
+        kept=kept,
+        earlier=earlier,
+        max_calls=max_calls,
+        force=force,
     )
     try:
         provider = ctx.summarizer()
@@ -395,8 +411,9 @@ def summarize(
         outcome = _cache_aware(job, provider, conversation, tail_start)
         if outcome is not None:
             return outcome
-    prompt = _fit_prompt(job, provider)
-    if prompt is None:
+    try:
+        plan = _plan(job, provider)
+    except TooSmall:
         error = SummaryError.of(
             "too_small",
             provider.name,
@@ -405,19 +422,56 @@ def summarize(
         )
         return _failed(job, provider.name, error)
     try:
-        reply = provider.complete(SYSTEM_PROMPT, prompt, budget)
-    except Exception as exc:
+        text, name = _run(job, provider, plan)
+    except SummaryError as exc:
         return _failed(job, provider.name, exc)
-    # Host-supplied providers may not strip reasoning themselves; the built-in ones already do.
-    text = redact(strip_reasoning(reply).strip()) if isinstance(reply, str) else ""
-    if not text:
-        return _failed(job, provider.name, SummaryError.of("empty", provider.name))
-    structured = conform_to_template(text)
-    if structured is None:
-        detail = "the reply does not follow the summary template (too few of its headings)"
-        return _failed(job, provider.name, SummaryError.of("unparsable", provider.name, detail))
-    final, held = job.finish(structured)
-    return SummaryOutcome(final, provider.name, ledger=held)
+    final, held = job.finish(redact(text))
+    return SummaryOutcome(
+        final, name, ledger=held, calls=tuple(job.calls), unsummarized=plan.skipped
+    )
+
+
+def _run(job: _Job, provider: SummaryProvider, plan: Plan) -> tuple[str, str]:
+    """The plan's calls in order: ``(summary text, provider that wrote the last one)``.
+
+    :raises SummaryError: the first call that failed (its attempts are in ``job.calls``).
+    """
+    if not plan.merged:
+        chunk = plan.chunks[0]
+        prompt = build_prompt(chunk.entries, job.previous, job.focus, job.budget)
+        return _call(job, provider, "summary", chunk.end - chunk.start, prompt, job.budget)
+    parts: list[str] = []
+    n = len(plan.chunks)
+    for k, chunk in enumerate(plan.chunks, 1):
+        prompt = build_part_prompt(chunk.entries, k, n, job.focus, plan.part_tokens)
+        text, _ = _call(
+            job, provider, f"part {k} of {n}", chunk.end - chunk.start, prompt, plan.part_tokens
+        )
+        parts.append(text)
+    prompt = build_merge_prompt(parts, job.previous, job.focus, job.budget)
+    return _call(job, provider, "merge", 0, prompt, job.budget)
+
+
+def _call(
+    job: _Job, provider: SummaryProvider, purpose: str, messages: int, prompt: str, budget: int
+) -> tuple[str, str]:
+    from ctxengine import SummaryError, call_summary, check_summary
+
+    # The instructions a reply must not merely repeat: everything but the transcript and the
+    # previous summary (which an update rightly keeps).
+    told = prompt.split("<transcript>", maxsplit=1)[0].split("<previous-summary>", maxsplit=1)[0]
+    instructions = (SYSTEM_PROMPT, told)
+
+    def check(reply: str, name: str) -> str:
+        return check_summary(reply, name, template=True, instructions=instructions)
+
+    try:
+        reply = call_summary(provider, SYSTEM_PROMPT, prompt, budget, check=check, force=job.force)
+    except SummaryError as exc:
+        job.calls.append(SummaryCall(purpose, messages, None, exc.attempts))
+        raise
+    job.calls.append(SummaryCall(purpose, messages, reply.provider, reply.attempts))
+    return reply.text, reply.provider
 
 
 def _cache_aware(
@@ -465,8 +519,11 @@ def _failed(job: _Job, provider: str, exc: BaseException) -> SummaryOutcome:
         exc = classify_error(exc, provider)
     aborts, kind, detail = exc.aborts, exc.kind, str(exc)
     failure = f"summary failed ({kind}): {detail}"
+    calls = tuple(job.calls)
     if aborts or job.ctx.config.compression.abort_on_summary_failure:
-        return SummaryOutcome(None, provider, failure=failure, aborted=True)
+        return SummaryOutcome(None, provider, failure=failure, aborted=True, calls=calls)
     job.ctx.log.warning("compressor: %s; using the local digest instead", failure)
     text, held = job.digest(failure)
-    return SummaryOutcome(text, provider, fallback_used=True, failure=failure, ledger=held)
+    return SummaryOutcome(
+        text, provider, fallback_used=True, failure=failure, ledger=held, calls=calls
+    )

@@ -5,9 +5,10 @@ session's history before handing the next message to the agent. This plugin answ
 ``should_compress`` for that stage only: it fires at ``compression.hygiene_threshold`` (default
 0.85) of the model's window — deliberately above the agent's trigger, so long gateway sessions
 are not compacted every turn — or when the history reaches
-``compression.hygiene_hard_message_limit`` messages; never for fewer than four messages or with
-compression disabled. The compaction itself is the selected engine's. An always-on extension.
-See ``docs/builtins/hygiene.md``.
+``compression.hygiene_hard_message_limit`` messages -- then with a message budget of half the
+limit, which the engine's compaction must meet (the kernel reports an error when it does not);
+never for fewer than four messages or with compression disabled. The compaction itself is the
+selected engine's. An always-on extension. See ``docs/builtins/hygiene.md``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import attrs
 from ctxengine import (
     EngineContext,
     Field,
+    GatewayVerdict,
     PluginSettings,
     SettingsSpec,
     SettingsView,
@@ -88,22 +90,41 @@ def declare_settings(settings: PluginSettings) -> None:
     settings.add(SETTINGS)
 
 
-def hygiene_due(ctx: EngineContext, prompt: TokenEstimate, message_count: int) -> bool:
-    """Whether the gateway should compact a history of this size now (the answer exact counts
-    give: the prompt is counted exactly only when it lies within its error of the threshold)."""
-    if not ctx.config.compression.enabled or message_count < MIN_HISTORY:
-        return False
+BUDGET_SHARE = 0.5
+"""Past the hard message limit, the compaction must leave at most this share of it, so the
+next few turns do not hit the limit again at once."""
+
+
+def hygiene_due(ctx: EngineContext, prompt: TokenEstimate, message_count: int) -> GatewayVerdict:
+    """Whether the gateway should compact a history of this size now, and why (the answer exact
+    counts give: the prompt is counted exactly only when it lies within its error of the
+    threshold)."""
+    if not ctx.config.compression.enabled:
+        return GatewayVerdict(False, "compression is disabled")
+    if message_count < MIN_HISTORY:
+        return GatewayVerdict(False, f"fewer than {MIN_HISTORY} messages")
     limits = ctx.config.settings(SETTINGS)
-    if message_count >= limits.hygiene_hard_message_limit:
-        return True
-    return prompt.reaches(ctx.fraction_of_window(limits.hygiene_threshold))
+    limit = limits.hygiene_hard_message_limit
+    if message_count >= limit:
+        return GatewayVerdict(
+            True,
+            f"{message_count:,} messages >= compression.hygiene_hard_message_limit {limit:,}",
+            message_budget=max(MIN_HISTORY, int(limit * BUDGET_SHARE)),
+        )
+    fire_at = ctx.fraction_of_window(limits.hygiene_threshold)
+    if prompt.reaches(fire_at):
+        return GatewayVerdict(
+            True,
+            f"~{prompt.value:,} tokens >= {limits.hygiene_threshold:g} of the window ({fire_at:,})",
+        )
+    return GatewayVerdict(False, f"~{prompt.value:,} tokens < {fire_at:,}")
 
 
 # tryfirst: the gateway stage is this plugin's decision, whichever engine is selected.
 @hookimpl(tryfirst=True)
 def should_compress(
     ctx: EngineContext, prompt: TokenEstimate, stage: Stage, message_count: int
-) -> bool | None:
+) -> GatewayVerdict | None:
     """First result for ``stage == "gateway"``; no opinion at the agent stage."""
     if stage != "gateway":
         return None

@@ -108,6 +108,12 @@ class SummaryProviderSettings:
     timeout: float = 120.0
     context_length: int | None = None
     cache_aware: bool = True
+    max_attempts: int = 3
+    retry_backoff: float = 1.0
+    retry_max_wait: float = 30.0
+    breaker_failures: int = 3
+    breaker_cooldown: float = 60.0
+    fallback: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -178,6 +184,31 @@ def _max_tokens_below_window(view: SettingsView) -> None:
         return
     rule = f"must be less than {view.describe(large, seen_from=view.source(small))}"
     view.problem(small, rule)
+
+
+def _fallback_chain(view: SettingsView) -> None:
+    """``auxiliary.compression.fallback``: known providers, each once, ``extractive`` last, and
+    nothing after a primary that never fails."""
+    key = "auxiliary.compression.fallback"
+    chain, primary = view.value(key), view.value("auxiliary.compression.provider")
+    if view.has_problem(key, "auxiliary.compression.provider") or not chain:
+        return
+    allowed = ("anthropic", "openai", "main", "extractive")
+    unknown = [name for name in chain if name not in allowed]
+    if unknown:
+        view.problem(
+            key, f"{unknown[0]!r} is not a summary provider; allowed: {', '.join(allowed)}"
+        )
+    elif len(set(chain)) != len(chain):
+        view.problem(key, "names a provider twice; each provider is asked at most once")
+    elif "extractive" in chain[:-1]:
+        view.problem(key, "'extractive' never fails, so it can only be the last fallback")
+    elif primary == "extractive":
+        view.problem(
+            key, "auxiliary.compression.provider is 'extractive', which never fails; remove it"
+        )
+    elif primary in chain:
+        view.problem(key, f"names the provider itself ({primary!r}); list other providers")
 
 
 _Ctx, _Mod, _Comp = ContextSettings, ModelSettings, CompressionSettings
@@ -316,8 +347,54 @@ SUMMARY = SettingsSpec(
             doc="a summary written by the main model on the main route resends the agent's last "
             "request (read from the prompt cache) with the instruction appended",
         ),
+        _f(
+            _Sum,
+            "max_attempts",
+            "int",
+            ge=1,
+            le=10,
+            env="CTXENGINE_SUMMARY_MAX_ATTEMPTS",
+            doc="requests per provider and summary, retries included (429, 5xx, timeouts)",
+        ),
+        _f(
+            _Sum,
+            "retry_backoff",
+            "number",
+            ge=0,
+            doc="seconds before the first retry, doubled for each further one",
+        ),
+        _f(
+            _Sum,
+            "retry_max_wait",
+            "number",
+            ge=0,
+            doc="longest pause before a retry; a longer Retry-After ends the retries",
+        ),
+        _f(
+            _Sum,
+            "breaker_failures",
+            "int",
+            ge=1,
+            doc="failed requests in a row that open the provider's circuit breaker",
+        ),
+        _f(
+            _Sum,
+            "breaker_cooldown",
+            "number",
+            gt=0,
+            doc="seconds an open breaker sends no request to its provider",
+        ),
+        _f(
+            _Sum,
+            "fallback",
+            "str_list",
+            env="CTXENGINE_SUMMARY_FALLBACK",
+            doc="providers asked in turn when the provider fails (anthropic, openai, main, "
+            "extractive)",
+        ),
     ),
     build=SummaryProviderSettings,
+    checks=(_fallback_chain,),
 )
 PROMPT_CACHING = SettingsSpec(
     "prompt_caching",

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from ctxengine._messages.validate import Profile
 from ctxengine._plugin.context import CacheSettings, Route
 
 if TYPE_CHECKING:
@@ -88,6 +89,24 @@ def detect_route(model_name: str, base_url: str | None, *, api: ApiKind | None =
     if api == "anthropic" or "anthropic" in host or "anthropic" in parts.path.lower():
         return "anthropic-compatible"
     return "openai-compatible"
+
+
+def validation_profile(route: Route, base_url: str | None) -> Profile:
+    """The :func:`ctxengine.messages.validate` profile for requests sent over ``route``.
+
+    ``"provider"`` for the native Anthropic API and for OpenAI's own API (no ``base_url``, or
+    ``api.openai.com``): each takes what its format allows. ``"strict"`` everywhere else:
+    OpenRouter, Anthropic-compatible gateways and OpenAI-compatible endpoints may forward to
+    Claude on Amazon Bedrock or to models whose chat templates insist on a user turn first and
+    alternating roles, and answer 400 otherwise.
+    """
+    if route == "anthropic":
+        return "provider"
+    if route == "openai-compatible":
+        host = urlsplit(base_url if base_url and "://" in base_url else f"//{base_url or ''}")
+        if not base_url or (host.hostname or "").lower() == "api.openai.com":
+            return "provider"
+    return "strict"
 
 
 def cache_settings_for(

@@ -35,7 +35,7 @@ from ctxengine._config.spec import SettingsRegistry
 from ctxengine._messages.conversation import Conversation, Stage
 from ctxengine._plugin.commands import CommandRegistry
 from ctxengine._plugin.context import CacheSettings, EngineContext
-from ctxengine._plugin.results import CompressResult
+from ctxengine._plugin.results import CompressResult, GatewayVerdict
 from ctxengine._plugin.tools import Tool, ToolRegistry
 
 log = logging.getLogger("ctxengine")
@@ -212,7 +212,19 @@ class Hooks:
         force: bool,
         message_count: int,
     ) -> bool:
-        """First answer of ``should_compress``; ``False`` when nobody answers or a plugin fails.
+        """First answer of ``should_compress``; ``False`` when nobody answers or a plugin fails."""
+        return bool(self.verdict(ctx, prompt, stage, force, message_count).compact)
+
+    def verdict(
+        self,
+        ctx: EngineContext,
+        prompt: TokenEstimate,
+        stage: Stage,
+        force: bool,
+        message_count: int,
+    ) -> GatewayVerdict:
+        """The first answer of ``should_compress`` as a :class:`GatewayVerdict` (a plain
+        ``True``/``False`` becomes one without a reason; no answer is "no").
 
         Implementations get ``prompt`` and, for those that take plain numbers, its point
         estimate as ``prompt_tokens`` and ``prompt.measured`` as ``measured``."""
@@ -226,7 +238,9 @@ class Hooks:
             message_count=message_count,
             prompt=prompt,
         )
-        return bool(answer)
+        if isinstance(answer, GatewayVerdict):
+            return answer
+        return GatewayVerdict(bool(answer))
 
     def compress(
         self,
@@ -236,11 +250,12 @@ class Hooks:
         force: bool,
         focus: str | None,
         tokens_before: Callable[[], int],
+        message_budget: int | None = None,
     ) -> CompressResult:
         """The engine's ``compress`` result; an ``aborted`` record when it fails or answers none
         (``tokens_before()`` sizes that record)."""
         return self._compress(
-            ctx.engine, None, ctx, conversation, stage, force, focus, tokens_before
+            ctx.engine, None, ctx, conversation, stage, force, focus, tokens_before, message_budget
         )
 
     def fallback_compress(
@@ -251,6 +266,7 @@ class Hooks:
         force: bool,
         focus: str | None,
         tokens_before: Callable[[], int],
+        message_budget: int | None = None,
     ) -> CompressResult | None:
         """The fallback engine's ``compress`` (every plugin but the selected engine answers);
         ``None`` when no fallback is loaded. A failure is an ``aborted`` record naming it."""
@@ -265,6 +281,7 @@ class Hooks:
             force,
             focus,
             tokens_before,
+            message_budget,
         )
 
     def _compress(
@@ -277,6 +294,7 @@ class Hooks:
         force: bool,
         focus: str | None,
         tokens_before: Callable[[], int],
+        message_budget: int | None = None,
     ) -> CompressResult:
         """``engine``'s ``compress`` through ``caller_key``'s caller (``None``: the selected
         engine's); an ``aborted`` record sized by ``tokens_before()`` when it fails or answers
@@ -290,6 +308,7 @@ class Hooks:
             stage=stage,
             force=force,
             focus=focus,
+            message_budget=message_budget,
         )
         if isinstance(result, CompressResult):
             return result

@@ -1,8 +1,11 @@
 """The gateway entry point: compact an oversized stored session before the agent sees it.
 
 The decision belongs to whichever plugin answers ``should_compress`` at the ``"gateway"`` stage
-(the built-in hygiene plugin); the compaction to the selected engine, forced past cooldowns.
-The returned history is the stored one unless a compaction really happened.
+(the built-in hygiene plugin), with its reason and, for a hard message limit, a message budget;
+the compaction to the selected engine, forced past cooldowns and told the budget. The returned
+history is the stored one unless a compaction really happened. A budget the result does not meet,
+a malformed history and an engine that could not compact are reported in ``error``: the gateway
+knows the history is still over its limit and why.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ import attrs
 
 from ctxengine._accounting.estimate import TokenEstimate, rough_conversation_tokens
 from ctxengine._messages.conversation import Format, Message, Stage, SystemPrompt
+from ctxengine._messages.errors import MessageFormatError
 from ctxengine._plugin.context import EngineContext
-from ctxengine._plugin.results import CompressResult
+from ctxengine._plugin.results import CompressResult, GatewayVerdict
 
 
 class GatewaySession(Protocol):
@@ -35,17 +39,13 @@ class GatewaySession(Protocol):
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> TokenEstimate: ...
 
-    def should_compress(
+    def gateway_verdict(
         self,
         messages: Sequence[Message],
         system: SystemPrompt | None = None,
         *,
-        stage: Stage = "agent",
-        force: bool = False,
-        prompt_tokens: int | None = None,
-        measured: bool = True,
         prompt: TokenEstimate | None = None,
-    ) -> bool: ...
+    ) -> GatewayVerdict: ...
 
     def compress(
         self,
@@ -56,6 +56,7 @@ class GatewaySession(Protocol):
         focus: str | None = None,
         stage: Stage = "agent",
         format: Format | None = None,
+        message_budget: int | None = None,
     ) -> CompressResult: ...
 
 
@@ -71,6 +72,11 @@ class HygieneReport:
         estimate of what was added since when the session prepared that turn) or ``"estimate"``
         (the session's calibrated estimate; the decision is the one exact counts give).
     :ivar notice: one line for logs or the chat, e.g. why nothing was dropped.
+    :ivar error: set when the safety net could not do what its policy asked: the history is
+        malformed, the engine could not compact, or the result is still over the message
+        budget (the notice then starts with ``ERROR:``).
+    :ivar message_budget: the most messages the policy asked the compaction to leave.
+    :ivar reason: why the policy fired or not (e.g. "6,000 messages >= ... 5,000").
     """
 
     messages: list[Message]
@@ -82,6 +88,9 @@ class HygieneReport:
     token_source: TokenSource
     notice: str
     result: CompressResult | None = None
+    error: str | None = None
+    message_budget: int | None = None
+    reason: str = ""
 
 
 def run_hygiene(
@@ -130,7 +139,12 @@ def _hygiene_locked(
     source: TokenSource = "measured" if prompt.measured else "estimate"
     tokens = prompt.value
 
-    def unchanged(notice: str, fired: bool, result: CompressResult | None = None) -> HygieneReport:
+    def unchanged(
+        notice: str,
+        fired: bool,
+        result: CompressResult | None = None,
+        error: str | None = None,
+    ) -> HygieneReport:
         return HygieneReport(
             messages=messages,
             system=system,
@@ -139,21 +153,42 @@ def _hygiene_locked(
             tokens_before=tokens,
             tokens_after=tokens,
             token_source=source,
-            notice=notice,
+            notice=f"ERROR: {error}" if error else notice,
             result=result,
+            error=error,
+            message_budget=verdict.message_budget,
+            reason=verdict.reason,
         )
 
-    if not session.should_compress(messages, system, stage="gateway", force=True, prompt=prompt):
+    verdict = session.gateway_verdict(messages, system, prompt=prompt)
+    if not verdict.compact:
         return unchanged(f"no compaction needed ({tokens:,} tokens, {source})", fired=False)
-
-    result = session.compress(messages, system, force=True, stage="gateway")
+    why = f" ({verdict.reason})" if verdict.reason else ""
+    budget = verdict.message_budget
+    try:
+        result = session.compress(
+            messages, system, force=True, stage="gateway", message_budget=budget
+        )
+    except MessageFormatError as exc:
+        problems = "; ".join(str(p) for p in exc.problems[:3]) or str(exc)
+        return unchanged(
+            "",
+            fired=True,
+            error=f"compaction needed{why} but the stored history is malformed, so nothing was "
+            f"compacted and no messages were dropped: {problems}",
+        )
+    over_budget = budget is not None and len(result.messages) > budget
     if not result.compacted:
         verb = "aborted" if result.status == "aborted" else "skipped"
-        return unchanged(
-            f"compaction {verb}: {result.reason}; no messages were dropped",
-            fired=True,
-            result=result,
-        )
+        notice = f"compaction {verb}: {result.reason}; no messages were dropped"
+        error = None
+        if budget is not None and over_budget:
+            error = (
+                f"the history holds {len(messages):,} messages, over the budget of "
+                f"{budget:,}{why}, and the engine {result.engine!r} did not compact it: "
+                f"{result.reason}; no messages were dropped"
+            )
+        return unchanged(notice, fired=True, result=result, error=error)
     # Before and after in the same currency: the session's estimate when "before" was one (the
     # compaction made the last usage stale, so this is the calibrated estimate of the result),
     # the engine's count on the provider's scale when "before" was measured.
@@ -161,6 +196,16 @@ def _hygiene_locked(
         after = session.prompt(result.messages, result.system).value
     else:
         after = round(result.tokens_after * session.ctx.tokens.point_ratio)
+    notice = (
+        f"compacted {result.messages_before} -> {result.messages_after} messages, "
+        f"~{tokens:,} -> ~{after:,} tokens"
+    )
+    error = None
+    if over_budget:
+        error = (
+            f"the engine {result.engine!r} compacted {result.messages_before:,} -> "
+            f"{result.messages_after:,} messages, still over the budget of {budget:,}{why}"
+        )
     return HygieneReport(
         messages=result.messages,
         system=result.system,
@@ -169,9 +214,9 @@ def _hygiene_locked(
         tokens_before=tokens,
         tokens_after=after,
         token_source=source,
-        notice=(
-            f"compacted {result.messages_before} -> {result.messages_after} messages, "
-            f"~{tokens:,} -> ~{after:,} tokens"
-        ),
+        notice=f"ERROR: {error}" if error else notice,
         result=result,
+        error=error,
+        message_budget=budget,
+        reason=verdict.reason,
     )

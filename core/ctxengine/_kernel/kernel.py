@@ -47,6 +47,7 @@ from ctxengine._kernel.cache_settings import (
     cache_settings_for,
     caching_status_line,
     detect_route,
+    validation_profile,
 )
 from ctxengine._kernel.hooks import Hooks, guarded
 from ctxengine._kernel.hygiene import HygieneReport
@@ -62,8 +63,11 @@ from ctxengine._kernel.resolve import (
 from ctxengine._kernel.session import Services, Session
 from ctxengine._kernel.trace import enable_tracing
 from ctxengine._messages.conversation import Message, SystemPrompt
+from ctxengine._messages.validate import Profile
 from ctxengine._plugin.context import usable_window
-from ctxengine._summarize import SummaryProvider, describe_provider, resolve_provider
+from ctxengine._summarize import SummaryProvider, describe_provider
+from ctxengine._summarize.policy import SummaryService
+from ctxengine._summarize.selection import describe_failure_policy, resolve_service
 
 log = logging.getLogger("ctxengine")
 
@@ -262,6 +266,7 @@ class Kernel:
         main_summarizer: MainSummarizer | None = None,
         extra_plugins: Iterable[tuple[str, object]] = (),
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
         env: Mapping[str, str] | None = None,
         trigger: float | None = None,
         sandbox: str | os.PathLike[str] | None = None,
@@ -322,9 +327,13 @@ class Kernel:
             ) from None
         cache_settings, self.caching_reason = cache_settings_for(self.config, self.model)
         self.cache_settings = cache_settings if self.selection.strategy is not None else None
+        route = detect_route(self.config.model.name, self.config.model.base_url)
+        self.validation_profile: Profile = validation_profile(route, self.config.model.base_url)
+        """The :func:`ctxengine.messages.validate` profile of the configured route."""
         self.main_summarizer = main_summarizer
         self.main_request = main_request
         self.clock = clock
+        self.sleep = sleep
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
         self._provider: tuple[SummaryProvider | None] | None = None
@@ -343,29 +352,49 @@ class Kernel:
         )
 
     def use_summary_provider(self, provider: SummaryProvider | None) -> None:
-        """Use ``provider`` for every summary instead of ``auxiliary.compression``.
+        """Use ``provider`` for every summary instead of ``auxiliary.compression.provider``.
 
-        For hosts that bring their own client object and for tests with a scripted provider;
-        ``None`` selects the ``extractive`` local digest.
+        For hosts that bring their own client object and for tests with a scripted provider.
+        The failure policy applies to it as to a configured provider (retries, breaker, the
+        configured fallbacks after it); ``None`` selects the ``extractive`` local digest.
         """
+        settings = self.config.auxiliary.compression
         with self._lock:
-            self._provider = (provider,)
+            if provider is None or isinstance(provider, SummaryService):
+                self._provider = (provider,)
+                return
+            self._provider = (
+                resolve_service(
+                    settings,
+                    main=self.main_summarizer,
+                    env=self.env,
+                    main_model=self.config.model.name,
+                    main_request=self.main_request,
+                    main_base_url=self.config.model.base_url,
+                    primary=provider,
+                    clock=self.clock,
+                    sleep=self.sleep,
+                ),
+            )
 
     def summary_provider(self) -> SummaryProvider | None:
-        """The auxiliary summary provider, built on first use and shared by all sessions.
+        """The auxiliary summary providers behind the failure policy (a
+        :class:`~ctxengine.SummaryService`), built on first use and shared by all sessions.
 
         ``None`` means the ``extractive`` provider (a local digest, no model call).
         """
         with self._lock:
             if self._provider is None:
                 self._provider = (
-                    resolve_provider(
+                    resolve_service(
                         self.config.auxiliary.compression,
                         main=self.main_summarizer,
                         env=self.env,
                         main_model=self.config.model.name,
                         main_request=self.main_request,
                         main_base_url=self.config.model.base_url,
+                        clock=self.clock,
+                        sleep=self.sleep,
                     ),
                 )
             return self._provider[0]
@@ -450,6 +479,17 @@ class Kernel:
             main_model=self.config.model.name,
         )
         lines.append(f"📝 Summaries: {summaries}")
+        policy = describe_failure_policy(
+            self.config.auxiliary.compression,
+            self.env,
+            main_available=self.main_summarizer is not None,
+        )
+        if policy is not None:
+            lines.append(f"📝 Summary failures: {policy}")
+        with self._lock:
+            built = self._provider[0] if self._provider is not None else None
+        if isinstance(built, SummaryService):
+            lines.extend(f"⚠️  summary provider {line}" for line in built.status())
         lines.extend(f"⚠️  {notice}" for notice in self.notices)
         return lines
 
@@ -497,6 +537,7 @@ def load(
     trigger: float | None = None,
     sandbox: str | os.PathLike[str] | None = None,
     main_request: MainRequest | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> Kernel:
     """Load the configuration, import the selected plugins and build a :class:`Kernel`.
 
@@ -510,6 +551,7 @@ def load(
         resending the agent's last request with the instruction appended, read from the prompt
         cache (``auxiliary.compression.cache_aware``).
     :param plugins: extra ``(name, plugin)`` pairs registered as always-on extensions.
+    :param clock: monotonic seconds for cooldowns and circuit breakers (tests move it by hand).
     :param trigger: the selected engine's compaction trigger (a fraction of the window), set on
         whichever key that engine declares as its trigger (``compression.threshold`` for the
         compressor, ``engines.lcm.threshold`` for lcm); validated like that key, with source
@@ -517,6 +559,7 @@ def load(
     :param sandbox: a folder for a simulation: ``ctx.data_dir`` points there and every setting
         a plugin marks as ``storage`` is reset to its default, so nothing is written to the
         user's own data (the configuration and directory plugins are still read from home).
+    :param sleep: how the summary failure policy waits between retries (tests record instead).
     :raises ctxengine.ConfigError: for an invalid configuration, the selected plugins' keys
         included, or a ``trigger`` for an engine that declares none.
     :raises EngineNotFoundError: for an unknown engine with ``context.strict: true``.
@@ -530,6 +573,7 @@ def load(
         main_summarizer=main_summarizer,
         extra_plugins=plugins,
         clock=clock,
+        sleep=sleep,
         env=env,
         trigger=trigger,
         sandbox=sandbox,

@@ -40,10 +40,22 @@ from ctxengine._messages.editing import keep_markers_off_cleared, with_edits
 from ctxengine._messages.markers import detect_request_format
 from ctxengine._messages.memo import MemoEntry, MessageView
 from ctxengine._messages.read import detect_format
+from ctxengine._messages.validate import ensure_well_formed
 from ctxengine._plugin.context import CacheSettings, EngineContext, PreparedRequest, Route
-from ctxengine._plugin.results import CompressResult
-from ctxengine._plugin.tools import RegisteredTool, ToolError
+from ctxengine._plugin.results import CompressResult, GatewayVerdict
+from ctxengine._plugin.tools import RegisteredTool, ToolError, bounded_repr
 from ctxengine._summarize import SummaryProvider
+
+TOOL_ERROR_CHARS = 2_000
+"""An ``Error: ...`` answer of a tool is cut to this many characters."""
+
+
+def _tool_error(text: str) -> str:
+    """``Error: text``, bounded: a tool that quotes its whole argument back in an error must not
+    put it into the agent's context."""
+    if len(text) > TOOL_ERROR_CHARS:
+        text = f"{text[: TOOL_ERROR_CHARS - 40]}… ({len(text):,} characters, cut)"
+    return f"Error: {text}"
 
 
 @attrs.frozen
@@ -236,6 +248,26 @@ class Session:
                 prompt = self.prompt(messages, system)
             return self._hooks.should_compress(self.ctx, prompt, stage, force, len(messages))
 
+    def gateway_verdict(
+        self,
+        messages: Sequence[Message],
+        system: SystemPrompt | None = None,
+        *,
+        prompt: TokenEstimate | None = None,
+    ) -> GatewayVerdict:
+        """The gateway stage's decision with its reason and message budget (``False`` while
+        compression is disabled).
+
+        :param prompt: the prompt size as :meth:`prompt` returned it (or a measured one), when
+            the caller has it.
+        """
+        if not self._services.config.compression.enabled:
+            return GatewayVerdict(False, "compression is disabled (compression.enabled: false)")
+        with self._lock:
+            if prompt is None:
+                prompt = self.prompt(messages, system)
+            return self._hooks.verdict(self.ctx, prompt, "gateway", True, len(messages))
+
     def compress(
         self,
         messages: Sequence[Message],
@@ -245,6 +277,7 @@ class Session:
         focus: str | None = None,
         stage: Stage = "agent",
         format: Format | None = None,
+        message_budget: int | None = None,
     ) -> CompressResult:
         """Compact the conversation with the selected engine.
 
@@ -252,13 +285,26 @@ class Session:
         conversation: the compacted one, or the input unchanged with status ``noop``/``aborted``
         and a reason.
 
-        :raises ctxengine.messages.MessageFormatError: for a malformed message list.
+        :param force: ignore the engine's cooldowns and thresholds; at the agent stage also send
+            summary requests through an open circuit breaker.
+        :param message_budget: the most messages the result may hold (engines that support it
+            compact further; see the ``compress`` hookspec).
+        :raises ctxengine.messages.MessageFormatError: for a malformed message list (wrong
+            types, missing or unknown fields), naming each message index and field; order and
+            tool pairing are the engine's to repair.
         """
         fmt = format or detect_format(messages, system)
+        ensure_well_formed(messages, fmt, system=system)
         conversation = Conversation(messages=list(messages), format=fmt, system=system)
         with self._lock:
             result = self._hooks.compress(
-                self.ctx, conversation, stage, force, focus, self._estimate(conversation)
+                self.ctx,
+                conversation,
+                stage,
+                force,
+                focus,
+                self._estimate(conversation),
+                message_budget,
             )
             if result.compacted:
                 self._usage_stale = True
@@ -279,12 +325,23 @@ class Session:
         return estimate
 
     def _fallback_compress(
-        self, conversation: Conversation, stage: Stage, force: bool, focus: str | None
+        self,
+        conversation: Conversation,
+        stage: Stage,
+        force: bool,
+        focus: str | None,
+        message_budget: int | None = None,
     ) -> CompressResult | None:
         """The kernel's side of :meth:`EngineContext.fallback_compress` (called from inside the
         engine's ``compress``, so the session lock is already held)."""
         return self._hooks.fallback_compress(
-            self.ctx, conversation, stage, force, focus, self._estimate(conversation)
+            self.ctx,
+            conversation,
+            stage,
+            force,
+            focus,
+            self._estimate(conversation),
+            message_budget,
         )
 
     def maybe_compress(
@@ -413,8 +470,8 @@ class Session:
         """Run an engine tool and return its result as text for a tool-result message.
 
         A tool's own refusal (:class:`~ctxengine.ToolError`) and bad arguments come back as
-        an ``Error: ...`` text the agent can read; a crashing tool is reported the same way, so a
-        broken plugin never takes the agent loop down.
+        an ``Error: ...`` text the agent can read (at most :data:`TOOL_ERROR_CHARS`); a crashing
+        tool is reported the same way, so a broken plugin never takes the agent loop down.
 
         :raises KeyError: when no tool of that name is offered.
         """
@@ -422,21 +479,21 @@ class Session:
             entry = self._registered_tools().get(name)
             if entry is None:
                 offered = ", ".join(sorted(self._registered_tools())) or "none"
-                raise KeyError(f"no tool named {name!r}; tools offered: {offered}")
+                raise KeyError(f"no tool named {bounded_repr(name)}; tools offered: {offered}")
             if isinstance(arguments, str):
                 try:
                     arguments = json.loads(arguments) if arguments.strip() else {}
                 except json.JSONDecodeError as exc:
-                    return f"Error: the arguments are not valid JSON ({exc})"
+                    return _tool_error(f"the arguments are not valid JSON ({exc})")
             if not isinstance(arguments, Mapping):
-                return "Error: the arguments must be a JSON object"
+                return _tool_error("the arguments must be a JSON object")
             try:
                 result = entry.tool.handler(arguments)
             except ToolError as exc:
-                return f"Error: {exc}"
+                return _tool_error(str(exc))
             except Exception as exc:
                 self.ctx.log.exception("tool %r from plugin %r crashed", name, entry.provider)
-                return f"Error: tool {name!r} failed: {type(exc).__name__}: {exc}"
+                return _tool_error(f"tool {name!r} failed: {type(exc).__name__}: {exc}")
         return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
 
     # -- gateway ----------------------------------------------------------------------------

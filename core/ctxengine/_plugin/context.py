@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from ctxengine._plugin.results import CompressResult
     from ctxengine._summarize import SummaryProvider
 
-FallbackCompress = Callable[["Conversation", "Stage", bool, "str | None"], "CompressResult | None"]
+FallbackCompress = Callable[
+    ["Conversation", "Stage", bool, "str | None", "int | None"], "CompressResult | None"
+]
 """The kernel's service behind :meth:`EngineContext.fallback_compress`."""
 
 T = TypeVar("T")
@@ -155,11 +157,13 @@ class EngineContext:
         stage: Stage = "agent",
         force: bool = False,
         focus: str | None = None,
+        message_budget: int | None = None,
     ) -> CompressResult | None:
         """Compact ``conversation`` with the fallback engine, exactly as its own ``compress`` hook
         would (its settings, its state in this session, its guards), and return its result;
         ``None`` when no fallback engine is loaded. The fallback's failures come back as an
-        ``aborted`` result, never as an exception.
+        ``aborted`` result, never as an exception. ``message_budget`` is the one the engine was
+        given (the gateway's hard limit), passed on.
 
         For an engine that cannot always compact its own way (the native engine, when the server
         refuses) and must not lose the turn: plugins never import each other, the kernel runs the
@@ -167,7 +171,7 @@ class EngineContext:
         """
         if self._fallback is None:
             return None
-        return self._fallback(conversation, stage, force, focus)
+        return self._fallback(conversation, stage, force, focus, message_budget)
 
     @property
     def memo(self) -> MessageMemo:

@@ -2,14 +2,59 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from ctxengine._accounting.usage import Usage
 from ctxengine._messages.conversation import Conversation, Message, SystemPrompt
 
+if TYPE_CHECKING:
+    from ctxengine._summarize.errors import SummaryAttempt
+
 CompressStatus = Literal["compacted", "noop", "aborted"]
+
+
+@attrs.frozen
+class SummaryCall:
+    """One summary an engine asked a model for during a compaction, with every request the
+    failure policy made for it.
+
+    :ivar purpose: what the call was for, e.g. ``"summary"``, ``"chunk 2 of 5"``, ``"merge"``.
+    :ivar messages: how many messages of the conversation this call's prompt showed the model
+        (0 for a call that merged earlier summaries).
+    :ivar provider: the provider that answered, or ``None`` when the call failed.
+    :ivar attempts: each request (or skipped request, for an open breaker) in order.
+    """
+
+    purpose: str
+    messages: int
+    provider: str | None
+    attempts: tuple[SummaryAttempt, ...] = ()
+
+    @property
+    def paused_s(self) -> float:
+        """Seconds the failure policy waited between this call's requests."""
+        return sum(a.pause_s for a in self.attempts)
+
+
+@attrs.frozen
+class GatewayVerdict:
+    """A gateway-stage answer of ``should_compress`` that says why, and how far to compact.
+
+    Truthy exactly when ``compact`` is, so it works wherever a ``bool`` answer does.
+
+    :ivar reason: one line for the gateway's report ("6,000 messages >= the hard limit of 5,000").
+    :ivar message_budget: the most messages the compaction may leave; the kernel passes it to
+        the engine's ``compress`` and reports an error when the result holds more.
+    """
+
+    compact: bool
+    reason: str = ""
+    message_budget: int | None = None
+
+    def __bool__(self) -> bool:
+        return self.compact
 
 
 @attrs.frozen
@@ -44,6 +89,11 @@ class CompressResult:
     duration_s: float = 0.0
     fallback: str | None = None
     usage: Usage | None = None
+    calls: tuple[SummaryCall, ...] = ()
+    """Every summary call of this compaction (none for a local digest)."""
+    unsummarized: int = 0
+    """Messages of the compacted span that no summary call saw (its call budget ran out); their
+    files, commands and errors are still carried by the engine's ledger when it has one."""
 
     @property
     def messages(self) -> list[Message]:
@@ -75,6 +125,7 @@ class CompressResult:
         tokens: int,
         provider: str | None = None,
         duration_s: float = 0.0,
+        calls: tuple[SummaryCall, ...] = (),
     ) -> CompressResult:
         """A ``noop`` or ``aborted`` record that hands back ``conversation`` untouched."""
         count = len(conversation.messages)
@@ -89,4 +140,5 @@ class CompressResult:
             messages_after=count,
             provider=provider,
             duration_s=duration_s,
+            calls=calls,
         )

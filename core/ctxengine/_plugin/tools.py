@@ -15,6 +15,24 @@ class ToolError(Exception):
     """A tool refused its input; the message is meant for the agent and is safe to show it."""
 
 
+ECHO_CHARS = 80
+"""How much of an argument a tool's answer may quote back by default."""
+
+
+def bounded_repr(value: object, limit: int = ECHO_CHARS) -> str:
+    """``repr(value)`` of at most about ``limit`` characters, for quoting an argument back in a
+    tool's answer or error: a long value keeps its start and end around ``…(N chars)…``, so a
+    megabyte-long id never travels back into the agent's context whole."""
+    text = repr(value) if not isinstance(value, str) or len(value) <= limit * 4 else None
+    if text is not None and len(text) <= limit:
+        return text
+    raw = value if isinstance(value, str) else text or ""
+    size = len(raw)
+    head = max(8, limit * 2 // 3)
+    tail = max(4, limit - head - 16)
+    return f"{raw[:head]!r}…({size:,} chars)…{raw[-tail:]!r}"
+
+
 class DuplicateToolError(ValueError):
     """Two plugins offered a tool with the same name."""
 

@@ -6,8 +6,9 @@ OpenAI-compatible endpoint; optional extra), ``main`` (the host's own model as a
 digest) and ``auto`` (picks one from settings and environment, see :func:`choose`).
 
 Every failure of a summary call is a :class:`SummaryError` whose ``aborts`` flag carries the
-failure policy (``docs/builtins/compressor.md``), identically for every engine. Importing this
-package imports no SDK.
+failure policy (``docs/summaries.md``), identically for every engine; :mod:`.policy` adds retries,
+a circuit breaker and a fallback chain around the providers. Importing this package imports no
+SDK.
 """
 
 from __future__ import annotations
@@ -16,10 +17,20 @@ from ctxengine._summarize.errors import (
     ABORT_KINDS,
     FALLBACK_KINDS,
     ProviderConfigError,
+    SummaryAttempt,
     SummaryError,
     classify_error,
     is_context_length_message,
     kind_for_status,
+    retry_after_seconds,
+)
+from ctxengine._summarize.policy import (
+    BREAKER_KINDS,
+    RETRYABLE_KINDS,
+    FailurePolicy,
+    SummaryReply,
+    SummaryService,
+    call_summary,
 )
 from ctxengine._summarize.providers import (
     OPENAI_INSTALL_HINT,
@@ -42,38 +53,52 @@ from ctxengine._summarize.selection import (
     PROVIDERS,
     Choice,
     choose,
+    describe_failure_policy,
     describe_provider,
+    failure_policy,
     resolve_provider,
+    resolve_service,
     summary_context_length,
 )
 
 __all__ = [
     "ABORT_KINDS",
+    "BREAKER_KINDS",
     "DEFAULT_ANTHROPIC_MODEL",
     "DEFAULT_OPENAI_MODEL",
     "FALLBACK_CONTEXT_LENGTH",
     "FALLBACK_KINDS",
     "OPENAI_INSTALL_HINT",
     "PROVIDERS",
+    "RETRYABLE_KINDS",
     "SAFETY_MARGIN",
     "AnthropicProvider",
     "Choice",
+    "FailurePolicy",
     "MainCallable",
     "MainProvider",
     "OpenAIProvider",
     "ProviderConfigError",
+    "SummaryAttempt",
     "SummaryError",
     "SummaryProvider",
+    "SummaryReply",
+    "SummaryService",
     "anthropic_reply_text",
+    "call_summary",
     "choose",
     "classify_error",
+    "describe_failure_policy",
     "describe_provider",
+    "failure_policy",
     "fits",
     "is_context_length_message",
     "kind_for_status",
     "max_prompt_tokens",
     "openai_reply_text",
     "resolve_provider",
+    "resolve_service",
+    "retry_after_seconds",
     "strip_reasoning",
     "summary_context_length",
 ]

@@ -3,15 +3,22 @@
 The failure policy (``docs/summaries.md``): auth, network, timeout and rate-limit failures *abort*
 a compaction (messages unchanged, cooldown); every other failure falls back to the local digest.
 Every provider raises :class:`SummaryError` and nothing else from a summary call, so engines branch
-on ``.aborts`` / ``.kind`` without knowing which SDK was involved.
+on ``.aborts`` / ``.kind`` without knowing which SDK was involved. Exceptions of a host's own
+client (``httpx``, ``requests``, anything with an HTTP status) are classified the same way, so a
+host-supplied provider gets the same retries, pauses and breaker as the built-in ones.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
 import re
 import sys
+import time
+from collections.abc import Mapping
 from typing import Any
+
+import attrs
 
 ABORT_KINDS = frozenset({"auth", "network", "timeout", "rate_limit"})
 """Kinds that abort the compaction and start a cooldown."""
@@ -43,16 +50,47 @@ _CONTEXT_LENGTH = re.compile(
 )
 
 
+@attrs.frozen
+class SummaryAttempt:
+    """One request the failure policy made (or skipped) to one provider.
+
+    :ivar outcome: ``"ok"``, a failure kind (``"rate_limit"``, ``"unparsable"``…), or
+        ``"skipped"`` when the provider's circuit breaker was open and no request was sent.
+    :ivar pause_s: seconds waited before this request (backoff or ``Retry-After``).
+    :ivar detail: the failure's message (empty for ``"ok"``).
+    """
+
+    provider: str
+    outcome: str
+    status: int | None = None
+    pause_s: float = 0.0
+    detail: str = ""
+
+
+DETAIL_CHARS = 300
+"""An error's detail (an API message, an HTML error page) is cut to this many characters."""
+
+
 class SummaryError(Exception):
     """A summary call failed; ``kind`` says how, ``aborts`` what the failure policy does.
 
     :ivar kind: one of :data:`ABORT_KINDS` or :data:`FALLBACK_KINDS`.
     :ivar provider: the provider name (``"anthropic"``, ``"openai"``, ``"main"``).
     :ivar status: the HTTP status when the endpoint answered with an error, else ``None``.
+    :ivar retry_after: seconds the endpoint asked to wait (``Retry-After``), else ``None``.
+    :ivar attempts: every request the failure policy made before giving up (empty for the error
+        of a single request).
     """
 
     def __init__(
-        self, message: str, *, kind: str, provider: str, status: int | None = None
+        self,
+        message: str,
+        *,
+        kind: str,
+        provider: str,
+        status: int | None = None,
+        retry_after: float | None = None,
+        aborts: bool | None = None,
     ) -> None:
         if kind not in ABORT_KINDS and kind not in FALLBACK_KINDS:
             allowed = ", ".join(sorted(ABORT_KINDS | FALLBACK_KINDS))
@@ -61,23 +99,79 @@ class SummaryError(Exception):
         self.kind = kind
         self.provider = provider
         self.status = status
+        self.retry_after = retry_after
+        self.attempts: tuple[SummaryAttempt, ...] = ()
+        self._aborts = aborts
 
     @property
     def aborts(self) -> bool:
-        """True when the compaction must be aborted rather than fall back to a local digest."""
-        return self.kind in ABORT_KINDS
+        """True when the compaction must be aborted rather than fall back to a local digest:
+        the kinds in :data:`ABORT_KINDS`, unless the failure policy decided otherwise (a
+        fallback chain that ends with the local digest never aborts)."""
+        return self._aborts if self._aborts is not None else self.kind in ABORT_KINDS
 
     @classmethod
     def of(
-        cls, kind: str, provider: str, detail: str = "", *, status: int | None = None
+        cls,
+        kind: str,
+        provider: str,
+        detail: str = "",
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
     ) -> SummaryError:
-        """An error whose message reads ``"<provider> summariser: <what went wrong>: <detail>"``."""
+        """An error whose message reads ``"<provider> summariser: <what went wrong>: <detail>"``
+        (the detail cut to :data:`DETAIL_CHARS`)."""
         head = f"{provider} summariser: {_WHAT.get(kind, kind)}"
         if status is not None:
             head += f" (HTTP {status})"
+        detail = _short(detail)
         return cls(
-            f"{head}: {detail}" if detail else head, kind=kind, provider=provider, status=status
+            f"{head}: {detail}" if detail else head,
+            kind=kind,
+            provider=provider,
+            status=status,
+            retry_after=retry_after,
         )
+
+
+_TAG = re.compile(r"<[^>]{0,200}>")
+
+
+def _short(detail: str) -> str:
+    """One line of at most :data:`DETAIL_CHARS`; an HTML error page is reduced to its text."""
+    if "<" in detail and re.search(r"<(?:!doctype|html|body|head|title)\b", detail, re.I):
+        detail = "HTML error page: " + _TAG.sub(" ", detail)
+    detail = " ".join(detail.split())
+    return detail if len(detail) <= DETAIL_CHARS else detail[: DETAIL_CHARS - 1] + "…"
+
+
+def retry_after_seconds(headers: Mapping[str, str] | Any, now: float | None = None) -> float | None:
+    """Seconds from a ``Retry-After`` header (seconds or an HTTP date) or ``retry-after-ms``;
+    ``None`` when there is none or it does not parse. Negative waits count as 0."""
+    if headers is None:
+        return None
+    get = getattr(headers, "get", None)
+    if get is None:
+        return None
+    millis = get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except (TypeError, ValueError):
+            pass
+    value = get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(str(value))
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 class ProviderConfigError(ValueError):
@@ -123,13 +217,61 @@ def classify_error(
         classified = _classify_sdk(exc, sdk, provider, timeout)
         if classified is not None:
             return classified
-    if isinstance(exc, _timeout_types()):
-        return SummaryError.of("timeout", provider, _after(timeout) or str(exc))
-    if isinstance(exc, ConnectionError):
-        return SummaryError.of("network", provider, f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, _timeout_types()) or _named_like(exc, _TIMEOUT_NAMES):
+        return SummaryError.of("timeout", provider, _after(timeout) or _described(exc))
+    if isinstance(exc, ConnectionError) or _named_like(exc, _NETWORK_NAMES):
+        return SummaryError.of("network", provider, _described(exc))
+    status = _http_status(exc)
+    if status is not None:
+        response = getattr(exc, "response", None)
+        return SummaryError.of(
+            kind_for_status(status, str(exc)),
+            provider,
+            _described(exc),
+            status=status,
+            retry_after=retry_after_seconds(getattr(response, "headers", None)),
+        )
     if isinstance(exc, json.JSONDecodeError):
         return SummaryError.of("unparsable", provider, f"the reply body is not valid JSON ({exc})")
-    return SummaryError.of("other", provider, f"{type(exc).__name__}: {exc}")
+    return SummaryError.of("other", provider, _described(exc))
+
+
+# Exception classes of HTTP clients a host may call its model with (httpx, requests, urllib3,
+# aiohttp), recognised by name so none of them is imported here.
+_TIMEOUT_NAMES = frozenset(
+    {"TimeoutException", "ReadTimeout", "ConnectTimeout", "WriteTimeout", "PoolTimeout", "Timeout"}
+)
+_NETWORK_NAMES = frozenset(
+    {
+        "ConnectError",
+        "NetworkError",
+        "RemoteProtocolError",
+        "NewConnectionError",
+        "ClientConnectionError",
+        "ClientConnectorError",
+        "ServerDisconnectedError",
+    }
+)
+
+
+def _named_like(exc: BaseException, names: frozenset[str]) -> bool:
+    return any(cls.__name__ in names for cls in type(exc).__mro__)
+
+
+def _http_status(exc: BaseException) -> int | None:
+    """The HTTP status an exception carries (``status_code``/``status`` on it or on its
+    ``response``), as HTTP clients' status errors do."""
+    for holder in (exc, getattr(exc, "response", None)):
+        for name in ("status_code", "status"):
+            value = getattr(holder, name, None)
+            if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+                return value
+    return None
+
+
+def _described(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _sdk_of(exc: BaseException) -> Any:
@@ -165,7 +307,10 @@ def _classify_sdk(
         message, error_type = _api_message(exc)
         kind = kind_for_status(status, message, error_type)
         detail = f"{error_type}: {message}" if error_type else message
-        return SummaryError.of(kind, provider, detail, status=status)
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        return SummaryError.of(
+            kind, provider, detail, status=status, retry_after=retry_after_seconds(headers)
+        )
     if isinstance(exc, sdk.APIResponseValidationError):
         return SummaryError.of("unparsable", provider, str(exc))
     return None

@@ -10,12 +10,14 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from ctxengine._summarize.errors import ProviderConfigError
+from ctxengine._summarize.policy import FailurePolicy, SummaryService
 from ctxengine._summarize.providers import (
     OPENAI_INSTALL_HINT,
     AnthropicProvider,
@@ -350,3 +352,96 @@ def describe_provider(
     if choice.provider == "main" and main_model:
         choice = attrs.evolve(choice, model=main_model)
     return _describe(choice)
+
+
+def failure_policy(settings: SummaryProviderSettings) -> FailurePolicy:
+    """The failure policy the ``auxiliary.compression`` settings describe."""
+    return FailurePolicy(
+        max_attempts=settings.max_attempts,
+        retry_backoff=settings.retry_backoff,
+        retry_max_wait=settings.retry_max_wait,
+        breaker_failures=settings.breaker_failures,
+        breaker_cooldown=settings.breaker_cooldown,
+    )
+
+
+_UNSET: object = object()
+
+
+def resolve_service(
+    settings: SummaryProviderSettings,
+    *,
+    main: MainCallable | None = None,
+    env: Mapping[str, str] | None = None,
+    main_model: str | None = None,
+    main_request: MainRequestCallable | None = None,
+    main_base_url: str | None = None,
+    primary: SummaryProvider | object | None = _UNSET,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> SummaryProvider | None:
+    """The configured providers behind the failure policy, or ``None`` for the local digest.
+
+    The chain is the provider (``primary`` when a host handed one in, else the one
+    :func:`resolve_provider` builds, with the same host arguments), then each of ``settings.fallback`` built with its own
+    defaults and environment variables (``model``, ``base_url`` and ``api_key`` are the primary
+    provider's). A primary that resolves to ``extractive`` (``auto`` found no model) leaves the
+    fallbacks to write summaries; ``None`` only when no model is left at all.
+
+    :raises ProviderConfigError: when a provider of the chain cannot work (see
+        :func:`resolve_provider`).
+    :raises ImportError: for an ``openai`` provider without the openai package.
+    """
+
+    def build(wanted: SummaryProviderSettings) -> SummaryProvider | None:
+        return resolve_provider(
+            wanted,
+            main=main,
+            env=env,
+            main_model=main_model,
+            main_request=main_request,
+            main_base_url=main_base_url,
+        )
+
+    first = build(settings) if primary is _UNSET else primary
+    chain: list[SummaryProvider] = []
+    if first is not None:
+        chain.append(first)  # type: ignore[arg-type]  # a provider, or None (handled here)
+    for name in settings.fallback:
+        if name == "extractive":
+            break
+        fallback = attrs.evolve(
+            settings, provider=name, model=None, base_url=None, api_key=None, fallback=()
+        )
+        built = build(fallback)
+        if built is not None:
+            chain.append(built)
+    if not chain:
+        return None
+    return SummaryService(
+        chain,
+        failure_policy(settings),
+        digest_fallback="extractive" in settings.fallback,
+        clock=clock,
+        sleep=sleep,
+    )
+
+
+def describe_failure_policy(
+    settings: SummaryProviderSettings,
+    env: Mapping[str, str] | None = None,
+    *,
+    main_available: bool = False,
+) -> str | None:
+    """The failure policy and fallback chain in one phrase, for the status line; ``None`` when
+    no model writes summaries (nothing can fail)."""
+    try:
+        primary = choose(settings, env, main_available=main_available).provider
+    except ProviderConfigError:
+        primary = settings.provider  # type: ignore[assignment]  # the status line says why
+    models = [n for n in settings.fallback if n != "extractive"]
+    if primary == "extractive" and not models:
+        return None
+    chain = [n if n != "extractive" else "the local digest" for n in settings.fallback]
+    then = f"; then {', then '.join(chain)}" if chain else ""
+    return f"{failure_policy(settings).describe()}{then}"

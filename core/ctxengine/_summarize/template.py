@@ -1,16 +1,26 @@
-"""The summary template every engine's model summaries follow, and reading it back.
+"""The summary template every engine's model summaries follow, reading it back, and the one
+check every engine applies to what a summary model wrote.
 
-The compressor asks its summary model for these sections; lcm's summaries and the local digest
-use them too, so one reader (:func:`split_summary`) and one conformance step
-(:func:`conform_to_template`) serve every engine.
+The compressor asks its summary model for these sections and its local digest uses them too, so
+one reader (:func:`split_summary`) and one conformance step (:func:`conform_to_template`) serve
+every engine. :func:`check_summary` decides whether a model's reply may be stored as a summary at
+all (the compressor's template summaries and lcm's plain-text ones alike).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
+from ctxengine._summarize.errors import SummaryError
+from ctxengine._summarize.reasoning import strip_reasoning
+
 __all__ = [
     "DIGEST_LABEL_PREFIX",
+    "MIN_SUMMARY_WORDS",
     "MIN_TEMPLATE_HEADINGS",
     "SUMMARY_HEADINGS",
+    "check_summary",
     "conform_to_template",
     "split_summary",
 ]
@@ -88,3 +98,111 @@ def conform_to_template(summary: str) -> str | None:
             continue
         lines.extend(sections.get(heading) or ["- (none)"])
     return "\n".join(lines)
+
+
+MIN_SUMMARY_WORDS = 6
+"""A reply with fewer words of its own (headings and placeholders such as ``None.`` do not
+count) says nothing a summary must say."""
+
+ECHO_MIN_CHARS = 40
+"""Instruction sentences at least this long are looked for in the reply; shorter ones (a
+heading, "Stay under about 2,000 tokens.") may be repeated by a good summary."""
+
+# What a model says instead of summarising: an apology, a refusal, not knowing. Matched at the
+# start of the first line that is not a heading.
+_REFUSAL = re.compile(
+    r"^[\W_]*(?:i['’]?m (?:so |very )?sorry|i am (?:so |very )?sorry|sorry\b|i apologi[sz]e"
+    r"|my apologies|apologies\b|unfortunately,? i\b|i (?:cannot|can['’]?t|can not|won['’]?t"
+    r"|will not|am unable|['’]?m unable|am not able|['’]?m not able|do not know|don['’]?t know"
+    r"|dunno|have no idea)|as an ai\b|dunno\b|no idea\b|lol\b|idk\b)",
+    re.IGNORECASE,
+)
+_PLACEHOLDER_LINE = re.compile(
+    r"^[\s>*_`-]*(?:\(?(?:none|n/a|nothing|empty|tbd|-)\)?[.!]?)?[\s*_`]*$", re.IGNORECASE
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?:])\s+|\n+")
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _content_lines(text: str) -> list[str]:
+    headings = set(SUMMARY_HEADINGS)
+    lines = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line in headings or line.startswith(DIGEST_LABEL_PREFIX):
+            continue
+        if line.startswith("#") and len(line.lstrip("#").split()) <= 4:
+            continue  # another heading
+        if _PLACEHOLDER_LINE.match(line):
+            continue
+        lines.append(line)
+    return lines
+
+
+def check_summary(
+    reply: object,
+    provider: str,
+    *,
+    template: bool = True,
+    instructions: Sequence[str] = (),
+    min_words: int = MIN_SUMMARY_WORDS,
+) -> str:
+    """A model's reply as a summary an engine may store, or the reason it may not.
+
+    The same checks for every engine, in this order:
+
+    - reasoning (``<think>`` and the like) is removed; nothing left is an ``empty`` failure;
+    - with ``template``, fewer than :data:`MIN_TEMPLATE_HEADINGS` of the template's headings is
+      ``unparsable`` (the reply is returned rewritten by :func:`conform_to_template`);
+    - a reply whose first line of content is an apology, a refusal or "I don't know" is
+      ``unparsable``;
+    - fewer than ``min_words`` words outside headings and placeholders is ``unparsable``;
+    - a sentence of ``instructions`` (the system prompt and the instruction paragraphs the model
+      was given, not the material it summarised) of at least :data:`ECHO_MIN_CHARS` characters
+      repeated in the reply is ``unparsable``: the model echoed its instructions.
+
+    :raises SummaryError: naming ``provider`` and what was wrong.
+    """
+    if not isinstance(reply, str):
+        raise SummaryError.of(
+            "unparsable", provider, f"the reply is {type(reply).__name__}, not text"
+        )
+    text = strip_reasoning(reply).strip()
+    if not text:
+        raise SummaryError.of("empty", provider, "no text besides reasoning" if reply else "")
+    if template:
+        conformed = conform_to_template(text)
+        if conformed is None:
+            raise SummaryError.of(
+                "unparsable",
+                provider,
+                f"the reply does not follow the summary template (fewer than "
+                f"{MIN_TEMPLATE_HEADINGS} of its headings): {text[:80]!r}",
+            )
+    content = _content_lines(text)
+    if content and _REFUSAL.match(content[0]):
+        raise SummaryError.of(
+            "unparsable", provider, f"the reply is a refusal or an apology: {content[0][:80]!r}"
+        )
+    words = sum(len(line.split()) for line in content)
+    if words < min_words:
+        raise SummaryError.of(
+            "unparsable",
+            provider,
+            f"the reply says too little to be a summary ({words} words of content, at least "
+            f"{min_words} needed): {text[:80]!r}",
+        )
+    said = _normal(text)
+    for instruction in instructions:
+        for sentence in _SENTENCE_END.split(instruction):
+            probe = _normal(sentence)
+            if len(probe) >= ECHO_MIN_CHARS and probe in said:
+                raise SummaryError.of(
+                    "unparsable",
+                    provider,
+                    f"the reply repeats its instructions instead of summarising: {sentence[:80]!r}",
+                )
+    return conformed if template else text

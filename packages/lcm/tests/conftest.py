@@ -104,11 +104,14 @@ def make_kernel(store_target: StoreTarget, tmp_path: Path) -> Iterator[KernelFac
     ) -> Kernel:
         env = {**os.environ, "CTXENGINE_HOME": str(tmp_path / "home")}
         env.pop("CTXENGINE_CONFIG", None)
+        sleeps: list[float] = []
         kernel = ctxengine.load(
             lcm_config(store_target, context_length=context_length, **options),
             env=env,
             main_summarizer=main_summarizer,
+            sleep=sleeps.append,  # the failure policy's pauses are recorded, never waited
         )
+        kernel.sleeps = sleeps  # type: ignore[attr-defined]
         kernels.append(kernel)
         return kernel
 

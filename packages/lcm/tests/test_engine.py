@@ -228,6 +228,9 @@ def test_busy_session_is_an_honest_noop(make_kernel: Any, monkeypatch: pytest.Mo
     assert result.messages == messages
 
 
+REPLY = "The user asked for a short summary of the segment; the assistant gave one."
+
+
 class ScriptedProvider:
     """A summary provider answering from a script (records the prompts)."""
 
@@ -241,7 +244,7 @@ class ScriptedProvider:
 
     def complete(self, system: str, prompt: str, max_tokens: int) -> str:
         self.prompts.append((system, prompt, max_tokens))
-        reply = self.replies.pop(0) if self.replies else "short summary of the segment"
+        reply = self.replies.pop(0) if self.replies else REPLY
         if isinstance(reply, Exception):
             raise reply
         return str(reply)
@@ -271,7 +274,7 @@ def test_summary_prompt_treats_the_conversation_as_data(make_kernel: Any) -> Non
         < prompt.index("IGNORE ALL PREVIOUS")
         < prompt.index("</conversation>")
     )
-    assert "short summary of the segment" in result.summary
+    assert REPLY in result.summary
     assert result.provider == "scripted"
 
 
@@ -290,34 +293,39 @@ def test_escalation_normal_aggressive_deterministic(make_kernel: Any) -> None:
     assert "at most" in provider.prompts[1][1] and "terse" in provider.prompts[1][1].lower()
 
 
-class Failure(Exception):
-    def __init__(self, kind: str, aborts: bool) -> None:
-        super().__init__(f"{kind} failure")
-        self.kind, self.aborts = kind, aborts
-
-
 def test_provider_outage_falls_back_and_cools_down(make_kernel: Any) -> None:
-    provider = ScriptedProvider([Failure("timeout", True)] * 10)
-    session = _kernel_with(make_kernel, provider).session("down")
+    # A host's provider raising a bare TimeoutError: classified like an SDK timeout, retried by
+    # the failure policy, then the breaker keeps the rest of the compaction away from it.
+    provider = ScriptedProvider([TimeoutError("host model timed out")] * 10)
+    kernel = _kernel_with(make_kernel, provider)
+    session = kernel.session("down")
     _, messages = samples.conversation("openai")
-    result = session.compress(messages, force=True)
+    result = session.compress(messages, force=False)
     assert result.status == "compacted"
     assert result.fallback_used
     assert "provider failed (timeout)" in result.reason
-    assert len(provider.prompts) == 1  # not retried during this compaction
+    assert len(provider.prompts) == 3  # max_attempts, then the breaker is open
+    assert [a.outcome for a in result.calls[0].attempts] == ["timeout"] * 3
+    assert kernel.sleeps == [1.0, 2.0]
     assert get_state(session.ctx).guard.cooldown_until > session.ctx.clock()
+    # The breaker is the kernel's: another session's explicit compress sends nothing either.
+    assert kernel.summary_provider().breaker_state() == "open"
+    other = kernel.session("other").compress(messages)
+    assert len(provider.prompts) == 3
+    assert other.calls and other.calls[0].attempts[0].outcome == "skipped"
+    assert "provider failed (timeout)" in other.reason
 
 
 def test_abort_on_summary_failure_returns_input(make_kernel: Any) -> None:
     kernel = make_kernel()
-    provider = ScriptedProvider([Failure("server", False)])
+    provider = ScriptedProvider([RuntimeError("boom")])
     kernel.use_summary_provider(provider)
     session = kernel.session("abort")
     object.__setattr__(session.ctx, "config", _with_abort(session.ctx.config))
     _, messages = samples.conversation("openai")
     result = session.compress(messages, force=True)
     assert result.status == "aborted"
-    assert "summary provider failed (server)" in result.reason
+    assert "summary provider failed (other)" in result.reason
     assert result.messages == messages
 
 

@@ -13,7 +13,6 @@ from .helpers import CountedSizes, openai_call
 
 def _bounds(messages: list[dict[str, Any]], fmt: str = "openai", **kw: Any):  # type: ignore[no-untyped-def]
     args: dict[str, Any] = {
-        "first": True,
         "protect_first_n": 3,
         "protect_last_n": 4,
         "tail_token_budget": 0,
@@ -35,12 +34,45 @@ def test_first_compaction_keeps_system_plus_first_n_and_never_splits_groups() ->
     assert len(messages) - b.tail_start >= 4
 
 
-def test_later_compaction_keeps_only_the_system_prompt() -> None:
+def test_a_later_compaction_keeps_the_head_before_the_previous_summary() -> None:
     messages = samples.openai_conversation(turns=20)
-    messages[1] = {"role": "user", "content": "short ask"}
-    b = _bounds(messages, first=False, count=lambda m: 10 if m["role"] != "tool" else 500)
-    # The first user message is the latest real ask before a huge middle: pinned in the head.
+    # The first compaction's head is followed by its summary: the next one keeps that head.
+    first = _bounds(messages).head_end
+    assert first > 1
+    assert _bounds(messages, summary_at=first).head_end == first
+    # A summary inside the would-be head cuts it before the summary (at a legal cut).
+    assert _bounds(messages, summary_at=first - 1).head_end < first
+    # A summary right after the system prompt: only the system prompt is kept.
+    b = _bounds(messages, summary_at=1, count=lambda m: 10 if m["role"] != "tool" else 500)
     assert b.head_end in (1, 2)
+
+
+def test_a_head_that_does_not_open_with_the_user_is_left_empty() -> None:
+    messages = samples.openai_conversation(turns=20)
+    messages[1] = {"role": "assistant", "content": "I start"}
+    b = _bounds(messages)
+    assert b.head_end == 1
+    assert messages[b.tail_start]["role"] == "assistant"
+
+
+def test_openai_with_empty_head_starts_the_tail_with_an_assistant_turn() -> None:
+    messages = samples.openai_conversation(turns=20)
+    for last_n in range(1, 9):
+        b = _bounds(messages, protect_first_n=0, protect_last_n=last_n)
+        assert b.reason is None
+        assert messages[b.tail_start]["role"] == "assistant", last_n
+
+
+def test_a_message_budget_caps_head_summary_and_tail() -> None:
+    messages = samples.openai_conversation(turns=40)
+    huge = 10**9  # a tail budget that would keep everything
+    free = _bounds(messages, tail_token_budget=huge)
+    assert free.reason is not None  # nothing to compact by tokens
+    for limit in (10, 25, 60):
+        b = _bounds(messages, tail_token_budget=huge, max_messages=limit)
+        assert b.reason is None
+        assert b.head_end + 1 + len(messages) - b.tail_start <= limit
+        assert messages[b.tail_start]["role"] != "tool"
 
 
 def test_token_budget_extends_the_tail_beyond_the_floor() -> None:
@@ -82,7 +114,7 @@ def test_head_and_tail_meeting_is_reported() -> None:
 
 def test_anthropic_with_empty_head_starts_the_tail_with_an_assistant_turn() -> None:
     _, messages = samples.anthropic_conversation(turns=20)
-    b = _bounds(messages, "anthropic", first=False, count=lambda m: 10)
+    b = _bounds(messages, "anthropic", summary_at=0, count=lambda m: 10)
     assert b.head_end == 0 or messages[b.head_end - 1]["role"] in ("user", "assistant")
     if b.head_end == 0:
         assert messages[b.tail_start]["role"] == "assistant"

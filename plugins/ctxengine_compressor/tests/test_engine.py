@@ -93,8 +93,10 @@ def test_second_compaction_updates_the_previous_summary(fmt: str) -> None:
     # The old summary is given once, not again inside the transcript.
     assert prompt.count("unique-marker-42") == 1
     assert sum(SUMMARY_PREFIX in json.dumps(m) for m in second.messages) == 1
-    # Later compactions keep only the system prompt as head (the first ask is pinned when it is
-    # the latest ask before a long middle).
+    # Later compactions keep the head the first one kept: the user's first task stays in place.
+    body = 1 if fmt == "openai" else 0
+    assert second.messages[body] == first.messages[body]
+    assert second.messages[body]["role"] == "user"
     assert get_state(ctx).compactions == 2
 
 

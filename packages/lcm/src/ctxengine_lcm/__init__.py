@@ -91,6 +91,7 @@ def compress(
     stage: Stage,
     force: bool,
     focus: str | None,
+    message_budget: int | None,
 ) -> CompressResult | None:
     """Store every new message, compact the active context, return it as messages.
 
@@ -99,10 +100,13 @@ def compress(
     caller's own messages. ``noop`` (nothing shrank) and ``aborted`` return the input unchanged;
     the new messages are stored either way, except when another compaction of the same session
     holds its lock for longer than ``LOCK_WAIT_SECONDS`` (30 s): then the result is ``noop``,
-    nothing is stored, and the reason says so (the next call stores them).
+    nothing is stored, and the reason says so (the next call stores them). A history older than
+    what the store holds (a stale writer) is answered with a ``noop`` that rewrites nothing.
+    ``message_budget`` shrinks the fresh tail so the result holds at most that many messages.
     """
-    del stage  # both stages compact the same way; the gateway decides *when* on its own
-    return open_session(ctx).compress(ctx, conversation, force, focus)
+    return open_session(ctx).compress(
+        ctx, conversation, force=force, focus=focus, stage=stage, message_budget=message_budget
+    )
 
 
 @hookimpl

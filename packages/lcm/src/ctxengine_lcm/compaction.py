@@ -284,6 +284,7 @@ class Compactor:
             deterministic=deterministic,
             footer=footer,
             message_ids=tuple(ids),
+            messages=len(ids),
         )
 
     def _condensed(self, group: Sequence[Item], outcome: Outcome) -> Item | None:
@@ -348,6 +349,7 @@ class Compactor:
         footer: str,
         message_ids: tuple[int, ...] = (),
         child_ids: tuple[str, ...] = (),
+        messages: int = 0,
     ) -> Item | None:
         """Write one summary of ``replaced`` (escalating) and store it; ``None`` if nothing
         shorter than the input could be written."""
@@ -359,6 +361,7 @@ class Compactor:
             footer=footer,
             condensed=kind == "condensed",
             section=self.section_tokens,
+            messages=messages,
         )
         if result is None:
             return None

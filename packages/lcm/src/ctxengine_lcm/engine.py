@@ -17,6 +17,12 @@ are appended to the store after the conversation's last message. The active cont
 current context's items while they stand for the same ids as the matched prefix, then the matched
 pieces (block summaries, stored messages), then the new messages. Leading system messages are
 stored once (pinned) and are always passed through as given.
+
+A history with nothing new whose matched prefix ends before the active context does is *stale*
+(another process, or an older copy, sending an earlier state of the session): it is refused.
+Nothing is stored, no summary is written and the active context does not move backwards; the
+compaction answers ``noop`` saying so. A history that goes back and then adds messages of its own
+is a branch, not a rewind, and is stored as described above.
 """
 
 from __future__ import annotations
@@ -48,13 +54,29 @@ LOCK_WAIT_SECONDS = 30.0
 """A compress call waits this long for a running compaction of the same session to finish."""
 
 
+@attrs.frozen
+class StaleHistory:
+    """An incoming history that is an older prefix of the stored session.
+
+    :ivar sent_until: the last stored message id the incoming history stands for (0: none).
+    :ivar stored_until: the last message id of the stored active context.
+    """
+
+    sent_until: int
+    stored_until: int
+
+
 @attrs.define
 class IngestResult:
-    """The active context after ingest: its items, the leading system messages, what was new."""
+    """The active context after ingest: its items, the leading system messages, what was new.
+
+    :ivar stale: set when the history was refused as older than the store's (nothing written).
+    """
 
     items: list[Item]
     leading: list[Message]
     new_messages: int
+    stale: StaleHistory | None = None
 
 
 class LcmSession:
@@ -107,7 +129,10 @@ class LcmSession:
 
         hashes = [message_hash(m) for m in body]
         stored_ctx = self.store.context(self.conversation_id)
-        matched, consumed = self._walk(body, hashes, stored_ctx, count)
+        matched, consumed, last_id, stored_until = self._walk(body, hashes, stored_ctx, count)
+        if consumed == len(body) and last_id < stored_until:
+            # An older state of the session: refuse it before anything is written.
+            return IngestResult(matched, leading, 0, StaleHistory(last_id, stored_until))
 
         new_items: list[Item] = []
         context_refs: list[ContextItem | int] = [it.key for it in matched]
@@ -144,8 +169,9 @@ class LcmSession:
         hashes: Sequence[str],
         stored_ctx: Sequence[ContextItem],
         count: Any,
-    ) -> tuple[list[Item], int]:
-        """Match a prefix of ``body`` to stored messages; ``(context items, messages consumed)``.
+    ) -> tuple[list[Item], int, int, int]:
+        """Match a prefix of ``body`` to stored messages: ``(context items, messages consumed,
+        the last stored id matched (0: none), the last stored id of the active context)``.
 
         Each incoming piece stands for stored message ids: a rendered summary block (current or
         older) for the messages its summaries cover, a raw message for the stored message it
@@ -200,7 +226,8 @@ class LcmSession:
             pieces.append((("message", found), [found], i))
             prev_id, prev_seq = found, digests[found][0]
             i += 1
-        return self._items(pieces, stored_ctx, expansion, body, hashes, count), i
+        items = self._items(pieces, stored_ctx, expansion, body, hashes, count)
+        return items, i, prev_id, flat[-1] if flat else 0
 
     def _items(
         self,
@@ -260,7 +287,14 @@ class LcmSession:
     # -- compaction --------------------------------------------------------------------------
 
     def compress(
-        self, ctx: EngineContext, conversation: Conversation, force: bool, focus: str | None
+        self,
+        ctx: EngineContext,
+        conversation: Conversation,
+        force: bool,
+        focus: str | None,
+        *,
+        stage: str = "agent",
+        message_budget: int | None = None,
     ) -> CompressResult:
         """Ingest, compact and render; see :func:`ctxengine_lcm.compress`."""
         started = time.perf_counter()
@@ -286,21 +320,41 @@ class LcmSession:
                 )
             budget = budget_for(ctx, self.settings)
             ingest = self.ingest(conversation, ctx, budget.large_output_tokens)
+            if ingest.stale is not None:
+                return unchanged("noop", _stale_reason(ingest.stale, len(conversation.messages)))
             count_text = ctx.tokens.count_text
             for item in ingest.items:
                 if item.kind == "summary" and item.summary is not None:
                     item.tokens = count_text(summary_section(item.summary))
             fixed = ctx.tokens.count(ingest.leading, conversation.system)
+            try:
+                provider = ctx.summarizer()
+            except Exception as exc:  # an unusable provider: the deterministic extract
+                ctx.log.warning("lcm: summary provider unavailable: %s", exc)
+                provider, unusable = None, f"summary provider unavailable ({exc})"
+            else:
+                unusable = None
             summariser = Summariser(
-                ctx.summarizer(),
+                provider,
                 count_text,
                 abort_on_failure=ctx.config.compression.abort_on_summary_failure,
                 focus=focus,
+                force=force and stage == "agent",
             )
+            if unusable is not None:
+                summariser.notes.append(unusable)
+            settings = self.settings
+            if message_budget is not None:
+                # The summary block (and its acknowledgement) and the system messages take
+                # their places; the fresh tail gets what is left.
+                room = message_budget - len(ingest.leading) - 2
+                settings = attrs.evolve(
+                    settings, fresh_tail_count=max(1, min(settings.fresh_tail_count, room))
+                )
             compactor = Compactor(
                 store=self.store,
                 conversation_id=self.conversation_id,
-                settings=self.settings,
+                settings=settings,
                 budget=budget,
                 fmt=conversation.format,
                 summariser=summariser,
@@ -312,11 +366,12 @@ class LcmSession:
             except SummaryAborted as exc:
                 get_state(ctx).guard.start_cooldown(ctx.clock(), str(exc))
                 self.store.catch_up_index()
-                return unchanged(
+                aborted = unchanged(
                     "aborted",
                     f"{exc}; abort_on_summary_failure is on, so nothing was compacted "
                     f"(the {ingest.new_messages} new messages are stored)",
                 )
+                return attrs.evolve(aborted, calls=tuple(summariser.calls))
             if summariser.abort_kind is not None:
                 reason = f"summary provider failed ({summariser.abort_kind})"
                 get_state(ctx).guard.start_cooldown(ctx.clock(), reason)
@@ -343,7 +398,7 @@ class LcmSession:
             started=started,
         )
         record_saving(ctx, before, result.tokens_after)
-        return result
+        return attrs.evolve(result, calls=tuple(summariser.calls))
 
     def _result(
         self,
@@ -415,6 +470,16 @@ class LcmSession:
             fallback_used=outcome.fallback,
             duration_s=duration,
         )
+
+
+def _stale_reason(stale: StaleHistory, sent: int) -> str:
+    until = f"msg_{stale.sent_until}" if stale.sent_until else "no stored message"
+    return (
+        f"stale history refused: the {sent} messages sent stand for the stored session only up "
+        f"to {until}, older than its active context (up to msg_{stale.stored_until}); another "
+        "writer is ahead of this one. Nothing was stored, no summary was rewritten and the "
+        "active context was not moved back; send the current history (or new messages) instead"
+    )
 
 
 def row_rendered(row: StoredMessage) -> Message:

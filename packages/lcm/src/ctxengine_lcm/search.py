@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ctxengine import ToolError
+from ctxengine import ToolError, bounded_repr
 from ctxengine_lcm.store import ContextItem, Store, message_ref
 
 Mode = Literal["full_text", "regex", "literal"]
@@ -72,7 +72,9 @@ def check_limit(value: object, default: int = 50) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ToolError(f"limit must be an integer from 1 to {MAX_LIMIT}, got {value!r}")
+        raise ToolError(
+            f"limit must be an integer from 1 to {MAX_LIMIT}, got {bounded_repr(value)}"
+        )
     if not 1 <= value <= MAX_LIMIT:
         raise ToolError(f"limit must be from 1 to {MAX_LIMIT}, got {value}")
     return value
@@ -82,7 +84,7 @@ def check_choice(name: str, value: object, allowed: Sequence[str], default: str)
     if value is None:
         return default
     if value not in allowed:
-        raise ToolError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+        raise ToolError(f"{name} must be one of {', '.join(allowed)}; got {bounded_repr(value)}")
     return str(value)
 
 
@@ -95,7 +97,7 @@ def check_regex(pattern: str) -> re.Pattern[str]:
     try:
         compiled = re.compile(pattern)
     except re.error as exc:
-        raise ToolError(f"invalid regex {pattern!r}: {exc}") from exc
+        raise ToolError(f"invalid regex {bounded_repr(pattern)}: {exc}") from exc
     # (has a quantifier inside, has alternation inside) per open group
     stack: list[list[bool]] = [[False, False]]
     i = 0
@@ -106,8 +108,8 @@ def check_regex(pattern: str) -> re.Pattern[str]:
             nxt = pattern[i + 1 : i + 2]
             if nxt.isdigit() and nxt != "0":
                 raise ToolError(
-                    f"regex {pattern!r} uses a back-reference (\\{nxt}); back-references are "
-                    "not allowed because they can make the search run for hours"
+                    f"regex {bounded_repr(pattern)} uses a back-reference (\\{nxt}); "
+                    "back-references are not allowed because they can make the search run for hours"
                 )
             i += 2
             continue
@@ -124,8 +126,8 @@ def check_regex(pattern: str) -> re.Pattern[str]:
         if c == "(":
             if pattern.startswith("(?P=", i):
                 raise ToolError(
-                    f"regex {pattern!r} uses a named back-reference; back-references are not "
-                    "allowed because they can make the search run for hours"
+                    f"regex {bounded_repr(pattern)} uses a named back-reference; "
+                    "back-references are not allowed because they can make the search run for hours"
                 )
             stack.append([False, False])
             i += 1
@@ -136,9 +138,9 @@ def check_regex(pattern: str) -> re.Pattern[str]:
             repeated = quant in ("*", "+", "{")
             if repeated and inner[0]:
                 raise ToolError(
-                    f"regex {pattern!r} repeats a group that itself contains a repetition "
-                    "(like (a+)+); such nested quantifiers can backtrack catastrophically. "
-                    "Rewrite it without the nesting, e.g. (a+)+ -> a+"
+                    f"regex {bounded_repr(pattern)} repeats a group that itself contains a "
+                    "repetition (like (a+)+); such nested quantifiers can backtrack "
+                    "catastrophically. Rewrite it without the nesting, e.g. (a+)+ -> a+"
                 )
             stack[-1][0] = stack[-1][0] or inner[0] or repeated
             i += 1
@@ -265,9 +267,10 @@ class Searcher:
                     ).fetchall()
                 except sqlite3.OperationalError as exc:
                     raise ToolError(
-                        f"full-text query {query!r} is not valid FTS5 syntax ({exc}). Put "
-                        'literal text in double quotes (e.g. "foo.bar(x)"), or use '
-                        'mode="literal" for a plain substring or mode="regex"'
+                        f"full-text query {bounded_repr(query)} is not valid FTS5 syntax "
+                        f"({exc}). Put literal text in double quotes "
+                        '(e.g. "foo.bar(x)"), or use mode="literal" for a plain substring or '
+                        'mode="regex"'
                     ) from exc
                 rows.extend((scope, ref, role, snip) for ref, role, snip in found)
                 if len(rows) >= limit:
@@ -283,7 +286,7 @@ class Searcher:
         escaped = None if all_words else _json_escaped(pattern)
         if not terms:
             raise ToolError(
-                f'pattern {pattern!r} has no searchable words; use mode="literal" or '
+                f'pattern {bounded_repr(pattern)} has no searchable words; use mode="literal" or '
                 '"regex" to search punctuation'
             )
 
@@ -342,8 +345,8 @@ class Searcher:
             )
         except subprocess.TimeoutExpired as exc:
             raise ToolError(
-                f"regex {pattern!r} ran longer than {self.timeout:g} s and was stopped; use a "
-                'simpler pattern, mode="full_text" or mode="literal"'
+                f"regex {bounded_repr(pattern)} ran longer than {self.timeout:g} s and was "
+                'stopped; use a simpler pattern, mode="full_text" or mode="literal"'
             ) from exc
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["unknown error"])[-1]

@@ -2,8 +2,12 @@
 
 The conversation is handed to the auxiliary model as untrusted data inside ``<conversation>``
 tags (instructions in it are never followed). Secrets are redacted on the way in and out. The
-kernel's summary providers are used as they are (``ctx.summarizer()``; ``None`` means the
-``extractive`` provider, i.e. no model: the deterministic extract is used directly).
+kernel's summary providers are called through the SDK's failure policy
+(:func:`ctxengine.call_summary`: retries, circuit breaker, fallback providers, every exception
+classified) and every reply must pass the SDK's one summary check
+(:func:`ctxengine.check_summary`, plain text: enough content, not a refusal, not an echo of the
+instructions); a reply that fails it is never stored. ``ctx.summarizer()`` returning ``None``
+means the ``extractive`` provider, i.e. no model: the deterministic extract is used directly.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from ctxengine import Format, Message
+from ctxengine import Format, Message, SummaryCall, SummaryError, call_summary, check_summary
 from ctxengine.messages import redact, tool_calls, tool_results, visible_text
 
 if TYPE_CHECKING:
@@ -147,6 +151,8 @@ class Summariser:
     :param provider: the kernel's summary provider, or ``None`` for deterministic only.
     :param count: tokens of a text.
     :param abort_on_failure: raise :class:`SummaryAborted` on any provider failure.
+    :param force: an explicit "compact now": summary requests pass an open circuit breaker.
+    :ivar calls: every summary call made, with its requests (for the result record).
     """
 
     def __init__(
@@ -156,33 +162,49 @@ class Summariser:
         *,
         abort_on_failure: bool = False,
         focus: str | None = None,
+        force: bool = False,
     ) -> None:
         self.provider = provider
         self.count = count
         self.abort_on_failure = abort_on_failure
         self.focus = focus
+        self.force = force
         self.notes: list[str] = []
         self.provider_down = False
         self.abort_kind: str | None = None
+        self.calls: list[SummaryCall] = []
 
-    def _ask(self, instruction: str, data: str, budget: int) -> str | None:
+    def _ask(
+        self, instruction: str, data: str, budget: int, purpose: str, messages: int
+    ) -> str | None:
         provider = self.provider
         if provider is None or self.provider_down:
             return None
         focus = f" Keep the most detail about: {self.focus}." if self.focus else ""
         prompt = f"{instruction}{focus}\n\n{data}"
+
+        def check(reply: str, name: str) -> str:
+            return check_summary(
+                reply, name, template=False, instructions=(SYSTEM_PROMPT, instruction)
+            )
+
         try:
-            return provider.complete(SYSTEM_PROMPT, prompt, max(budget, 64))
-        except Exception as exc:  # the kernel's SummaryError, or anything a provider raises
-            kind = str(getattr(exc, "kind", type(exc).__name__))
+            reply = call_summary(
+                provider, SYSTEM_PROMPT, prompt, max(budget, 64), check=check, force=self.force
+            )
+        except SummaryError as exc:  # classified by the failure policy, whatever was raised
+            self.calls.append(SummaryCall(purpose, messages, None, exc.attempts))
             if self.abort_on_failure:
-                raise SummaryAborted(f"summary provider failed ({kind}): {exc}") from exc
-            if getattr(exc, "aborts", False):
-                # Auth, network, timeout, rate limit: no point retrying during this compaction.
+                raise SummaryAborted(f"summary provider failed ({exc.kind}): {exc}") from exc
+            if exc.aborts:
+                # Auth, network, timeout, rate limit, after the policy's retries: the breaker
+                # keeps other calls away; this compaction stops asking too.
                 self.provider_down = True
-                self.abort_kind = kind
-            self.notes.append(f"provider failed ({kind}); used a local extract")
+                self.abort_kind = exc.kind
+            self.notes.append(f"provider failed ({exc.kind}); used a local extract")
             return None
+        self.calls.append(SummaryCall(purpose, messages, reply.provider, reply.attempts))
+        return reply.text
 
     def write(
         self,
@@ -194,12 +216,14 @@ class Summariser:
         footer: str,
         condensed: bool,
         section: Callable[[str], int],
+        messages: int = 0,
     ) -> SummaryOutcome | None:
         """The first of normal / aggressive / deterministic whose section is < ``source_tokens``.
 
         :param model_input: the data for the model, bounded to about the given tokens.
         :param deterministic: a local extract of at most the given tokens.
         :param section: the in-context tokens of a summary with this content.
+        :param messages: how many stored messages the model input shows (0 for condensation).
         :returns: ``None`` when not even the deterministic extract is shorter than the input.
         """
         footer_tokens = self.count(footer) + 2
@@ -215,7 +239,10 @@ class Summariser:
             instruction = instruction.format(budget=budget) + (CONDENSE_NOTE if condensed else "")
             window = int(getattr(self.provider, "context_length", 100_000) or 100_000)
             data_budget = max(1_000, window - budget - 2_000)
-            text = self._ask(instruction, redact(model_input(data_budget)), budget)
+            purpose = f"{mode} {'condensed' if condensed else 'leaf'} summary"
+            text = self._ask(
+                instruction, redact(model_input(data_budget)), budget, purpose, messages
+            )
             if not text or not text.strip():
                 continue
             content = redact(text.strip()) + "\n\n" + footer

@@ -2,7 +2,8 @@
 
 Every handler validates its arguments and answers bad input with
 :class:`~ctxengine.ToolError` naming what was wrong and what is allowed; results are
-JSON-serialisable dicts and bounded in size.
+JSON-serialisable dicts and bounded in size. No answer or error quotes an argument back whole
+(:func:`ctxengine.bounded_repr`), and the text of every evidence answer is redacted.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxengine import Tool, ToolError
+from ctxengine import Tool, ToolError, bounded_repr
 from ctxengine.messages import redact
 from ctxengine_lcm.render import strip_expand_line
 from ctxengine_lcm.search import MAX_LIMIT, MODES, SCOPES, Searcher, check_choice, words
@@ -26,6 +27,9 @@ EXPAND_MAX_TOKENS = 50_000
 DESCRIBE_MAX_CHARS = 40_000
 ANSWER_MAX_TOKENS = 4_000
 EVIDENCE_MAX_TOKENS = 30_000
+QUESTION_MAX_CHARS = 4_000
+ID_MAX_CHARS = 64
+"""The longest id any tool takes (``msg_<18 digits>`` is 22 characters)."""
 _ID = re.compile(r"\b(?:msg_[0-9]{1,18}|sum_[0-9a-f]{12}|out_[0-9a-f]{16})\b")
 # A message id: ASCII digits only (str.isdigit accepts "²") and at most 18 of them, so the
 # number always fits SQLite's 64-bit INTEGER.
@@ -43,9 +47,10 @@ def _args(arguments: Mapping[str, Any], allowed: Sequence[str], tool: str) -> No
     """Reject unknown arguments and text that is not valid Unicode (a lone UTF-16 surrogate)."""
     unknown = [k for k in arguments if k not in allowed]
     if unknown:
+        shown = ", ".join(bounded_repr(k, 40) for k in unknown[:5])
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise ToolError(
-            f"{tool} got unknown argument(s) {', '.join(map(repr, unknown))}; "
-            f"allowed: {', '.join(allowed)}"
+            f"{tool} got unknown argument(s) {shown}{more}; allowed: {', '.join(allowed)}"
         )
     for name, value in arguments.items():
         for text in value if isinstance(value, list) else [value]:
@@ -65,7 +70,9 @@ def _int_arg(arguments: Mapping[str, Any], name: str, default: int, low: int, hi
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ToolError(f"{name} must be an integer from {low} to {high}, got {value!r}")
+        raise ToolError(
+            f"{name} must be an integer from {low} to {high}, got {bounded_repr(value)}"
+        )
     if not low <= value <= high:
         raise ToolError(f"{name} must be from {low} to {high}, got {value}")
     return value
@@ -75,7 +82,13 @@ def _id_arg(arguments: Mapping[str, Any], name: str) -> str:
     value = arguments.get(name)
     if not isinstance(value, str) or not value.strip():
         raise ToolError(f"{name} must be an id string such as sum_..., out_... or msg_N")
-    return value.strip()
+    value = value.strip()
+    if len(value) > ID_MAX_CHARS:
+        raise ToolError(
+            f"{name} {bounded_repr(value)} is not an id: ids are at most {ID_MAX_CHARS} "
+            "characters, like sum_<12 hex>, out_<16 hex> or msg_<number>"
+        )
+    return value
 
 
 class LcmTools:
@@ -219,7 +232,8 @@ class LcmTools:
                     "content_json": text,
                 }
         raise ToolError(
-            f"no summary, stored output or message with id {ident!r} in this conversation; "
+            f"no summary, stored output or message with id {bounded_repr(ident)} in this "
+            "conversation; "
             "ids look like sum_<12 hex>, out_<16 hex> or msg_<number> (lcm_grep finds them)"
         )
 
@@ -234,8 +248,8 @@ class LcmTools:
         store = session.store
         if store.summary(ident, session.conversation_id) is None:
             raise ToolError(
-                f"no summary with id {ident!r} in this conversation; summary ids look like "
-                "sum_<12 hex> (they appear in the summaries and in lcm_grep results)"
+                f"no summary with id {bounded_repr(ident)} in this conversation; summary ids "
+                "look like sum_<12 hex> (they appear in the summaries and in lcm_grep results)"
             )
         ids = store.covered_message_ids(ident)
         if offset > len(ids):
@@ -284,6 +298,11 @@ class LcmTools:
         question = arguments.get("question")
         if not isinstance(question, str) or not question.strip():
             raise ToolError("question must be a non-empty string")
+        if len(question) > QUESTION_MAX_CHARS:
+            raise ToolError(
+                f"question is {len(question):,} characters long; at most {QUESTION_MAX_CHARS:,} "
+                "allowed (ask about one thing, and pass summary_ids to narrow the evidence)"
+            )
         output = check_choice("output", arguments.get("output"), ("answer", "evidence"), "answer")
         max_tokens = _int_arg(arguments, "max_tokens", 1_000, 16, ANSWER_MAX_TOKENS)
         evidence_cap = _int_arg(arguments, "evidence_tokens", 8_000, 100, EVIDENCE_MAX_TOKENS)
@@ -292,6 +311,8 @@ class LcmTools:
             raise ToolError("summary_ids must be a list of summary id strings (sum_...)")
         if len(raw_ids) > 50:
             raise ToolError(f"summary_ids may hold at most 50 ids, got {len(raw_ids)}")
+        for sid in raw_ids:
+            _id_arg({"summary_ids": sid}, "summary_ids")
         evidence = self._evidence(question, raw_ids, evidence_cap)
         result: dict[str, Any] = {
             "question": question,
@@ -335,7 +356,7 @@ class LcmTools:
         message_ids: list[int] = []
         for sid in summary_ids:
             if store.summary(sid, conv) is None:
-                raise ToolError(f"no summary with id {sid!r} in this conversation")
+                raise ToolError(f"no summary with id {bounded_repr(sid)} in this conversation")
             message_ids += store.covered_message_ids(sid)
         terms = [w for w in dict.fromkeys(words(question.lower())) if len(w) > 2][:16]
         if terms:
@@ -361,7 +382,8 @@ class LcmTools:
         evidence: list[dict[str, Any]] = []
         used = 0
         for row in store.messages(conv, list(dict.fromkeys(message_ids))):
-            text = strip_expand_line(row.text)
+            # Evidence is an answer built from stored turns: secrets in them stay masked.
+            text = redact(strip_expand_line(row.text))
             cost = self._count(text)
             if cost > cap - used:
                 if evidence:

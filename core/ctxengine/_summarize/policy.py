@@ -1,0 +1,387 @@
+"""The failure policy around summary providers: retries, a circuit breaker, a fallback chain.
+
+One place for every engine. The kernel wraps the configured providers in a
+:class:`SummaryService`, so ``ctx.summarizer()`` hands each engine the same policy:
+
+- **Retries.** A request that fails with a kind in :data:`RETRYABLE_KINDS` (HTTP 429, 5xx,
+  529 overloaded, timeouts, connection errors) is sent again, at most ``max_attempts`` times in
+  all. Before each retry the service waits the provider's ``Retry-After`` when it sent one,
+  else ``retry_backoff`` seconds doubled for every earlier retry, never more than
+  ``retry_max_wait``. A ``Retry-After`` longer than ``retry_max_wait`` ends the retries at once
+  (the provider said when it will answer again). Other failures are not retried: an auth error
+  or a refusal stays what it is.
+- **Circuit breaker**, one per provider and shared by every session of a kernel. It counts
+  consecutive failed requests of the kinds in :data:`BREAKER_KINDS` (the endpoint, not the
+  prompt, is the problem); a success resets the count. At ``breaker_failures`` failures, after an
+  auth failure (retrying will not fix a key) and after a ``Retry-After`` longer than
+  ``retry_max_wait``, the breaker *opens*: for ``breaker_cooldown`` seconds (or the
+  ``Retry-After``, if longer) no request is sent to that provider, whoever asks -- automatic
+  compactions, explicit ``compress()`` calls and the gateway alike. Then it is *half-open*: the
+  next call sends one trial request; success closes it, failure opens it again. Only a
+  *forced* call (``force=True``: a host's explicit "compact now" at the agent stage) sends
+  requests through an open breaker.
+- **Fallback chain.** When a provider gives up (its retries are spent, its breaker is open, or
+  it failed in a way retrying cannot fix), the next provider of ``auxiliary.compression.fallback``
+  is asked. When the chain ends with ``extractive``, a failure of every model never aborts the
+  compaction: the engine writes its local digest instead.
+- **Checks.** An engine may pass ``check`` (usually :func:`~ctxengine.check_summary`): a reply it
+  rejects counts as a failure of that provider (not retried on it, not counted by the breaker) and
+  the chain moves on.
+
+Time comes from injected ``clock`` and ``sleep`` callables, so tests never really wait.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import attrs
+
+from ctxengine._summarize.errors import SummaryAttempt, SummaryError, classify_error
+from ctxengine._summarize.providers import SummaryProvider
+
+__all__ = [
+    "BREAKER_KINDS",
+    "RETRYABLE_KINDS",
+    "Breaker",
+    "FailurePolicy",
+    "ReplyCheck",
+    "SummaryReply",
+    "SummaryService",
+    "call_summary",
+]
+
+RETRYABLE_KINDS = frozenset({"rate_limit", "server", "timeout", "network"})
+"""Failures a later request may not repeat: retried with backoff."""
+
+BREAKER_KINDS = RETRYABLE_KINDS | {"auth"}
+"""Failures that say the endpoint cannot serve anyone right now; they count towards the breaker."""
+
+ReplyCheck = Callable[[str, str], str]
+"""``check(reply, provider_name)``: the text to keep, or raises :class:`~ctxengine.SummaryError`
+(usually :func:`~ctxengine.check_summary`)."""
+
+BreakerState = Literal["closed", "open", "half-open"]
+
+
+@attrs.frozen
+class FailurePolicy:
+    """The failure policy's settings (``auxiliary.compression.*``, see ``docs/summaries.md``).
+
+    :ivar max_attempts: requests per provider and call, the first included (1 = no retry).
+    :ivar retry_backoff: seconds before the first retry, doubled for each further one.
+    :ivar retry_max_wait: the longest single pause; a longer ``Retry-After`` ends the retries.
+    :ivar breaker_failures: consecutive failed requests that open a provider's breaker.
+    :ivar breaker_cooldown: seconds an open breaker keeps every call away from its provider.
+    """
+
+    max_attempts: int = 3
+    retry_backoff: float = 1.0
+    retry_max_wait: float = 30.0
+    breaker_failures: int = 3
+    breaker_cooldown: float = 60.0
+
+    def pause_before(self, retry: int, retry_after: float | None) -> float | None:
+        """Seconds to wait before retry number ``retry`` (1 for the second request), or ``None``
+        when the provider asked for longer than :attr:`retry_max_wait`."""
+        if retry_after is not None:
+            return retry_after if retry_after <= self.retry_max_wait else None
+        return min(self.retry_max_wait, self.retry_backoff * 2 ** (retry - 1))
+
+    def describe(self) -> str:
+        """The policy in one phrase, for status lines."""
+        if self.max_attempts > 1:
+            retries = (
+                f"{self.max_attempts} attempts (pauses from {self.retry_backoff:g} s doubling, "
+                f"at most {self.retry_max_wait:g} s, Retry-After honoured)"
+            )
+        else:
+            retries = "no retries"
+        return (
+            f"{retries}; breaker opens after {self.breaker_failures} failures in a row for "
+            f"{self.breaker_cooldown:g} s"
+        )
+
+
+@attrs.define
+class Breaker:
+    """One provider's circuit breaker (see the module docstring).
+
+    :ivar failures: consecutive failed requests of the kinds in :data:`BREAKER_KINDS`.
+    :ivar open_until: clock time before which no request is sent.
+    :ivar tripped: the breaker opened and no request has succeeded since (half-open once
+        ``open_until`` has passed).
+    :ivar cause: the failure that opened it.
+    """
+
+    failures: int = 0
+    open_until: float = float("-inf")
+    tripped: bool = False
+    cause: SummaryError | None = None
+
+    def state(self, now: float) -> BreakerState:
+        if not self.tripped:
+            return "closed"
+        return "open" if now < self.open_until else "half-open"
+
+    def succeeded(self) -> None:
+        self.failures = 0
+        self.tripped = False
+        self.cause = None
+        self.open_until = float("-inf")
+
+    def failed(self, error: SummaryError, now: float, policy: FailurePolicy) -> bool:
+        """Count one failed request; ``True`` when the breaker is open after it."""
+        if error.kind not in BREAKER_KINDS:
+            return False
+        self.failures += 1
+        too_long = error.retry_after is not None and error.retry_after > policy.retry_max_wait
+        if (
+            self.failures >= policy.breaker_failures
+            or error.kind == "auth"
+            or too_long
+            or self.tripped  # a failed trial request opens it again at once
+        ):
+            self.tripped = True
+            self.cause = error
+            self.open_until = now + max(policy.breaker_cooldown, error.retry_after or 0.0)
+            return True
+        return False
+
+    def describe(self, name: str, now: float) -> str:
+        state = self.state(now)
+        if state == "closed":
+            return f"{name}: closed ({self.failures} recent failure(s))"
+        cause = f"{self.cause.kind}" if self.cause is not None else "failures"
+        if state == "open":
+            return (
+                f"{name}: circuit OPEN after {self.failures} failure(s) in a row ({cause}); "
+                f"no summary requests for {self.open_until - now:.0f} s"
+            )
+        return f"{name}: circuit half-open after {cause}; the next summary call is a trial"
+
+
+@attrs.frozen
+class SummaryReply:
+    """A summary a provider wrote, who wrote it, and every request it took.
+
+    :ivar text: the reply, as the ``check`` returned it (the raw text without a check).
+    """
+
+    text: str
+    provider: str
+    attempts: tuple[SummaryAttempt, ...]
+
+
+class SummaryService:
+    """Summary providers behind the failure policy; a :class:`SummaryProvider` itself.
+
+    ``name``, ``model`` and ``context_length`` are the first provider's, except that the window
+    is the smallest of the chain, so a prompt sized for it fits every provider. Thread-safe:
+    breaker state is shared by every session of the kernel, pauses and requests happen outside
+    the lock.
+
+    :param providers: the chain, primary first (at least one).
+    :param digest_fallback: the configured chain ends with ``extractive``: when every provider
+        fails, the final error does not abort (the engine writes its local digest).
+    """
+
+    def __init__(
+        self,
+        providers: Sequence[SummaryProvider],
+        policy: FailurePolicy | None = None,
+        *,
+        digest_fallback: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not providers:
+            raise ValueError("SummaryService needs at least one provider")
+        self.providers = tuple(providers)
+        self.policy = policy or FailurePolicy()
+        self.digest_fallback = digest_fallback
+        self.clock = clock
+        self.sleep = sleep
+        self._lock = threading.Lock()
+        self._breakers = [Breaker() for _ in self.providers]
+
+    # -- the SummaryProvider protocol ------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.providers[0].name
+
+    @property
+    def model(self) -> str:
+        return self.providers[0].model
+
+    @property
+    def context_length(self) -> int:
+        return min(p.context_length for p in self.providers)
+
+    def complete(self, system: str, prompt: str, max_tokens: int) -> str:
+        """:meth:`call` without a check, returning the text."""
+        return self.call(system, prompt, max_tokens).text
+
+    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str:
+        """:meth:`complete` in a worker thread (pauses block)."""
+        import asyncio
+
+        return await asyncio.to_thread(self.complete, system, prompt, max_tokens)
+
+    # -- the policy ------------------------------------------------------------------------
+
+    def breaker_state(self, index: int = 0) -> BreakerState:
+        """The state of the breaker of ``providers[index]`` now."""
+        with self._lock:
+            return self._breakers[index].state(self.clock())
+
+    def status(self) -> list[str]:
+        """One line per provider whose breaker is not closed (nothing when all is well)."""
+        now = self.clock()
+        with self._lock:
+            return [
+                breaker.describe(provider.name, now)
+                for provider, breaker in zip(self.providers, self._breakers, strict=True)
+                if breaker.tripped
+            ]
+
+    def call(
+        self,
+        system: str,
+        prompt: str,
+        max_tokens: int,
+        *,
+        check: ReplyCheck | None = None,
+        force: bool = False,
+    ) -> SummaryReply:
+        """Ask the chain for a summary under the policy (see the module docstring).
+
+        :param check: validates a reply (raise :class:`SummaryError` to reject it).
+        :param force: send requests even through an open breaker.
+        :raises SummaryError: the last failure, with ``attempts`` listing every request; its
+            ``aborts`` is false when the chain ends with the local digest.
+        """
+        attempts: list[SummaryAttempt] = []
+        last: SummaryError | None = None
+        for index, provider in enumerate(self.providers):
+            reply, last = self._ask(
+                index, provider, system, prompt, max_tokens, check, force, attempts, last
+            )
+            if reply is not None:
+                return SummaryReply(reply, provider.name, tuple(attempts))
+        assert last is not None  # every provider either answered or left an error
+        final = SummaryError(
+            str(last),
+            kind=last.kind,
+            provider=last.provider,
+            status=last.status,
+            retry_after=last.retry_after,
+            aborts=False if self.digest_fallback else None,
+        )
+        final.attempts = tuple(attempts)
+        raise final
+
+    def _ask(
+        self,
+        index: int,
+        provider: SummaryProvider,
+        system: str,
+        prompt: str,
+        max_tokens: int,
+        check: ReplyCheck | None,
+        force: bool,
+        attempts: list[SummaryAttempt],
+        last: SummaryError | None,
+    ) -> tuple[str | None, SummaryError | None]:
+        """Up to ``max_attempts`` requests to one provider: ``(reply, None)`` or
+        ``(None, the error that made it give up)``."""
+        policy = self.policy
+        breaker = self._breakers[index]
+        with self._lock:
+            state = breaker.state(self.clock())
+            cause = breaker.cause
+        if state == "open" and not force:
+            assert cause is not None
+            detail = (
+                f"circuit open after {cause.kind} failures; {breaker.open_until - self.clock():.0f}"
+                f" s until the next trial request (last error: {cause})"
+            )
+            skipped = SummaryError.of(
+                cause.kind,
+                provider.name,
+                detail,
+                status=cause.status,
+                retry_after=cause.retry_after,
+            )
+            attempts.append(SummaryAttempt(provider.name, "skipped", cause.status, 0.0, detail))
+            return None, skipped
+        allowed = 1 if state == "half-open" and not force else policy.max_attempts
+        error: SummaryError | None = None
+        for number in range(allowed):
+            pause = 0.0
+            if number:
+                assert error is not None
+                wait = policy.pause_before(number, error.retry_after)
+                if wait is None:
+                    break  # the provider asked for a longer wait than the policy allows
+                pause = wait
+                if pause > 0:
+                    self.sleep(pause)
+            try:
+                text = provider.complete(system, prompt, max_tokens)
+                if check is not None:
+                    text = check(text, provider.name)
+            except SummaryError as exc:
+                error = exc
+            except Exception as exc:  # a host's provider may raise anything: classify it
+                error = classify_error(exc, provider.name)
+            else:
+                with self._lock:
+                    breaker.succeeded()
+                attempts.append(SummaryAttempt(provider.name, "ok", None, pause))
+                return text, None
+            attempts.append(
+                SummaryAttempt(provider.name, error.kind, error.status, pause, str(error))
+            )
+            with self._lock:
+                opened = breaker.failed(error, self.clock(), policy)
+            if opened or error.kind not in RETRYABLE_KINDS:
+                break
+        return None, error if error is not None else last
+
+
+def call_summary(
+    provider: SummaryProvider,
+    system: str,
+    prompt: str,
+    max_tokens: int,
+    *,
+    check: ReplyCheck | None = None,
+    force: bool = False,
+) -> SummaryReply:
+    """One summary through the failure policy: what every engine calls.
+
+    A :class:`SummaryService` (what ``ctx.summarizer()`` returns in a kernel) applies its
+    retries, breaker and fallback chain. Any other provider (a context built by hand) gets one
+    request, with the same error classification and the same ``check``.
+
+    :raises SummaryError: classified, with ``attempts``.
+    """
+    if isinstance(provider, SummaryService):
+        return provider.call(system, prompt, max_tokens, check=check, force=force)
+    name = str(getattr(provider, "name", "provider"))
+    try:
+        text = provider.complete(system, prompt, max_tokens)
+        if check is not None:
+            text = check(text, name)
+    except Exception as exc:
+        error = classify_error(exc, name)
+        error.attempts = (SummaryAttempt(name, error.kind, error.status, 0.0, str(error)),)
+        if error is exc:
+            raise
+        raise error from exc
+    return SummaryReply(text, name, (SummaryAttempt(name, "ok"),))
