@@ -148,7 +148,7 @@ def test_default_reply_is_a_deterministic_echo_summary(api: FakeAPI) -> None:
     assert reply == second["content"][0]["text"]
     assert reply.startswith("## Goal\n")
     assert "### In Progress" in reply
-    assert "Request began: Please fix the parser in src/p.py" in reply
+    assert "Request ended: Please fix the parser in src/p.py" in reply
     assert first["id"] != second["id"]
     assert (first["type"], first["role"], first["stop_reason"]) == (
         "message",

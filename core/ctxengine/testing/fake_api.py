@@ -56,7 +56,15 @@ from ctxengine.testing.fake_responses import check_responses_request, responses_
 
 Api = Literal["anthropic", "openai", "unknown"]
 StepKind = Literal[
-    "text", "blocks", "empty", "error", "garbage", "context_length", "default", "compaction_null"
+    "text",
+    "blocks",
+    "empty",
+    "error",
+    "garbage",
+    "context_length",
+    "raw",
+    "default",
+    "compaction_null",
 ]
 
 
@@ -119,10 +127,11 @@ class Step:
     Anthropic content blocks; translated for OpenAI), ``empty`` (no content), ``error``
     (``status`` with the API's error envelope), ``garbage`` (``raw`` sent as an
     ``application/json`` body that does not parse), ``context_length`` (the API's own
-    context-window error), ``default`` (the responder's reply, else the deterministic echo
-    summary) and ``compaction_null`` (the default reply, but a server-side compaction the
+    context-window error), ``raw`` (``raw`` sent as it is with ``status`` and ``content_type``,
+    e.g. a proxy's HTML error page), ``default`` (the responder's reply, else the deterministic
+    echo summary) and ``compaction_null`` (the default reply, but a server-side compaction the
     request asks for fails: its block's ``content`` is ``null``). ``delay`` seconds pass before
-    anything is sent.
+    anything is sent; ``headers`` are added to the response (``Retry-After``).
     """
 
     kind: StepKind
@@ -133,6 +142,8 @@ class Step:
     code: str | None = None
     raw: str = ""
     delay: float = 0.0
+    headers: tuple[tuple[str, str], ...] = ()
+    content_type: str = "application/json"
 
 
 class _Server(ThreadingHTTPServer):
@@ -294,15 +305,31 @@ class FakeAPI:
         *,
         code: str | None = None,
         delay: float = 0.0,
+        headers: Mapping[str, str] | None = None,
     ) -> FakeAPI:
         """Answer with HTTP ``status`` and the API's error envelope holding ``message``.
 
         ``type`` defaults to the API's own name for the status (``rate_limit_error``,
-        ``overloaded_error``...).
+        ``overloaded_error``...); ``headers`` are sent too (e.g. ``{"retry-after": "7"}``).
         """
         return self.script(
-            Step("error", text=message, status=status, error_type=type, code=code, delay=delay)
+            Step(
+                "error",
+                text=message,
+                status=status,
+                error_type=type,
+                code=code,
+                delay=delay,
+                headers=tuple((headers or {}).items()),
+            )
         )
+
+    def fail_raw(
+        self, status: int, body: str, *, content_type: str = "text/html; charset=utf-8"
+    ) -> FakeAPI:
+        """Answer with HTTP ``status`` and ``body`` as it is, not in the API's envelope: what a
+        proxy or load balancer in front of the API sends (an HTML 502 page)."""
+        return self.script(Step("raw", status=status, raw=body, content_type=content_type))
 
     def context_length_error(self) -> FakeAPI:
         """Answer with the API's own "prompt is too long" / "maximum context length" 400."""
@@ -530,7 +557,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _compact_responses(self, step: Step, body: Mapping[str, Any]) -> None:
         if step.kind == "error":
-            self._send_error("openai", step.status, step.text, step.error_type, step.code)
+            self._send_error(
+                "openai",
+                step.status,
+                step.text,
+                step.error_type,
+                step.code,
+                headers=dict(step.headers),
+            )
             return
         if step.kind == "garbage":
             self._send_raw(200, step.raw.encode())
@@ -543,7 +577,12 @@ class _Handler(BaseHTTPRequestHandler):
         self, api: Api, step: Step, body: Mapping[str, Any], *, responses: bool = False
     ) -> None:
         if step.kind == "error":
-            self._send_error(api, step.status, step.text, step.error_type, step.code)
+            self._send_error(
+                api, step.status, step.text, step.error_type, step.code, headers=dict(step.headers)
+            )
+            return
+        if step.kind == "raw":
+            self._send_raw(step.status, step.raw.encode(), step.content_type)
             return
         if step.kind == "context_length":
             if api == "anthropic":
@@ -711,6 +750,7 @@ class _Handler(BaseHTTPRequestHandler):
         code: str | None = None,
         *,
         param: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         payload: dict[str, Any]
         if api == "openai":
@@ -735,13 +775,15 @@ class _Handler(BaseHTTPRequestHandler):
                 },
                 "request_id": f"req_fake_{self.server.fake._next_id():04d}",
             }
-        self._send_json(status, payload)
+        self._send_json(status, payload, headers)
 
-    def _send_json(self, status: int, payload: object) -> None:
+    def _send_json(
+        self, status: int, payload: object, headers: Mapping[str, str] | None = None
+    ) -> None:
         fake = self.server.fake
         with fake._lock:
             fake._replies.append(RecordedReply(self.path.split("?", 1)[0], status, payload))
-        self._send_raw(status, json.dumps(payload).encode())
+        self._send_raw(status, json.dumps(payload).encode(), headers=headers)
 
     def _send_events(self, events: list[fake_streams.SSEvent]) -> None:
         """Send a ``text/event-stream`` body; the closed connection ends it (HTTP/1.0)."""
@@ -753,12 +795,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(fake_streams.encode(events))
 
-    def _send_raw(self, status: int, data: bytes) -> None:
+    def _send_raw(
+        self,
+        status: int,
+        data: bytes,
+        content_type: str = "application/json",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         self.send_response(status, _REASONS.get(status))
-        self.send_header("content-type", "application/json")
+        self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(data)))
         self.send_header("connection", "close")
         self.send_header("request-id", "req_fake")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
 
@@ -804,11 +854,12 @@ def _last_user_text(body: Mapping[str, Any]) -> str:
 
 
 def _echo_summary(body: Mapping[str, Any], api: Api) -> str:
-    """The default reply: the summary template with a deterministic echo of the request."""
+    """The default reply: the summary template with a deterministic echo of the request's end
+    (its start is a summariser's instructions, which a summary must not repeat)."""
     prompt = " ".join(_last_user_text(body).split())
     return fake_native.template_text(
         f"- Echo summary from FakeAPI ({api}) of a {len(prompt)}-character request.",
-        [f"- Request began: {prompt[:160]}"],
+        [f"- Request ended: {prompt[-160:]}"],
     )
 
 
