@@ -327,4 +327,16 @@ def _api_message(exc: Any) -> tuple[str, str | None]:
             str(message) if message else str(exc),
             str(error_type) if error_type else None,
         )
-    return str(getattr(exc, "message", exc)), None
+    message = str(getattr(exc, "message", exc))
+    # Not the API's envelope (a proxy's HTML page, plain text): what the endpoint sent says more,
+    # on one line and bounded (a page can be long, and reasons end up in logs and status lines).
+    raw = body if isinstance(body, str) else getattr(getattr(exc, "response", None), "text", None)
+    text = " ".join(raw.split()) if isinstance(raw, str) else ""
+    if text and text not in message:
+        cut = "…" if len(text) > RAW_BODY_CHARS else ""
+        message = f"{message}: {text[:RAW_BODY_CHARS]}{cut}"
+    return message, None
+
+
+RAW_BODY_CHARS = 300
+"""How much of a body that is not the API's error envelope an error message quotes."""

@@ -89,7 +89,7 @@ class FailurePolicy:
         when the provider asked for longer than :attr:`retry_max_wait`."""
         if retry_after is not None:
             return retry_after if retry_after <= self.retry_max_wait else None
-        return min(self.retry_max_wait, self.retry_backoff * 2 ** (retry - 1))
+        return float(min(self.retry_max_wait, self.retry_backoff * 2.0 ** (retry - 1)))
 
     def describe(self) -> str:
         """The policy in one phrase, for status lines."""

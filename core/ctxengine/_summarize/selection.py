@@ -411,7 +411,12 @@ def resolve_service(
         if name == "extractive":
             break
         fallback = attrs.evolve(
-            settings, provider=name, model=None, base_url=None, api_key=None, fallback=()
+            settings,
+            provider=name,  # type: ignore[arg-type]  # checked at load: a provider name
+            model=None,
+            base_url=None,
+            api_key=None,
+            fallback=(),
         )
         built = build(fallback)
         if built is not None:

@@ -173,6 +173,7 @@ def check_summary(
     text = strip_reasoning(reply).strip()
     if not text:
         raise SummaryError.of("empty", provider, "no text besides reasoning" if reply else "")
+    conformed: str | None = text
     if template:
         conformed = conform_to_template(text)
         if conformed is None:
@@ -205,4 +206,4 @@ def check_summary(
                     provider,
                     f"the reply repeats its instructions instead of summarising: {sentence[:80]!r}",
                 )
-    return conformed if template else text
+    return conformed if conformed is not None else text

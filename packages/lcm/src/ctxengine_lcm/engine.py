@@ -327,13 +327,12 @@ class LcmSession:
                 if item.kind == "summary" and item.summary is not None:
                     item.tokens = count_text(summary_section(item.summary))
             fixed = ctx.tokens.count(ingest.leading, conversation.system)
+            unusable: str | None = None
             try:
                 provider = ctx.summarizer()
             except Exception as exc:  # an unusable provider: the deterministic extract
                 ctx.log.warning("lcm: summary provider unavailable: %s", exc)
                 provider, unusable = None, f"summary provider unavailable ({exc})"
-            else:
-                unusable = None
             summariser = Summariser(
                 provider,
                 count_text,
