@@ -85,8 +85,8 @@ def find_boundaries(
       something remains to compact;
     - the latest real user message and the latest assistant reply with visible text are kept
       verbatim: pulled into the tail, or - when what lies before them is smaller than what lies
-      after (one task followed by hundreds of tool calls) - the head is extended to them instead,
-      so the compaction still has a middle;
+      after (one task followed by hundreds of tool calls) and the list opens with the user - the
+      head is extended to them instead, so the compaction still has a middle;
     - no boundary splits a tool call from its results (parallel calls included) and the tail never
       starts with a tool result;
     - when nothing but the system prompt is kept before the summary, the summary is the first
@@ -144,9 +144,14 @@ def find_boundaries(
     for index in keep:
         if index >= tail_start or index < head_end:
             continue
+        # A head may only open with the user: an empty one is not extended past a list that
+        # opens otherwise (the ask goes to the tail instead).
+        opens_with_user = head_end > system_end or (
+            system_end < n and is_real_user_message(messages[system_end], fmt)
+        )
         before = sizes.run(head_end, index)
         after = sizes.run(index + 1, tail_start)
-        if before.reaches(after):
+        if not opens_with_user or before.reaches(after):
             tail_start = index
         else:
             head_end = _snap_forward(cuts, index + 1)

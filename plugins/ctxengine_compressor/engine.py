@@ -22,7 +22,7 @@ from ctxengine_compressor.assemble import (
     unwrap_summary,
     without_summary,
 )
-from ctxengine_compressor.boundaries import find_boundaries
+from ctxengine_compressor.boundaries import Boundaries, find_boundaries
 from ctxengine_compressor.prune import prune
 from ctxengine_compressor.settings import budgets
 from ctxengine_compressor.settings import settings as compressor_settings
@@ -30,7 +30,16 @@ from ctxengine_compressor.state import get_state
 from ctxengine_compressor.summary import summarize, summary_budget
 
 if TYPE_CHECKING:
-    from ctxengine import Conversation, EngineContext, Message, Stage, TextSize, TokenEstimate
+    from ctxengine import (
+        Conversation,
+        EngineContext,
+        Format,
+        Message,
+        Stage,
+        TextSize,
+        TokenEstimate,
+    )
+    from ctxengine_compressor.boundaries import RunSizes
 
 ENGINE = "compressor"
 
@@ -104,17 +113,7 @@ def compress(
 
     limits = budgets(ctx)
     previous = find_summary(messages, 0, len(messages))
-    bounds = find_boundaries(
-        messages,
-        fmt,
-        protect_first_n=settings.protect_first_n,
-        protect_last_n=settings.protect_last_n,
-        tail_token_budget=limits.tail_token_budget,
-        sizes=sizes,
-        is_summary=is_pure_summary_message,
-        summary_at=first_summary_index(messages) if previous is not None else None,
-        max_messages=message_budget,
-    )
+    bounds = boundaries_for(ctx, messages, fmt, message_budget, previous is not None, sizes)
     if bounds.reason is not None:
         return unchanged("noop", bounds.reason)
     middle = messages[bounds.head_end : bounds.tail_start]
@@ -255,6 +254,33 @@ def compress(
         duration_s=time.perf_counter() - started,
         calls=outcome.calls,
         unsummarized=outcome.unsummarized,
+    )
+
+
+def boundaries_for(
+    ctx: EngineContext,
+    messages: Sequence[Message],
+    fmt: Format,
+    message_budget: int | None = None,
+    has_summary: bool | None = None,
+    sizes: RunSizes | None = None,
+) -> Boundaries:
+    """Where :func:`compress` would cut ``messages`` with this session's settings (its result
+    depends on the settings only through these boundaries and the window); ``sizes`` are
+    ``ctx.tokens.sizes(messages)`` when the caller has them."""
+    settings = compressor_settings(ctx)
+    if has_summary is None:
+        has_summary = find_summary(messages, 0, len(messages)) is not None
+    return find_boundaries(
+        messages,
+        fmt,
+        protect_first_n=settings.protect_first_n,
+        protect_last_n=settings.protect_last_n,
+        tail_token_budget=budgets(ctx).tail_token_budget,
+        sizes=sizes if sizes is not None else ctx.tokens.sizes(messages),
+        is_summary=is_pure_summary_message,
+        summary_at=first_summary_index(messages) if has_summary else None,
+        max_messages=message_budget,
     )
 
 

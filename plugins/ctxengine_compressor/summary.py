@@ -300,8 +300,11 @@ class _Job:
 
         # The template itself has a floor; tiny windows get that much rather than nothing.
         budget = max(self.budget, min_digest_tokens(reason))
+        # The turns without earlier summaries (``ledger_source``): a summary message is carried
+        # through ``previous``/``carried``, and quoting it as the "last assistant update" would
+        # nest one summary's wrapper inside the next.
         text, held = digest_and_ledger(
-            self.middle,
+            self.ledger_source,
             self.fmt,
             max_tokens=budget,
             previous_summary=self.previous,
