@@ -390,3 +390,93 @@ def test_a_storage_field_must_default_to_null() -> None:
         "engines.x.path: a storage field must be nullable with default null (null = a place "
         "under ctx.data_dir), so a sandbox can redirect it"
     )
+
+
+# -- malformed input is an error naming the message and the field (regression: defect 6) -------
+
+_BODY = [
+    {"role": "assistant", "content": "Sure, step " + "x " * 200},
+    {"role": "user", "content": "next " * 200},
+] * 12
+
+
+@pytest.mark.parametrize(
+    ("fmt", "bad", "where", "rule"),
+    [
+        (
+            "openai",
+            {"role": "assistant", "content": None, "tool_calls": "f()"},
+            ".tool_calls",
+            "tool-call-shape",
+        ),
+        (
+            "openai",
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "a", "type": "function", "function": {"name": "f", "arguments": {}}}
+                ],
+            },
+            ".tool_calls[0]",
+            "tool-call-arguments",
+        ),
+        (
+            "openai",
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "function"}]},
+            ".tool_calls[0]",
+            "tool-call-shape",
+        ),
+        ("openai", {"role": "assistant", "content": ["not a part"]}, ".content[0]", "part-shape"),
+        (
+            "anthropic",
+            {"role": "assistant", "content": [{"text": "hi"}]},
+            ".content[0]",
+            "part-shape",
+        ),
+        (
+            "anthropic",
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "a", "name": "f", "input": "{}"}],
+            },
+            ".content[0]",
+            "tool-use-shape",
+        ),
+        (
+            "openai",
+            {"role": "assistant", "content": "ok", "meta": {"a": {"b": {"c": [{"d": 1}]}}}},
+            ".meta",
+            "field-unknown",
+        ),
+    ],
+    ids=[
+        "tool_calls-string",
+        "arguments-dict",
+        "call-without-function",
+        "part-not-a-dict",
+        "block-without-type",
+        "tool_use-input-string",
+        "nested-unknown-field",
+    ],
+)
+def test_compress_rejects_a_malformed_message_naming_index_and_field(
+    fmt: str, bad: dict[str, Any], where: str, rule: str
+) -> None:
+    kernel = ctxengine.load({"compression": {"protect_last_n": 1}}, env={})
+    messages: list[Any] = [{"role": "user", "content": "start"}, *copy.deepcopy(_BODY)]
+    messages[5] = bad
+    with pytest.raises(ctxengine.messages.MessageFormatError) as excinfo:
+        kernel.session("s").compress(messages, format=fmt, force=True)  # type: ignore[arg-type]
+    problems = excinfo.value.problems
+    assert [p.rule for p in problems] == [rule]
+    assert problems[0].index == 5
+    assert problems[0].message.startswith(f"messages[5]{where}: ")
+
+
+@pytest.mark.parametrize("value", [[1, 2], 42, b"config.yaml", object()])
+def test_load_rejects_a_config_that_is_neither_a_mapping_nor_a_path(value: object) -> None:
+    with pytest.raises(ctxengine.ConfigError) as excinfo:
+        ctxengine.load(value)  # type: ignore[arg-type]
+    assert "ctxengine.load() takes a config mapping, a path to a YAML file" in str(excinfo.value)
+    assert type(value).__name__ in str(excinfo.value)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from ctxengine._messages.conversation import Format
 from ctxengine._messages.errors import MessageFormatError, Problem
 from ctxengine._messages.markers import MAX_BREAKPOINTS
 from ctxengine._messages.read import detect_format
@@ -1175,11 +1176,11 @@ def test_unknown_profile_is_an_error() -> None:
 
 @pytest.mark.parametrize("name", TRANSCRIPT_FILES)
 def test_real_transcripts_pass_the_strict_profile(name: str) -> None:
-    fmt = "anthropic" if ".anthropic." in name else "openai"
+    fmt: Format = "anthropic" if ".anthropic." in name else "openai"
     for session in _load(name):
         problems = validate(
             session["messages"], fmt, system=session.get("system"), profile="strict"
-        )  # type: ignore[arg-type]
+        )
         assert problems == [], session["id"]
 
 

@@ -246,3 +246,77 @@ def test_estimated_before_and_after_use_the_same_counting() -> None:
     assert report.compacted is True
     assert report.tokens_before == rough_conversation_tokens(big)
     assert report.tokens_after == rough_conversation_tokens(report.messages, report.system)
+
+
+# -- the hard message limit holds, or says why not (regression: defect 5 of issue "Hardening") --
+
+
+def _many_messages(count: int) -> list[Message]:
+    """A long, cheap chat: ``count`` short messages, user and assistant in turn."""
+    messages: list[Message] = [{"role": "system", "content": "You are a helpful bot."}]
+    for k in range(count - 1):
+        role = "user" if k % 2 == 0 else "assistant"
+        messages.append({"role": role, "content": f"{role} line {k} about order #{k % 97}."})
+    return messages
+
+
+def test_the_hard_message_limit_brings_a_cheap_history_under_it() -> None:
+    # 6,000 messages in a 1M window: far below the token threshold, so the compressor's tail
+    # budget covered everything and the result was "nothing to compact".
+    kernel = ctxengine.load(
+        {
+            "model": {"name": "claude-sonnet-4-6", "context_length": 1_000_000},
+            "auxiliary": {"compression": {"provider": "extractive"}},
+        }
+    )
+    messages = _many_messages(6_000)
+    report = kernel.hygiene("big", messages)
+    assert report.fired and report.compacted, report.notice
+    assert report.error is None
+    assert report.message_budget == 2_500
+    assert len(report.messages) <= 2_500
+    assert "hygiene_hard_message_limit 5,000" in report.reason
+    assert validate(report.messages, "openai", profile="strict") == []
+    assert report.messages[-1] is messages[-1]
+    # Under the limit now: the next turn does not fire again.
+    again = kernel.hygiene("big", [*report.messages, {"role": "user", "content": "hi"}])
+    assert again.fired is False
+
+
+class NeverShrinks:
+    """An engine that compacts nothing (a noop every time)."""
+
+    CTXENGINE_KIND = "engine"
+
+    @hookimpl
+    def compress(self, ctx: EngineContext, conversation: Conversation) -> CompressResult:
+        return CompressResult.unchanged(
+            "noop", "this engine never compacts", conversation, engine="never", tokens=0
+        )
+
+
+def test_an_engine_that_cannot_meet_the_limit_gets_a_clear_error() -> None:
+    register_engine("never", NeverShrinks())
+    try:
+        kernel = ctxengine.load({"context": {"engine": "never"}}, env={})
+        messages = _many_messages(5_001)
+        report = kernel.hygiene("s", messages)
+    finally:
+        unregister_engine("never")
+    assert report.fired and not report.compacted
+    assert report.messages == messages
+    assert report.error is not None and report.notice.startswith("ERROR: ")
+    assert "5,001 messages, over the budget of 2,500" in report.error
+    assert "this engine never compacts" in report.error
+
+
+def test_a_malformed_history_is_handed_back_with_a_clear_error() -> None:
+    kernel = gateway_kernel()
+    messages = history()
+    at = next(i for i, m in enumerate(messages) if m.get("tool_calls"))
+    messages[at] = {**messages[at], "tool_calls": "not a list"}
+    report = kernel.hygiene("s", messages, last_prompt_tokens=WINDOW)
+    assert report.fired and not report.compacted
+    assert report.messages == messages
+    assert report.error is not None
+    assert "malformed" in report.error and f"messages[{at}].tool_calls" in report.error
