@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
 
 from ctxengine._accounting.estimate import TokenEstimate
-from ctxengine._accounting.models import model_for_settings
+from ctxengine._accounting.models import ModelInfo, model_for_settings
 from ctxengine._accounting.tokens import TokenCounter
-from ctxengine._config.core import config_from_mapping
+from ctxengine._config.core import Config, config_from_mapping
 from ctxengine._messages.conversation import Conversation, Format, Message, SystemPrompt
 from ctxengine._plugin.context import EngineContext
 from ctxengine._plugin.results import CompressResult
@@ -90,6 +91,16 @@ GOOD_SUMMARY = "\n".join(
 )
 
 
+@functools.lru_cache(maxsize=8_192)
+def _config(context_length: int, compression: str) -> tuple[Config, ModelInfo]:
+    """The validated configuration and model of :func:`make_ctx`, built once per setting (both
+    are immutable; the property suites build tens of thousands of contexts)."""
+    config = config_from_mapping(
+        {"model": {"context_length": context_length}, "compression": json.loads(compression)}
+    )
+    return config, model_for_settings(config)
+
+
 def make_ctx(
     provider: object = None,
     *,
@@ -98,14 +109,12 @@ def make_ctx(
     **compression: Any,
 ) -> EngineContext:
     """A context for the compressor with a small window (so samples are over threshold)."""
-    config = config_from_mapping(
-        {"model": {"context_length": context_length}, "compression": compression}
-    )
+    config, model = _config(context_length, json.dumps(compression, sort_keys=True))
     ctx = EngineContext(
         session_id="test",
         engine="compressor",
         config=config,
-        model=model_for_settings(config),
+        model=model,
         tokens=COUNTER,
         summarizer=lambda: provider,  # type: ignore[arg-type,return-value]
     )
