@@ -73,7 +73,6 @@ from ctxengine._messages.memo import (
     NotAMessageError,
     snapshot,
 )
-from ctxengine._messages.opening import COMPACTED_OPENING, user_first
 from ctxengine._messages.read import (
     ANTHROPIC_BLOCK_TYPES,
     ANTHROPIC_ROLES,
@@ -117,7 +116,6 @@ __all__ = [
     "ANTHROPIC_ROLES",
     "CLEAR_THINKING_EDIT",
     "CLEAR_TOOL_USES_EDIT",
-    "COMPACTED_OPENING",
     "COMPACTION_BLOCK",
     "COMPACT_BETA",
     "COMPACT_EDIT",
@@ -195,7 +193,6 @@ __all__ = [
     "tool_groups",
     "tool_result_ids",
     "tool_results",
-    "user_first",
     "validate",
     "visible_text",
     "with_edits",

@@ -13,7 +13,6 @@ import pytest
 import ctxengine
 from ctxengine import Kernel
 from ctxengine._messages.responses_items import ItemsConverter
-from ctxengine.messages import COMPACTED_OPENING, user_first
 from ctxengine.testing.fake_api import FakeAPI
 
 MODEL = "claude-sonnet-4-6"
@@ -212,17 +211,6 @@ def test_responses_items_round_trip_keeps_every_item() -> None:
     assert rebuilt[1]["encrypted_content"] == "opaque"
     assert rebuilt[2] == {**items[2], "arguments": '{"x":1}'}
     assert {"type": "function_call_output", "call_id": "a", "output": "[pruned]"} in rebuilt
-
-
-def test_user_first_opens_a_compacted_history_with_a_user() -> None:
-    history = [
-        {"role": "system", "content": "s"},
-        {"role": "assistant", "content": "summary"},
-        {"role": "user", "content": "next"},
-    ]
-    fixed = user_first(history)
-    assert fixed[1] == {"role": "user", "content": COMPACTED_OPENING} and fixed[2:] == history[1:]
-    assert user_first(fixed) == fixed
 
 
 def test_a_failed_call_supplies_the_engine_results_again(

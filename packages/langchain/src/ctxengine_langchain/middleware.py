@@ -4,9 +4,9 @@
 
 - ``before_model``: asks the engine whether the conversation is due for compaction and, when it
   is, compacts it and **replaces the agent's state** with the result (``RemoveMessage`` of all
-  messages, then the compacted list), so the checkpointed history is the compacted one (when
-  it would open with the assistant's summary, a one-line user opening goes first,
-  :func:`ctxengine.messages.user_first`, so it is valid for every provider);
+  messages, then the compacted list), so the checkpointed history is the compacted one (valid
+  for every provider as it is: engines return histories that open with the user and
+  alternate, the strict route profile);
 - ``wrap_model_call``: marks the request for prompt caching with the selected cache strategy
   (``cache_control`` on the system prompt and the last messages, on copies sent to the model,
   never in the state), calls the model, and records the response's usage (LangChain's
@@ -32,7 +32,6 @@ from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 import ctxengine
-from ctxengine.messages import user_first
 from ctxengine_langchain.convert import Converter, with_cache_marker
 
 COMPACTIONS_KEPT = 100
@@ -166,7 +165,7 @@ class CtxengineMiddleware(AgentMiddleware):
         self.compactions.append(result)
         if not result.compacted:
             return None
-        compacted = converter.to_messages(user_first(result.messages))
+        compacted = converter.to_messages(result.messages)
         converter.retain(compacted)
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *compacted]}
 

@@ -4,8 +4,8 @@
 At heart it is a history processor: before every model request it asks the selected engine
 whether the conversation is due and, when it is, compacts it and replaces the run's history
 (``RunContext.messages``) with the result, so ``result.all_messages()`` is the compacted,
-valid history (opening with a user message, :func:`ctxengine.messages.user_first`, whatever the
-provider). Around that:
+valid history for every provider (engines return histories that open with the user and
+alternate, the strict route profile). Around that:
 
 - **caching**: the selected cache strategy marks the request; its marks are carried over to
   what pydantic-ai can express: a ``CachePoint`` after a marked user prompt (on a copy, sent
@@ -42,7 +42,6 @@ from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import FunctionToolset
 
 import ctxengine
-from ctxengine.messages import user_first
 from ctxengine_pydantic_ai.convert import Converter
 
 COMPACTIONS_KEPT = 100
@@ -146,7 +145,7 @@ class Ctxengine(AbstractCapability[Any]):
         self.compactions.append(result)
         if not result.compacted:
             return messages
-        compacted = converter.to_messages(user_first(result.messages))
+        compacted = converter.to_messages(result.messages)
         converter.retain(compacted)
         return compacted
 
