@@ -28,7 +28,8 @@ from typing import Any
 
 import attrs
 
-from ctxengine._accounting.tokens import TokenCounter, estimate_tokens
+from ctxengine._accounting.estimate import estimate_tokens
+from ctxengine._accounting.tokens import TokenCounter
 from ctxengine._messages.conversation import Format, Message, SystemPrompt
 from ctxengine._messages.convert import to_anthropic
 from ctxengine._messages.errors import Problem
@@ -507,7 +508,8 @@ def compact_rounds(data: bytes, fmt: Format, tally: Tally) -> list[str]:
         result = run(ctx, messages, fmt, system)
         tally.rounds += 1
         wrong = check_round(messages, fmt, system, result, snapshot, had)
-        tally.count(wrong, f"{fmt} recipe {data.hex()} round {round_}")
+        replay = f"compact_rounds(bytes.fromhex({data.hex()!r}), {fmt!r}, Tally())"
+        tally.count(wrong, f"round {round_} of {replay}")
         failures += [f"round {round_}: {problem}" for problem in wrong]
         if not result.compacted:
             tally.noops += 1

@@ -5,8 +5,8 @@ without a summary in its place (:mod:`.hostile` states the contract and builds t
 
 Two runs of the same property:
 
-- hypothesis explores recipes (and shrinks a failing one to a short conversation) for a few
-  hundred examples per format, in this process;
+- hypothesis explores recipes (and shrinks a failing one to a short conversation) for a hundred
+  examples per format, in this process;
 - the seeded run compacts 10,000 conversations per format, and every bundled session with every
   ``protect_first_n`` 0-5 and ``protect_last_n`` 1-6, in worker processes (one per core, at most
   two): the same recipes on every machine, each failure named with the recipe that replays it.
@@ -43,7 +43,7 @@ FORMATS: tuple[Format, ...] = ("openai", "anthropic")
 GENERATED = 10_000
 """Conversations per format in the seeded run."""
 BATCH = 1_250
-HYPOTHESIS_EXAMPLES = 200
+HYPOTHESIS_EXAMPLES = 100
 HYPOTHESIS_TALLIES = {fmt: Tally() for fmt in FORMATS}
 
 PROPERTIES = settings(
