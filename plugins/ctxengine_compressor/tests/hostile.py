@@ -463,20 +463,19 @@ def generated_context(recipe: Recipe) -> EngineContext:
     """A compressor context with random settings and a small window; one in twenty has a
     summary model with a small window (so the map-then-merge path runs), the rest the local
     digest."""
-    provider, calls = None, {}
+    provider = None
+    compression: dict[str, Any] = {
+        "protect_first_n": recipe.pick(6),
+        "protect_last_n": 1 + recipe.pick(6),
+        "threshold": (0.3, 0.5, 0.7, 0.9)[recipe.pick(4)],
+        "target_ratio": (0.1, 0.2, 0.4, 0.8)[recipe.pick(4)],
+    }
     if recipe.chance(5):
         provider = ScriptedProvider(*[GOOD_SUMMARY] * 40, context_length=4_096)
         # Only a summary model makes calls (the digest's settings repeat, so contexts are cached).
-        calls = {"summary_max_calls": 1 + recipe.pick(8)}
-    ctx = make_ctx(
-        provider,
-        context_length=(1_024, 2_048, 3_072, 4_096)[recipe.pick(4)],
-        protect_first_n=recipe.pick(6),
-        protect_last_n=1 + recipe.pick(6),
-        threshold=(0.3, 0.5, 0.7, 0.9)[recipe.pick(4)],
-        target_ratio=(0.1, 0.2, 0.4, 0.8)[recipe.pick(4)],
-        **calls,
-    )
+        compression["summary_max_calls"] = 1 + recipe.pick(8)
+    context_length = (1_024, 2_048, 3_072, 4_096)[recipe.pick(4)]
+    ctx = make_ctx(provider, context_length=context_length, **compression)
     # A counter per conversation: one shared by thousands would hold every message it counted
     # (it remembers them by identity), and the garbage collector would walk them all, often.
     ctx.tokens = RoughTokens()

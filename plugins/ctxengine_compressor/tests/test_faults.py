@@ -13,7 +13,7 @@ import attrs
 import pytest
 
 import ctxengine
-from ctxengine import CompressResult, Kernel
+from ctxengine import CompressResult, Format, Kernel
 from ctxengine._messages.validate import validate
 from ctxengine.testing import samples
 from ctxengine.testing.fake_api import FakeAPI
@@ -81,7 +81,7 @@ def _base(api: FakeAPI, which: str) -> str:
 
 
 def _compact(kernel: Kernel, which: str, session: str = "s", force: bool = False) -> Any:
-    fmt = "anthropic" if which == "anthropic" else "openai"
+    fmt: Format = "anthropic" if which == "anthropic" else "openai"
     system, messages = samples.conversation(fmt)
     result = kernel.session(session).compress(messages, system, force=force)
     return messages, result
@@ -257,7 +257,7 @@ def test_an_open_breaker_keeps_every_caller_away_unless_forced(api: FakeAPI, whi
     _, explicit = _compact(kernel, which, "b")
     assert explicit.status == "aborted"
     assert _outcomes(explicit) == ["skipped"]
-    fmt = "anthropic" if which == "anthropic" else "openai"
+    fmt: Format = "anthropic" if which == "anthropic" else "openai"
     system, messages = samples.conversation(fmt)
     report = kernel.hygiene("c", messages, system=system, last_prompt_tokens=15_000)
     assert report.fired and not report.compacted
