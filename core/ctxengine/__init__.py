@@ -96,6 +96,7 @@ if TYPE_CHECKING:
         SummaryReply,
         SummaryService,
         call_summary,
+        call_summary_request,
     )
     from ctxengine._summarize.template import (
         DIGEST_LABEL_PREFIX,
@@ -119,6 +120,7 @@ _LAZY = {
     "SummaryReply": "ctxengine._summarize.policy",
     "SummaryService": "ctxengine._summarize.policy",
     "call_summary": "ctxengine._summarize.policy",
+    "call_summary_request": "ctxengine._summarize.policy",
     "check_summary": "ctxengine._summarize.template",
     "COOLDOWN_SECONDS": "ctxengine._plugin.guards",
     "CacheAwareProvider": "ctxengine._plugin.cache_aware",
@@ -267,6 +269,7 @@ __all__ = [
     "bounded_repr",
     "cache_line",
     "call_summary",
+    "call_summary_request",
     "check_summary",
     "classify_error",
     "config_from_mapping",

@@ -7,8 +7,10 @@ the main model on the main route, ``auxiliary.compression.cache_aware`` is on, t
 prefix of the conversation and fits the summary model's window). The model then reads the whole
 conversation as the agent sent it, every byte up to its breakpoints from the cache, and the
 instruction (template, previous summary to update, focus, budget, where the kept tail begins) at
-the end. When any of that does not hold, or the call fails in a way the bounded summariser input
-would not, the caller uses the bounded input instead.
+the end. The call goes through the SDK's failure policy (:func:`ctxengine.call_summary_request`:
+the first provider's retries and breaker) and its reply through the one summary check. When the
+request cannot be reused, or the call fails without aborting, the caller uses the bounded input
+instead.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ctxengine import SummaryError, classify_error, reusable_request, with_instruction
+from ctxengine import SummaryError, call_summary_request, reusable_request, with_instruction
 
 if TYPE_CHECKING:
-    from ctxengine import EngineContext, Format, Message, SummaryProvider
+    from ctxengine import EngineContext, Format, Message, SummaryProvider, SummaryReply
 
 __all__ = ["build_instruction", "cache_aware_reply"]
 
@@ -73,14 +75,18 @@ def cache_aware_reply(
     tail_start: int,
     instruction_for: Callable[[str | None], str],
     budget: int,
-) -> tuple[str | None, SummaryError | None]:
+    check: Callable[[str, str], str] | None = None,
+    force: bool = False,
+) -> tuple[SummaryReply | None, SummaryError | None]:
     """Try the cache-aware call.
 
     :param instruction_for: a callable ``(tail_hint) -> instruction`` (so the hint is quoted
         only when the kept tail is part of the request shown).
-    :returns: ``(reply, None)`` on success; ``(None, error)`` when the call failed in a way that
-        must not be retried (``error.aborts``); ``(None, None)`` when the caller should use the
-        bounded summariser input instead (not reusable, or a failure it may recover from).
+    :param check: the reply check (see :func:`ctxengine.call_summary_request`).
+    :param force: pass an open circuit breaker (a host's explicit "compact now").
+    :returns: ``(reply, None)`` on success; ``(None, error)`` when the call failed (the caller
+        aborts when ``error.aborts``, else uses the bounded summariser input; ``error.attempts``
+        lists the requests); ``(None, None)`` when the request cannot be reused.
     """
     from ctxengine_compressor.summary import render_message
 
@@ -101,11 +107,11 @@ def cache_aware_reply(
         return None, None
     request = with_instruction(reusable.request, instruction)
     try:
-        reply = provider.complete_request(request, budget)  # type: ignore[attr-defined]
-    except Exception as exc:
-        error = exc if isinstance(exc, SummaryError) else classify_error(exc, provider.name)
-        if error.aborts:
-            return None, error
-        ctx.log.info("compressor: cache-aware summary failed (%s); using the bounded input", error)
-        return None, None
+        reply = call_summary_request(provider, request, budget, check=check, force=force)
+    except SummaryError as error:
+        if not error.aborts:
+            ctx.log.info(
+                "compressor: cache-aware summary failed (%s); using the bounded input", error
+            )
+        return None, error
     return reply, None

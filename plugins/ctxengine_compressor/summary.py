@@ -480,37 +480,47 @@ def _call(
 def _cache_aware(
     job: _Job, provider: SummaryProvider, conversation: Sequence[Message], tail_start: int
 ) -> SummaryOutcome | None:
-    """The cache-aware attempt: an outcome, or ``None`` to use the bounded summariser input."""
-    from ctxengine import conform_to_template
+    """The cache-aware attempt: an outcome, or ``None`` to use the bounded summariser input (the
+    request cannot be reused, or its call failed without aborting: its attempts stay in the
+    record as the call ``"cache-aware"``)."""
+    from ctxengine import SummaryCall, check_summary
     from ctxengine_compressor.cache_aware import build_instruction, cache_aware_reply
 
     update = UPDATE_INSTRUCTION if job.previous else None
     if update:
         update = "The conversation above includes a summary of still earlier turns. " + update
+    instruction: list[str] = []
+
+    def instruction_for(hint: str | None) -> str:
+        instruction[:] = [build_instruction(_template(), update, job.focus, job.budget, hint)]
+        return instruction[0]
+
+    def check(reply: str, name: str) -> str:
+        # The instruction is the request's last turn: a reply must not merely repeat it.
+        told = instruction[0].split("<kept-from>", maxsplit=1)[0] if instruction else ""
+        return check_summary(reply, name, template=True, instructions=(told,))
+
     reply, error = cache_aware_reply(
         job.ctx,
         provider,
         conversation,
         job.fmt,
         tail_start=tail_start,
-        instruction_for=lambda hint: build_instruction(
-            _template(), update, job.focus, job.budget, hint
-        ),
+        instruction_for=instruction_for,
         budget=job.budget,
+        check=check,
+        force=job.force,
     )
     if error is not None:
-        return _failed(job, provider.name, error)
-    text = redact(strip_reasoning(reply).strip()) if isinstance(reply, str) else ""
-    structured = conform_to_template(text) if text else None
-    if structured is None:
-        if reply is not None:
-            job.ctx.log.info(
-                "compressor: the cache-aware summary does not follow the template; using the "
-                "bounded input"
-            )
+        job.calls.append(SummaryCall("cache-aware", len(job.middle), None, error.attempts))
+        return _failed(job, provider.name, error) if error.aborts else None
+    if reply is None:
         return None
-    final, held = job.finish(structured)
-    return SummaryOutcome(final, provider.name, ledger=held, cache_aware=True)
+    job.calls.append(SummaryCall("cache-aware", len(job.middle), reply.provider, reply.attempts))
+    final, held = job.finish(redact(reply.text))
+    return SummaryOutcome(
+        final, reply.provider, ledger=held, calls=tuple(job.calls), cache_aware=True
+    )
 
 
 def _failed(job: _Job, provider: str, exc: BaseException) -> SummaryOutcome:

@@ -31,6 +31,7 @@ from ctxengine._summarize.policy import (
     SummaryReply,
     SummaryService,
     call_summary,
+    call_summary_request,
 )
 from ctxengine._summarize.providers import (
     OPENAI_INSTALL_HINT,
@@ -86,6 +87,7 @@ __all__ = [
     "SummaryService",
     "anthropic_reply_text",
     "call_summary",
+    "call_summary_request",
     "choose",
     "classify_error",
     "describe_failure_policy",

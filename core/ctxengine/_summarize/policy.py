@@ -27,6 +27,11 @@ One place for every engine. The kernel wraps the configured providers in a
 - **Checks.** An engine may pass ``check`` (usually :func:`~ctxengine.check_summary`): a reply it
   rejects counts as a failure of that provider (not retried on it, not counted by the breaker) and
   the chain moves on.
+- **Whole requests.** A cache-aware summary (the agent's own request resent with the instruction,
+  :func:`call_summary_request`) goes to the first provider alone, under the same retries and
+  breaker: no other provider can read that provider's prompt cache. When the chain has more to
+  offer (other providers, or the local digest at its end), its final failure does not abort, so
+  the engine can still ask the whole chain with its own bounded prompt.
 
 Time comes from injected ``clock`` and ``sleep`` callables, so tests never really wait.
 """
@@ -35,8 +40,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
 
 import attrs
 
@@ -52,6 +57,7 @@ __all__ = [
     "SummaryReply",
     "SummaryService",
     "call_summary",
+    "call_summary_request",
 ]
 
 RETRYABLE_KINDS = frozenset({"rate_limit", "server", "timeout", "network"})
@@ -207,6 +213,7 @@ class SummaryService:
         self.sleep = sleep
         self._lock = threading.Lock()
         self._breakers = [Breaker() for _ in self.providers]
+        self._answered: SummaryProvider | None = None
 
     # -- the SummaryProvider protocol ------------------------------------------------------
 
@@ -221,6 +228,26 @@ class SummaryService:
     @property
     def context_length(self) -> int:
         return min(p.context_length for p in self.providers)
+
+    @property
+    def serves_main(self) -> bool:
+        """Whether the first provider serves the main model on the main route and can send a
+        whole request (:class:`~ctxengine.CacheAwareProvider`): cache-aware summaries go to it."""
+        primary = self.providers[0]
+        return bool(getattr(primary, "serves_main", False)) and callable(
+            getattr(primary, "complete_request", None)
+        )
+
+    def complete_request(self, request: Mapping[str, Any], max_tokens: int) -> str:
+        """:meth:`call_request` without a check, returning the text."""
+        return self.call_request(request, max_tokens).text
+
+    @property
+    def last_usage(self) -> Any:
+        """The usage report of the last reply, as the provider that wrote it kept it (``None``
+        before any reply, or when that provider keeps none)."""
+        with self._lock:
+            return getattr(self._answered, "last_usage", None)
 
     def complete(self, system: str, prompt: str, max_tokens: int) -> str:
         """:meth:`call` without a check, returning the text."""
@@ -268,11 +295,52 @@ class SummaryService:
         attempts: list[SummaryAttempt] = []
         last: SummaryError | None = None
         for index, provider in enumerate(self.providers):
-            reply, last = self._ask(
-                index, provider, system, prompt, max_tokens, check, force, attempts, last
-            )
+
+            def send(provider: SummaryProvider = provider) -> str:
+                return provider.complete(system, prompt, max_tokens)
+
+            reply, last = self._ask(index, send, check, force, attempts, last)
             if reply is not None:
                 return SummaryReply(reply, provider.name, tuple(attempts))
+        raise self._final(last, attempts, aborts=False if self.digest_fallback else None)
+
+    def call_request(
+        self,
+        request: Mapping[str, Any],
+        max_tokens: int,
+        *,
+        check: ReplyCheck | None = None,
+        force: bool = False,
+    ) -> SummaryReply:
+        """Send a whole request (the agent's, with the summary instruction appended) to the first
+        provider under the policy; see :func:`call_summary_request`.
+
+        :raises SummaryError: the last failure, with ``attempts``; its ``aborts`` is false when
+            the chain has other providers or ends with the local digest (the engine may still
+            ask it with a bounded prompt). A :exc:`TypeError` when the first provider cannot
+            send whole requests (check :attr:`serves_main` first).
+        """
+        primary = self.providers[0]
+        complete_request = getattr(primary, "complete_request", None)
+        if not callable(complete_request):
+            raise TypeError(f"summary provider {primary.name!r} cannot send whole requests")
+        attempts: list[SummaryAttempt] = []
+
+        def send() -> str:
+            return str(complete_request(request, max_tokens))
+
+        reply, last = self._ask(0, send, check, force, attempts, None)
+        if reply is not None:
+            return SummaryReply(reply, primary.name, tuple(attempts))
+        more = len(self.providers) > 1 or self.digest_fallback
+        raise self._final(last, attempts, aborts=False if more else None)
+
+    @staticmethod
+    def _final(
+        last: SummaryError | None, attempts: list[SummaryAttempt], *, aborts: bool | None
+    ) -> SummaryError:
+        """The error a call raises: the last failure, with every attempt and the chain's say
+        on ``aborts`` (``None``: the failure's own)."""
         assert last is not None  # every provider either answered or left an error
         final = SummaryError(
             str(last),
@@ -280,25 +348,23 @@ class SummaryService:
             provider=last.provider,
             status=last.status,
             retry_after=last.retry_after,
-            aborts=False if self.digest_fallback else None,
+            aborts=aborts,
         )
         final.attempts = tuple(attempts)
-        raise final
+        return final
 
     def _ask(
         self,
         index: int,
-        provider: SummaryProvider,
-        system: str,
-        prompt: str,
-        max_tokens: int,
+        send: Callable[[], str],
         check: ReplyCheck | None,
         force: bool,
         attempts: list[SummaryAttempt],
         last: SummaryError | None,
     ) -> tuple[str | None, SummaryError | None]:
-        """Up to ``max_attempts`` requests to one provider: ``(reply, None)`` or
-        ``(None, the error that made it give up)``."""
+        """Up to ``max_attempts`` requests to ``providers[index]`` (each one ``send()``):
+        ``(reply, None)`` or ``(None, the error that made it give up)``."""
+        provider = self.providers[index]
         policy = self.policy
         breaker = self._breakers[index]
         with self._lock:
@@ -332,7 +398,7 @@ class SummaryService:
                 if pause > 0:
                     self.sleep(pause)
             try:
-                text = provider.complete(system, prompt, max_tokens)
+                text = send()
                 if check is not None:
                     text = check(text, provider.name)
             except SummaryError as exc:
@@ -342,6 +408,7 @@ class SummaryService:
             else:
                 with self._lock:
                     breaker.succeeded()
+                    self._answered = provider
                 attempts.append(SummaryAttempt(provider.name, "ok", None, pause))
                 return text, None
             attempts.append(
@@ -373,9 +440,16 @@ def call_summary(
     """
     if isinstance(provider, SummaryService):
         return provider.call(system, prompt, max_tokens, check=check, force=force)
+    return _one_request(provider, lambda: provider.complete(system, prompt, max_tokens), check)
+
+
+def _one_request(
+    provider: SummaryProvider, send: Callable[[], str], check: ReplyCheck | None
+) -> SummaryReply:
+    """One request to a provider outside a :class:`SummaryService`, classified and checked."""
     name = str(getattr(provider, "name", "provider"))
     try:
-        text = provider.complete(system, prompt, max_tokens)
+        text = send()
         if check is not None:
             text = check(text, name)
     except Exception as exc:
@@ -385,3 +459,31 @@ def call_summary(
             raise
         raise error from exc
     return SummaryReply(text, name, (SummaryAttempt(name, "ok"),))
+
+
+def call_summary_request(
+    provider: SummaryProvider,
+    request: Mapping[str, Any],
+    max_tokens: int,
+    *,
+    check: ReplyCheck | None = None,
+    force: bool = False,
+) -> SummaryReply:
+    """A cache-aware summary through the failure policy: ``request`` (the agent's own, with the
+    instruction appended by :func:`~ctxengine.with_instruction`) sent whole by
+    ``provider.complete_request``.
+
+    A :class:`SummaryService` sends it to its first provider with the policy's retries and
+    breaker (a final failure does not abort while the rest of its chain can still answer); any
+    other :class:`~ctxengine.CacheAwareProvider` gets one request, classified like
+    :func:`call_summary`.
+
+    :raises SummaryError: classified, with ``attempts``.
+    :raises TypeError: ``provider`` cannot send whole requests.
+    """
+    if isinstance(provider, SummaryService):
+        return provider.call_request(request, max_tokens, check=check, force=force)
+    complete_request = getattr(provider, "complete_request", None)
+    if not callable(complete_request):
+        raise TypeError(f"summary provider {provider.name!r} cannot send whole requests")
+    return _one_request(provider, lambda: str(complete_request(request, max_tokens)), check)

@@ -383,10 +383,11 @@ def resolve_service(
     """The configured providers behind the failure policy, or ``None`` for the local digest.
 
     The chain is the provider (``primary`` when a host handed one in, else the one
-    :func:`resolve_provider` builds, with the same host arguments), then each of ``settings.fallback`` built with its own
+    :func:`resolve_provider` builds), then each of ``settings.fallback`` built with its own
     defaults and environment variables (``model``, ``base_url`` and ``api_key`` are the primary
-    provider's). A primary that resolves to ``extractive`` (``auto`` found no model) leaves the
-    fallbacks to write summaries; ``None`` only when no model is left at all.
+    provider's; the host's ``main``, ``main_request`` and main model are everyone's). A primary
+    that resolves to ``extractive`` (``auto`` found no model) leaves the fallbacks to write
+    summaries; ``None`` only when no model is left at all.
 
     :raises ProviderConfigError: when a provider of the chain cannot work (see
         :func:`resolve_provider`).

@@ -25,7 +25,12 @@ def api() -> Iterator[FakeAPI]:
         yield fake
 
 
-def kernel_for(api: FakeAPI, **summary: Any) -> ctxengine.Kernel:
+def kernel_for(
+    api: FakeAPI, sleep: Callable[[float], None] | None = None, **summary: Any
+) -> ctxengine.Kernel:
+    def no_pause(seconds: float) -> None:
+        raise AssertionError(f"the failure policy paused {seconds} s where no retry was due")
+
     return ctxengine.load(
         {
             "model": {"name": MODEL, "base_url": api.base_url, "context_length": 60_000},
@@ -41,6 +46,7 @@ def kernel_for(api: FakeAPI, **summary: Any) -> ctxengine.Kernel:
             },
         },
         env={},
+        sleep=sleep or no_pause,
     )
 
 
@@ -105,24 +111,31 @@ def turn_then_compact(
     api: FakeAPI,
     edit: Callable[[list[Any]], list[Any]] = list,
     *,
-    fail: bool = False,
+    failure: Callable[[FakeAPI], object] | None = None,
+    sleep: Callable[[float], None] | None = None,
     **summary: Any,
 ) -> Any:
-    """One agent turn through the SDK, then a forced compaction of ``edit(messages)``."""
+    """One agent turn through the SDK, then a forced compaction of ``edit(messages)``;
+    ``failure`` scripts the first summary request's answer (the cache-aware call; later ones
+    get the default reply), ``sleep`` records the failure policy's pauses."""
     anthropic = pytest.importorskip("anthropic")
     client = anthropic.Anthropic(api_key="test-key", base_url=api.base_url, max_retries=0)
     system, messages = samples.conversation("anthropic")
-    with kernel_for(api, **summary) as kernel:
+    with kernel_for(api, sleep=sleep, **summary) as kernel:
         session = kernel.session("s")
         agent_turn(client, session, system, messages[:-1])
-        if fail:
-            api.fail(500, "boom")  # the cache-aware call; the bounded one gets the default reply
+        if failure is not None:
+            failure(api)
         return session.compress(edit(messages), system, force=True)
 
 
-def fresh_prompt_sent(api: FakeAPI) -> bool:
-    body = api.requests[-1].body
-    return len(body["messages"]) == 1 and "<transcript>" in body["messages"][0]["content"]
+def fresh_prompt_sent(api: FakeAPI, after: int = 1) -> bool:
+    """Whether the requests after the first ``after`` (the agent's turn) were all the
+    summariser's own prompt (one call, or parts of the middle and their merge when it is too
+    large)."""
+    bodies = [r.body for r in api.requests if r.body is not None][after:]
+    prompts = [b["messages"][0]["content"] for b in bodies if len(b["messages"]) == 1]
+    return bool(bodies) and len(prompts) == len(bodies) and "<transcript>" in prompts[0]
 
 
 @pytest.mark.parametrize(
@@ -149,12 +162,45 @@ def test_a_conversation_that_changed_is_not_reused(api: FakeAPI) -> None:
     assert fresh_prompt_sent(api)
 
 
-def test_a_failing_cache_aware_call_falls_back_to_the_bounded_input(api: FakeAPI) -> None:
-    result = turn_then_compact(api, fail=True)
+@pytest.mark.parametrize(
+    "failure",
+    [
+        lambda api: api.fail(400, "messages: the request is not valid"),
+        lambda api: api.context_length_error(),
+        lambda api: api.reply_text("Sure, I can help with that!"),
+    ],
+    ids=["error-reply", "context-length", "off-template"],
+)
+def test_a_cache_aware_call_that_fails_on_its_request_falls_back_to_the_bounded_input(
+    api: FakeAPI, failure: Callable[[FakeAPI], object]
+) -> None:
+    # A failure of this request (not of the endpoint): the bounded input is another request.
+    result = turn_then_compact(api, failure=failure)
     assert result.status == "compacted", result.reason
     assert "cache-aware" not in result.reason
     assert not result.fallback_used
-    assert fresh_prompt_sent(api)
+    assert fresh_prompt_sent(api, after=2)  # the turn, the cache-aware call
+    assert [c.purpose for c in result.calls] == ["cache-aware", "summary"]
+    assert [a.outcome for a in result.calls[0].attempts] != ["ok"]
+
+
+def test_a_cache_aware_call_is_retried_under_the_failure_policy(api: FakeAPI) -> None:
+    pauses: list[float] = []
+    result = turn_then_compact(
+        api, failure=lambda api: api.fail(529, "Overloaded"), sleep=pauses.append
+    )
+    assert result.status == "compacted", result.reason
+    assert "cache-aware" in result.reason
+    assert [a.outcome for a in result.calls[0].attempts] == ["rate_limit", "ok"]
+    assert pauses == [1.0]
+
+
+def test_a_cache_aware_call_that_cannot_reach_the_endpoint_aborts(api: FakeAPI) -> None:
+    result = turn_then_compact(api, failure=lambda api: api.fail(401, "invalid x-api-key"))
+    assert result.status == "aborted"
+    assert "summary failed (auth)" in result.reason
+    assert [c.purpose for c in result.calls] == ["cache-aware"]
+    assert len([r for r in api.requests if r.body is not None]) == 2  # the turn, one summary
 
 
 def test_main_provider_with_a_request_sender(api: FakeAPI) -> None:
