@@ -76,11 +76,12 @@ def compress(
     stage: Stage,
     force: bool,
     focus: str | None,
+    message_budget: int | None,
 ) -> CompressResult:
     """See :func:`ctxengine_native.engine.compress`."""
     from ctxengine_native import engine
 
-    return engine.compress(ctx, conversation, stage, force, focus)
+    return engine.compress(ctx, conversation, stage, force, focus, message_budget)
 
 
 @hookimpl

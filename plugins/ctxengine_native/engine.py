@@ -71,8 +71,13 @@ def compress(
     stage: Stage,
     force: bool,
     focus: str | None,
+    message_budget: int | None = None,
 ) -> CompressResult:
-    """Compact ``conversation`` on the server, or fall back (see the module docstring)."""
+    """Compact ``conversation`` on the server, or fall back (see the module docstring).
+
+    ``message_budget`` (the gateway's hard limit) goes to the fallback engine; the server's
+    compaction leaves its summary and the last ``keep_last`` messages, and the kernel reports a
+    result still over the budget."""
     started = time.perf_counter()
     state = get_state(ctx)
     options = settings(ctx)
@@ -123,7 +128,9 @@ def compress(
         else:
             done = _compact_responses(ctx, options, state, conversation, cut)
     except Refused as refused:
-        return fall_back(ctx, state, conversation, refused, stage, force, focus, started)
+        return fall_back(
+            ctx, state, conversation, refused, stage, force, focus, started, message_budget
+        )
     if ctx.tokens.count(done.messages, conversation.system) >= tokens_before:
         return unchanged(
             f"the server's compaction of {done.summarised} messages is not smaller than they "
@@ -180,11 +187,14 @@ def fall_back(
     force: bool,
     focus: str | None,
     started: float,
+    message_budget: int | None = None,
 ) -> CompressResult:
     """The fallback engine's compaction of ``conversation``, saying why the server did not."""
     state.fallbacks += 1
     why = f"server compaction refused ({refused.why}: {refused.detail})"
-    result = ctx.fallback_compress(conversation, stage=stage, force=force, focus=focus)
+    result = ctx.fallback_compress(
+        conversation, stage=stage, force=force, focus=focus, message_budget=message_budget
+    )
     if result is None:
         tokens = ctx.tokens.count(conversation.messages, conversation.system)
         reason = (

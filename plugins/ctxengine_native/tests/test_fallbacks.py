@@ -155,3 +155,24 @@ def test_missing_credentials_fall_back(api: FakeAPI) -> None:
     _assert_fell_back(result, "no-credentials", config, "anthropic")
     assert "set engines.native.api_key or $ANTHROPIC_API_KEY" in result.reason
     assert api.requests == []
+
+
+def test_the_gateways_message_budget_reaches_the_fallback(api: FakeAPI) -> None:
+    # Past the hard message limit the gateway passes a message budget; when the server refuses,
+    # the compressor it falls back to gets that budget too, and the history ends up under it.
+    config = native_config(api)
+    del config["engines"]["native"]["base_url"], config["engines"]["native"]["api_key"]
+    config["model"]["context_length"] = 1_000_000
+    messages: list[Any] = []
+    for k in range(6_000):
+        role = "user" if k % 2 == 0 else "assistant"
+        messages.append({"role": role, "content": f"{role} line {k} about order #{k % 97}."})
+    with ctxengine.load(config, env={}) as kernel:
+        report = kernel.hygiene("big", messages)
+    assert report.fired and report.compacted, report.notice
+    assert report.error is None
+    assert report.result is not None and report.result.fallback is not None  # the server refused
+    assert report.result.engine == "native"
+    assert report.message_budget is not None
+    assert len(report.messages) <= report.message_budget
+    assert validate(report.messages, "openai", profile="strict") == []
