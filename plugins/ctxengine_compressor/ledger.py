@@ -49,7 +49,7 @@ from typing import Any, Literal
 import attrs
 
 from ctxengine import Format, Message
-from ctxengine.messages import is_real_user_content, redact
+from ctxengine.messages import is_real_user_content, openai_tool_calls, redact
 
 __all__ = [
     "ACTIONS",
@@ -1119,19 +1119,7 @@ def _read_openai(msg: Message, role: object) -> _Read:
         result = (_str_or_empty(msg.get("tool_call_id")), _joined_text(content), False)
         return [], _NO_CALLS, [result], False
     if role == "assistant":
-        calls: list[tuple[str, str, dict[str, Any]]] = []
-        raw = msg.get("tool_calls")
-        if isinstance(raw, list):
-            for tc in raw:
-                if not isinstance(tc, dict):
-                    continue
-                fn = tc.get("function")
-                fn = fn if isinstance(fn, dict) else {}
-                args = fn.get("arguments", "")
-                text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-                calls.append(
-                    (_str_or_empty(tc.get("id")), _str_or_empty(fn.get("name")), _loads(text))
-                )
+        calls = [(c.id, c.name, _loads(c.arguments)) for c in openai_tool_calls(msg)]
         return _block_texts(content), calls, _NO_RESULTS, False
     real = role == "user" and is_real_user_content(content)
     return (_block_texts(content) if real else []), _NO_CALLS, _NO_RESULTS, real
