@@ -16,6 +16,7 @@ from ctxengine._config.core import (
     CompressionSettings,
     Config,
     ContextSettings,
+    CoordinationSettings,
     LoadedConfig,
     ModelOverride,
     ModelSettings,
@@ -424,7 +425,7 @@ def test_unknown_section_suggests_closest() -> None:
     assert only_error({"prompt_cache": {}}) == (
         f"config error in {SRC}: prompt_cache: unknown section; did you mean 'prompt_caching'? "
         "(allowed: context, model, compression, auxiliary, prompt_caching, context_editing, "
-        "models, engines)"
+        "coordination, models, engines)"
     )
 
 
@@ -634,8 +635,8 @@ def test_top_level_must_be_a_mapping(home: Path, tmp_path: Path) -> None:
         load_config(f, env=env_for(home), specs=BUILTIN)
     assert str(info.value) == (
         f"config error in {f}: the top level must be a mapping of sections (context, model, "
-        "compression, auxiliary, prompt_caching, context_editing, models, engines), not list "
-        "['context', 'model']"
+        "compression, auxiliary, prompt_caching, context_editing, coordination, models, "
+        "engines), not list ['context', 'model']"
     )
 
 
@@ -749,6 +750,8 @@ def test_every_env_var(home: Path) -> None:
         CTXENGINE_PROMPT_CACHING="auto",
         CTXENGINE_CACHE_TTL="1h",
         CTXENGINE_CLEAR_TOOL_USES="yes",
+        CTXENGINE_COORDINATION="postgresql",
+        CTXENGINE_COORDINATION_URL="postgresql://db.internal/ctx",
     )
     plugin_vars = {"CTXENGINE_THRESHOLD", "CTXENGINE_HYGIENE_THRESHOLD"}
     assert set(env) - {"CTXENGINE_HOME"} | {"CTXENGINE_EXTENSIONS"} == set(ENV_VARS) | plugin_vars
@@ -771,6 +774,9 @@ def test_every_env_var(home: Path) -> None:
     )
     assert c.prompt_caching == PromptCachingSettings(enabled="auto", cache_ttl="1h")
     assert c.context_editing.clear_tool_uses is True
+    assert c.coordination == CoordinationSettings(
+        backend="postgresql", database_url="postgresql://db.internal/ctx"
+    )
     for var, key in ENV_VARS.items():
         assert loaded.sources[key] == f"env {var}"
     assert loaded.sources["compression.threshold"] == "env CTXENGINE_THRESHOLD"

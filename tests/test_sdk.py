@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 import ctxengine
+import ctxengine.coordination
 import ctxengine.messages
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "core" / "ctxengine"
-SDK_MODULES = {"ctxengine", "ctxengine.messages", "ctxengine.hookspecs"}
+SDK_MODULES = {"ctxengine", "ctxengine.messages", "ctxengine.hookspecs", "ctxengine.coordination"}
 """Modules a plugin may import names from (plus ``ctxengine.testing`` and its modules)."""
 
 
@@ -49,8 +50,9 @@ def sdk_problem(module: str, name: str | None) -> str | None:
     if name is None:
         return None
     public = {
-        "ctxengine": set(ctxengine.__all__) | {"hookspecs", "messages", "testing"},
+        "ctxengine": set(ctxengine.__all__) | {"coordination", "hookspecs", "messages", "testing"},
         "ctxengine.messages": set(ctxengine.messages.__all__),
+        "ctxengine.coordination": set(ctxengine.coordination.__all__),
         "ctxengine.hookspecs": {"hookimpl", "hookspec", "PROJECT"},
     }[module]
     if name not in public:
@@ -102,8 +104,10 @@ def test_every_sdk_name_resolves_and_private_modules_are_underscored() -> None:
         assert getattr(ctxengine, name) is not None, name
     for name in ctxengine.messages.__all__:
         assert getattr(ctxengine.messages, name) is not None, name
+    for name in ctxengine.coordination.__all__:
+        assert getattr(ctxengine.coordination, name) is not None, name
     public = {p.stem for p in CORE.iterdir() if not p.name.startswith("_")}
-    assert public == {"hookspecs", "messages", "testing", "py"}, public
+    assert public == {"coordination", "hookspecs", "messages", "testing", "py"}, public
 
 
 def _module_name(path: Path) -> str:
@@ -243,6 +247,7 @@ def test_sdk_names_are_documented() -> None:
     sdk = (ROOT / "docs" / "sdk.md").read_text(encoding="utf-8")
     missing = [n for n in ctxengine.__all__ if f"`{n}`" not in sdk]
     missing += [n for n in ctxengine.messages.__all__ if f"`{n}`" not in sdk]
+    missing += [n for n in ctxengine.coordination.__all__ if f"`{n}`" not in sdk]
     assert missing == []
 
 

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         SettingsSpec,
         SettingsView,
     )
+    from ctxengine._kernel.coordination import CoordinationError, SessionBusyError
     from ctxengine._kernel.hygiene import HygieneReport
     from ctxengine._kernel.kernel import EngineNotFoundError, EngineNotFoundWarning, Kernel, load
     from ctxengine._kernel.resolve import register_engine, unregister_engine
@@ -82,6 +83,7 @@ if TYPE_CHECKING:
         CompactionGuard,
     )
     from ctxengine._plugin.results import CompressResult, GatewayVerdict, SummaryCall
+    from ctxengine._plugin.state import SessionState
     from ctxengine._plugin.tools import (
         DuplicateToolError,
         RegisteredTool,
@@ -134,6 +136,7 @@ _LAZY = {
     "ConfigError": "ctxengine._config.fields",
     "ConfigProblem": "ctxengine._config.fields",
     "ConfigRow": "ctxengine._config.core",
+    "CoordinationError": "ctxengine._kernel.coordination",
     "Conversation": "ctxengine._messages.conversation",
     "DIGEST_LABEL_PREFIX": "ctxengine._summarize.template",
     "DuplicateCommandError": "ctxengine._plugin.commands",
@@ -160,7 +163,9 @@ _LAZY = {
     "Route": "ctxengine._plugin.context",
     "SUMMARY_HEADINGS": "ctxengine._summarize.template",
     "Session": "ctxengine._kernel.session",
+    "SessionBusyError": "ctxengine._kernel.coordination",
     "SessionCacheStats": "ctxengine._accounting.cache_stats",
+    "SessionState": "ctxengine._plugin.state",
     "SettingsDeclarationError": "ctxengine._config.spec",
     "SettingsSpec": "ctxengine._config.spec",
     "SettingsView": "ctxengine._config.spec",
@@ -221,6 +226,7 @@ __all__ = [
     "ConfigProblem",
     "ConfigRow",
     "Conversation",
+    "CoordinationError",
     "DuplicateCommandError",
     "DuplicateToolError",
     "EngineContext",
@@ -246,7 +252,9 @@ __all__ = [
     "RoundRecord",
     "Route",
     "Session",
+    "SessionBusyError",
     "SessionCacheStats",
+    "SessionState",
     "SettingsDeclarationError",
     "SettingsSpec",
     "SettingsView",

@@ -1,16 +1,18 @@
-"""Per-session state of the compressor, kept in ``ctx.state["compressor"]``."""
+"""Per-session state of the compressor, kept in ``ctx.state["compressor"]`` and declared as a
+:class:`~ctxengine.SessionState` (:data:`STATE`), so a session that moves to another worker
+process keeps its cooldown, savings, previous summary and ledger, and one-time note."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ctxengine import CompactionGuard
+from ctxengine import CompactionGuard, SessionState
+from ctxengine_compressor.ledger import Ledger
 
 if TYPE_CHECKING:
     from ctxengine import Config, EngineContext, ModelInfo
-    from ctxengine_compressor.ledger import Ledger
     from ctxengine_compressor.settings import Budgets
 
 STATE_KEY = "compressor"
@@ -62,6 +64,59 @@ class CompressorState:
         self.savings_baseline = baseline
 
 
+_PLAIN = (
+    "compactions",
+    "previous_summary",
+    "system_note_added",
+    "last_tokens_before",
+    "last_prompt_tokens",
+    "usage_fresh",
+    "awaiting_measurement",
+    "savings_baseline",
+    "retry_above_tokens",
+)
+"""The fields saved as they are (numbers, text, flags)."""
+
+
+def dump_state(state: CompressorState, now: float) -> dict[str, Any]:
+    """``state`` as JSON data (the guard's cooldown as the seconds left at ``now``)."""
+    data: dict[str, Any] = {name: getattr(state, name) for name in _PLAIN}
+    data["guard"] = state.guard.dump(now)
+    ledger = state.previous_ledger
+    data["previous_ledger"] = None if ledger is None else attrs.asdict(ledger)
+    return data
+
+
+def load_state(data: Any, now: float) -> CompressorState:
+    """The state :func:`dump_state` described (``now``: the moment of the dump, here).
+
+    :raises ValueError, TypeError: ``data`` is not what :func:`dump_state` writes.
+    """
+    if not isinstance(data, dict) or set(data) != {*_PLAIN, "guard", "previous_ledger"}:
+        raise ValueError("not the compressor's saved state")
+    ledger = data["previous_ledger"]
+    return CompressorState(
+        **{name: data[name] for name in _PLAIN},
+        guard=CompactionGuard.restore(data["guard"], now),
+        previous_ledger=None if ledger is None else Ledger(**_tuples(ledger)),
+    )
+
+
+def _tuples(value: Any) -> Any:
+    """JSON lists back into the tuples the ledger holds (at every depth)."""
+    if isinstance(value, dict):
+        return {key: _tuples(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return tuple(_tuples(item) for item in value)
+    return value
+
+
+STATE: SessionState[CompressorState] = SessionState(
+    STATE_KEY, CompressorState, dump=dump_state, load=load_state
+)
+"""The compressor's per-session state, saved between calls on a shared coordination backend."""
+
+
 def get_state(ctx: EngineContext) -> CompressorState:
-    """This session's compressor state, created on first use."""
-    return ctx.plugin_state(STATE_KEY, CompressorState)
+    """This session's compressor state: in memory, saved by another worker, or new."""
+    return ctx.session_state(STATE)

@@ -8,6 +8,8 @@ what the same traffic would have cost with no caching at all.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from ctxengine._accounting.models import ModelInfo
@@ -165,6 +167,38 @@ class SessionCacheStats:
         costs[5] += response_cost.total
         costs[6] += response_cost.uncached_total
         return response_cost
+
+    def dump(self) -> dict[str, Any]:
+        """The totals as JSON data, for another process to continue from (:meth:`restore`)."""
+        return {
+            "responses": self.responses,
+            "tokens": [*self._tokens],
+            "costs": [*self._costs],
+            "miss_reason": self._miss_reason,
+        }
+
+    @classmethod
+    def restore(cls, data: Any) -> SessionCacheStats:
+        """The totals :meth:`dump` gave.
+
+        :raises ValueError: ``data`` is not what :meth:`dump` writes.
+        """
+        empty = cls()
+        try:
+            responses = int(data["responses"])
+            tokens = [int(value) for value in data["tokens"]]
+            costs = [float(value) for value in data["costs"]]
+            reason = data["miss_reason"]
+        except (TypeError, KeyError, ValueError) as exc:
+            raise ValueError(f"not session cache statistics ({type(exc).__name__}: {exc})") from exc
+        if (
+            responses < 0
+            or len(tokens) != len(empty._tokens)
+            or len(costs) != len(empty._costs)
+            or not (reason is None or isinstance(reason, str))
+        ):
+            raise ValueError(f"not session cache statistics: {data!r}")
+        return cls(responses=responses, tokens=tokens, costs=costs, miss_reason=reason)
 
     @property
     def usage(self) -> Usage:

@@ -323,6 +323,47 @@ class Calibration:
         """The average of the point estimates (the same however requests were counted)."""
         return self._point
 
+    def dump(self) -> dict[str, Any]:
+        """What was learned, as JSON data, for another process to continue from
+        (:meth:`restore`). The observed local counts are made exact here (another process has
+        not got the requests to count them), so this counts what was not counted yet."""
+        with self._lock:
+            samples = list(self._samples)
+            point, low, high, observations = self._point, self._low, self._high, self.observations
+        return {
+            "samples": [[provider, local.exact()] for provider, local in samples],
+            "point": point,
+            "low": low,
+            "high": high,
+            "observations": observations,
+        }
+
+    def restore(self, data: Any) -> None:
+        """Continue from what :meth:`dump` gave (in this or another process): the same ratio,
+        point and bounds.
+
+        :raises ValueError: ``data`` is not what :meth:`dump` writes.
+        """
+        try:
+            samples = [(int(p), TokenEstimate.known(int(n))) for p, n in data["samples"]]
+            point, low, high = (float(data[key]) for key in ("point", "low", "high"))
+            observations = int(data["observations"])
+        except (TypeError, KeyError, ValueError) as exc:
+            raise ValueError(f"not a calibration ({type(exc).__name__}: {exc})") from exc
+        if (
+            len(samples) > CALIBRATION_WINDOW
+            or observations < len(samples)
+            or (observations > 0) != bool(samples)
+            or any(provider <= 0 or local.value <= 0 for provider, local in samples)
+            or not all(RATIO_MIN <= ratio <= RATIO_MAX for ratio in (point, low, high))
+        ):
+            raise ValueError(f"not a calibration: {data!r}")
+        with self._lock:
+            self._samples = deque(samples, maxlen=CALIBRATION_WINDOW)
+            self._point, self._low, self._high = point, low, high
+            self.observations = observations
+            self._exact = None if samples else 1.0
+
 
 class MessageSizes:
     """Token sizes of one message list, for an engine: ``ctx.tokens.sizes(messages)``.
@@ -646,6 +687,18 @@ class TokenCounter:
         needed (a request's :meth:`tally`); zeros are ignored."""
         if provider_tokens > 0 and local.value > 0 and local.high > 0:
             self._calibration.add(local, provider_tokens)
+
+    def calibration(self) -> dict[str, Any]:
+        """What :meth:`observe` learned, as JSON data, to carry it to another worker process
+        (see :meth:`Calibration.dump`: the observed requests are counted exactly here)."""
+        return self._calibration.dump()
+
+    def restore_calibration(self, data: Any) -> None:
+        """Continue from a :meth:`calibration` taken elsewhere (another worker process).
+
+        :raises ValueError: ``data`` is not what :meth:`calibration` returns.
+        """
+        self._calibration.restore(data)
 
     def scale(self, local_tokens: int) -> int:
         """``local_tokens`` converted to the provider's count with the learned ratio."""

@@ -25,6 +25,7 @@ from ctxengine._config.fields import ConfigError, ConfigProblem, Field, FieldKin
 from ctxengine._config.files import ctxengine_home, find_file, read_yaml
 from ctxengine._config.resolve import RawConfig, Resolved, UnusedKey, resolve
 from ctxengine._config.spec import CORE_OWNER, OwnedSpec, SettingsSpec, SettingsView
+from ctxengine._config.urls import is_database_url, redact_url
 
 __all__ = [
     "CORE_SPECS",
@@ -37,6 +38,7 @@ __all__ = [
     "ConfigRow",
     "ContextEditingSettings",
     "ContextSettings",
+    "CoordinationSettings",
     "LoadedConfig",
     "ModelOverride",
     "ModelSettings",
@@ -53,6 +55,7 @@ T = TypeVar("T")
 SummaryProviderName = Literal["auto", "anthropic", "openai", "main", "extractive"]
 CacheTTL = Literal["5m", "1h", "auto"]
 CacheRetention = Literal["in_memory", "24h"]
+CoordinationBackend = Literal["process", "file", "postgresql"]
 
 
 def _default(cls: type[Any], name: str) -> Any:
@@ -161,6 +164,27 @@ class ContextEditingSettings:
 
 
 @attrs.frozen
+class CoordinationSettings:
+    """``coordination:`` — how the processes serving the same sessions exclude each other and
+    share per-session state (``docs/lcm-postgresql.md`` explains when to use which backend).
+
+    :ivar backend: ``process`` (one process; state in memory), ``file`` (many processes on one
+        host), ``postgresql`` (many hosts).
+    :ivar path: the ``file`` backend's folder (``None``: ``<home>/coordination``).
+    :ivar database_url: the ``postgresql`` backend's database.
+    :ivar pool_size: most connections one process opens to ``database_url``.
+    :ivar lock_timeout_s: how long a session call waits for another worker's call on the same
+        session before raising :class:`~ctxengine.SessionBusyError`.
+    """
+
+    backend: CoordinationBackend = "process"
+    path: str | None = None
+    database_url: str | None = attrs.field(default=None, repr=False)
+    pool_size: int = 4
+    lock_timeout_s: float = 30.0
+
+
+@attrs.frozen
 class ModelOverride:
     """``models.<name>:`` — corrections to the model metadata table; prices in USD per million
     tokens. ``None`` keeps the table's value."""
@@ -211,9 +235,28 @@ def _fallback_chain(view: SettingsView) -> None:
         view.problem(key, f"names the provider itself ({primary!r}); list other providers")
 
 
+def _coordination_options(view: SettingsView) -> None:
+    """Each backend's own keys: ``database_url`` is required by ``postgresql`` and read by
+    nothing else, ``path`` is read by ``file`` only (a key the chosen backend ignores is a
+    mistake worth saying)."""
+    backend, url, path = "coordination.backend", "coordination.database_url", "coordination.path"
+    if view.has_problem(backend, url, path):
+        return
+    chosen, given_url = view.value(backend), view.value(url)
+    if given_url is not None and not is_database_url(given_url):
+        view.problem(url, "must be a postgresql:// (or postgres://) URL")
+    elif chosen == "postgresql" and given_url is None:
+        view.problem(url, "must be set when coordination.backend is postgresql")
+    elif chosen != "postgresql" and given_url is not None:
+        view.problem(url, f"is read by coordination.backend: postgresql only (it is {chosen})")
+    if chosen != "file" and view.value(path) is not None:
+        view.problem(path, f"is read by coordination.backend: file only (it is {chosen})")
+
+
 _Ctx, _Mod, _Comp = ContextSettings, ModelSettings, CompressionSettings
 _Sum, _Cache, _Over = SummaryProviderSettings, PromptCachingSettings, ModelOverride
 _Edit = ContextEditingSettings
+_Coord = CoordinationSettings
 
 CONTEXT = SettingsSpec(
     "context",
@@ -483,6 +526,51 @@ CONTEXT_EDITING = SettingsSpec(
     build=ContextEditingSettings,
 )
 
+COORDINATION = SettingsSpec(
+    "coordination",
+    (
+        _f(
+            _Coord,
+            "backend",
+            "choice",
+            choices=("process", "file", "postgresql"),
+            env="CTXENGINE_COORDINATION",
+            doc="process = one process; file = many processes on one host; postgresql = many hosts",
+        ),
+        _f(
+            _Coord,
+            "path",
+            "str",
+            nullable=True,
+            doc="the file backend's folder, on local disk (null = <home>/coordination)",
+        ),
+        _f(
+            _Coord,
+            "database_url",
+            "str",
+            nullable=True,
+            env="CTXENGINE_COORDINATION_URL",
+            doc="the postgresql backend's database (postgresql://...); may be lcm's",
+        ),
+        _f(
+            _Coord,
+            "pool_size",
+            "int",
+            ge=1,
+            doc="most connections per process to database_url (a session call holds one)",
+        ),
+        _f(
+            _Coord,
+            "lock_timeout_s",
+            "number",
+            gt=0,
+            doc="a session call waits this long for another worker's call on the same session",
+        ),
+    ),
+    build=CoordinationSettings,
+    checks=(_coordination_options,),
+)
+
 CORE_SPECS: tuple[SettingsSpec[Any], ...] = (
     CONTEXT,
     MODEL,
@@ -490,6 +578,7 @@ CORE_SPECS: tuple[SettingsSpec[Any], ...] = (
     SUMMARY,
     PROMPT_CACHING,
     CONTEXT_EDITING,
+    COORDINATION,
 )
 """The kernel's own sections, in documentation order."""
 
@@ -562,6 +651,7 @@ class Config:
     auxiliary: AuxiliarySettings = attrs.field(factory=AuxiliarySettings)
     prompt_caching: PromptCachingSettings = attrs.field(factory=PromptCachingSettings)
     context_editing: ContextEditingSettings = attrs.field(factory=ContextEditingSettings)
+    coordination: CoordinationSettings = attrs.field(factory=CoordinationSettings)
     models: Mapping[str, ModelOverride] = attrs.field(factory=dict, converter=_freeze_models)
     engines: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict, converter=_freeze_engines)
     raw: RawConfig = attrs.field(factory=RawConfig, eq=False, repr=False)
@@ -655,7 +745,8 @@ class LoadedConfig:
         """Every key in documentation order (the kernel's sections, then each plugin's, then
         ``models.*`` and undeclared ``engines.*``), then the unused keys.
 
-        ``auxiliary.compression.api_key`` is shown as ``"***"`` when set.
+        ``auxiliary.compression.api_key`` is shown as ``"***"`` when set, the password of
+        ``coordination.database_url`` too.
         """
         rows: list[ConfigRow] = []
         core = _core_values(self.config)
@@ -666,6 +757,8 @@ class LoadedConfig:
                 value = core[key] if key in core else self.values.get(key, field.default)
                 if field.name == "api_key" and value is not None:
                     value = "***"
+                elif key == "coordination.database_url" and value is not None:
+                    value = redact_url(value)
                 rows.append(ConfigRow(key, value, self.sources.get(key, "default"), owned.owner))
         for name, override in self.config.models.items():
             for field in MODEL_OVERRIDE_FIELDS:
@@ -707,6 +800,7 @@ def _core_values(config: Config) -> dict[str, Any]:
         "auxiliary.compression": config.auxiliary.compression,
         "prompt_caching": config.prompt_caching,
         "context_editing": config.context_editing,
+        "coordination": config.coordination,
     }
     return {
         spec.key(f.name): getattr(typed[spec.section], f.name)
@@ -732,6 +826,7 @@ def _build(
         auxiliary=AuxiliarySettings(SummaryProviderSettings(**values[SUMMARY])),
         prompt_caching=PromptCachingSettings(**values[PROMPT_CACHING]),
         context_editing=ContextEditingSettings(**values[CONTEXT_EDITING]),
+        coordination=CoordinationSettings(**values[COORDINATION]),
         models={name: ModelOverride(**fields) for name, fields in resolved.models.items()},
         engines=resolved.engines,
         raw=raw,

@@ -21,6 +21,7 @@ TOP_SECTIONS = (
     "auxiliary",
     "prompt_caching",
     "context_editing",
+    "coordination",
     "models",
     "engines",
 )

@@ -6,7 +6,7 @@ rules, every problem is collected (in file order, then environment, then overrid
 checks across keys) and reported at once. An invalid value is never replaced by a default.
 
 Which keys are valid depends on who reads them: the kernel's own sections (``context``,
-``model``, ``auxiliary.compression``, ``models``) are closed; ``compression`` and
+``model``, ``auxiliary.compression``, ``coordination``, ``models``) are closed; ``compression`` and
 ``prompt_caching`` hold the kernel's keys plus those of the selected plugins; ``engines.<name>``
 belongs to the plugin that declares it. A key nobody reads is an error when it is in a closed
 section, in a plugin's own ``engines.<name>`` section, or a near-miss of a key someone reads (a
@@ -42,7 +42,7 @@ from ctxengine._config.spec import (
 )
 
 _ENGINE_NAME_RULE = "engine names must be made of letters, digits, '_', '.' and '-'"
-_CLOSED = ("context", "model", "auxiliary.compression", "context_editing")
+_CLOSED = ("context", "model", "auxiliary.compression", "context_editing", "coordination")
 
 
 @attrs.frozen(eq=False)
@@ -179,7 +179,14 @@ class _Resolver:
     def apply_file(self) -> None:
         source = self.raw.source or "<mapping>"
         for section, value in self.raw.data.items():
-            if section in ("context", "model", "compression", "prompt_caching", "context_editing"):
+            if section in (
+                "context",
+                "model",
+                "compression",
+                "prompt_caching",
+                "context_editing",
+                "coordination",
+            ):
                 self._section(section, value, source)
             elif section == "auxiliary":
                 aux = as_mapping(value, "auxiliary", ("compression",), source, self.problems)

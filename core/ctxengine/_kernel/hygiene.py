@@ -10,13 +10,14 @@ knows the history is still over its limit and why.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol
 
 import attrs
 
 from ctxengine._accounting.estimate import TokenEstimate, rough_conversation_tokens
+from ctxengine._kernel.coordination import NamedLock
 from ctxengine._messages.conversation import Format, Message, Stage, SystemPrompt
 from ctxengine._messages.errors import MessageFormatError
 from ctxengine._plugin.context import EngineContext
@@ -27,7 +28,10 @@ class GatewaySession(Protocol):
     """What the safety net needs of a session (:class:`ctxengine.Session` has it)."""
 
     @property
-    def gateway_lock(self) -> threading.Lock: ...
+    def gateway_lock(self) -> NamedLock: ...
+
+    @property
+    def call_lock(self) -> AbstractContextManager[Any]: ...
 
     @property
     def ctx(self) -> EngineContext: ...
@@ -102,8 +106,9 @@ def run_hygiene(
 ) -> HygieneReport:
     """Compact ``history`` when the gateway policy says so; see :meth:`Session.hygiene`."""
     messages = list(history)
-    # Taken before anything else, without waiting: a second worker on the same session must
-    # not queue up behind the first one's compaction and then compact the same history again.
+    # Taken before anything else, without waiting: a second worker on the same session (in
+    # this process or, on a shared coordination backend, in any other) must not queue up
+    # behind the first one's compaction and then compact the same history again.
     if not session.gateway_lock.acquire(blocking=False):
         busy_tokens = (
             last_prompt_tokens
@@ -121,7 +126,9 @@ def run_hygiene(
             notice="another worker is already compacting this session; history unchanged",
         )
     try:
-        return _hygiene_locked(session, messages, system, last_prompt_tokens)
+        # One call for the session's state: one load and one save on a shared backend.
+        with session.call_lock:
+            return _hygiene_locked(session, messages, system, last_prompt_tokens)
     finally:
         session.gateway_lock.release()
 

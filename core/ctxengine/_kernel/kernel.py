@@ -49,6 +49,8 @@ from ctxengine._kernel.cache_settings import (
     detect_route,
     validation_profile,
 )
+from ctxengine._kernel.coordination import Coordinator, ProcessCoordinator
+from ctxengine._kernel.coordination_setup import open_coordinator
 from ctxengine._kernel.hooks import Hooks, guarded
 from ctxengine._kernel.hygiene import HygieneReport
 from ctxengine._kernel.resolve import (
@@ -334,6 +336,17 @@ class Kernel:
         self.main_request = main_request
         self.clock = clock
         self.sleep = sleep
+        # Deadlines saved by one worker are read by another: with the default monotonic clock
+        # the elapsed time between them is measured on the wall clock; a clock given by the
+        # caller (a test's) is taken as shared by every worker.
+        wall_clock = time.time if clock is time.monotonic else clock
+        # A simulation is one process: it must neither take a fleet's locks nor write the
+        # state of the fleet's sessions (as it writes none of the plugins' stores).
+        self.coordinator: Coordinator = (
+            ProcessCoordinator()
+            if sandbox is not None
+            else open_coordinator(self.config.coordination, self.env)
+        )
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
         self._provider: tuple[SummaryProvider | None] | None = None
@@ -349,6 +362,8 @@ class Kernel:
             clock=clock,
             env=self.env,
             data_dir=self.data_dir,
+            coordinator=self.coordinator,
+            wall_clock=wall_clock,
         )
 
     def use_summary_provider(self, provider: SummaryProvider | None) -> None:
@@ -426,11 +441,13 @@ class Kernel:
             session.close()
 
     def close(self) -> None:
-        """End every session."""
+        """End every session and let go of the coordination backend's files and connections;
+        the kernel is not used afterwards."""
         with self._lock:
             ids = list(self._sessions)
         for session_id in ids:
             self.close_session(session_id)
+        self.coordinator.close()
 
     def hygiene(
         self,
@@ -490,6 +507,8 @@ class Kernel:
             built = self._provider[0] if self._provider is not None else None
         if isinstance(built, SummaryService):
             lines.extend(f"⚠️  summary provider {line}" for line in built.status())
+        if self.coordinator.shared:
+            lines.append(f"🔗 Coordination: {self.coordinator.describe()}")
         lines.extend(f"⚠️  {notice}" for notice in self.notices)
         return lines
 

@@ -2,8 +2,11 @@
 
 A :class:`Session` owns one :class:`~ctxengine.EngineContext` (so two sessions never share
 counters or summaries) and serialises calls on it with a lock, so a host may call it from several
-threads. Async variants run the same code in a worker thread, since engines may block on I/O
-(summariser calls, SQLite).
+threads. On a shared coordination backend that lock is also the session's cross-process lock,
+and the session's state is loaded and saved around each call
+(:mod:`ctxengine._kernel.session_state`), so several processes may serve one session. Async
+variants run the same code in a worker thread, since engines may block on I/O (summariser calls,
+SQLite).
 
 What a request costs: :meth:`Session.should_compress` checks the history against the session's
 message memo once (one comparison in C when the history is the one seen before, however it was
@@ -16,6 +19,7 @@ not seen) and records the request for calibration without counting it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -32,9 +36,11 @@ from ctxengine._accounting.ttl import TTLPlanner
 from ctxengine._accounting.usage import Usage, message_id, normalize_usage
 from ctxengine._config.core import Config
 from ctxengine._kernel.cache_settings import RequestOptions, request_options
+from ctxengine._kernel.coordination import Coordinator, NamedLock
 from ctxengine._kernel.editing import wanted_edits
 from ctxengine._kernel.hooks import Hooks
 from ctxengine._kernel.hygiene import HygieneReport, run_hygiene
+from ctxengine._kernel.session_state import KernelState, SharedSessionLock
 from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
 from ctxengine._messages.editing import keep_markers_off_cleared, with_edits
 from ctxengine._messages.markers import detect_request_format
@@ -64,6 +70,8 @@ class Services:
 
     :ivar cache_settings: how to mark requests, or ``None`` when caching is off.
     :ivar summary_provider: returns the shared summary provider, built on first use.
+    :ivar coordinator: the coordination backend (``coordination.backend``).
+    :ivar wall_clock: a clock every process agrees on, to carry saved deadlines between them.
     :ivar fallback_engine: the engine's fallback loaded beside it, if any.
     :ivar route: where the main model's requests go.
     """
@@ -77,6 +85,8 @@ class Services:
     clock: Callable[[], float]
     env: Mapping[str, str]
     data_dir: Path
+    coordinator: Coordinator
+    wall_clock: Callable[[], float]
     fallback_engine: str | None = None
     route: Route | None = None
 
@@ -92,6 +102,18 @@ class _Request:
     local: TokenEstimate
 
 
+def _digest(entries: Sequence[MemoEntry]) -> str:
+    """A digest of message contents, the same in every process for equal JSON data."""
+    text = json.dumps(
+        [entry.snapshot for entry in entries],
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=repr,
+    )
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 class Session:
     """One conversation's view of the kernel. Create it with :meth:`Kernel.session`."""
 
@@ -99,9 +121,10 @@ class Session:
         self.id = session_id
         self._services = services
         self._hooks = services.hooks
-        self._lock = threading.RLock()
-        self.gateway_lock = threading.Lock()
-        """Held while the gateway safety net works on this session (see :meth:`hygiene`)."""
+        coordinator = services.coordinator
+        self.gateway_lock: NamedLock = coordinator.lock(f"gateway:{session_id}")
+        """Held while the gateway safety net works on this session (see :meth:`hygiene`), in
+        every process that shares the coordination backend."""
         self.ctx = EngineContext(
             session_id=session_id,
             engine=services.engine,
@@ -123,13 +146,105 @@ class Session:
         # The last prepared request (until its usage arrives) and the one the last usage measured.
         self._prepared: _Request | None = None
         self._measured: _Request | None = None
+        # On a shared coordination backend: the request another worker's usage measured, as
+        # (message count, digest), until a history here is found to extend it.
+        self._foreign_measured: tuple[int, str] | None = None
+        self._measured_digest: tuple[_Request, str] | None = None
         self._tools: dict[str, RegisteredTool] | None = None
         self._closed = False
         self._ttl = TTLPlanner()
+        # When the planner last measured a request, on the wall clock (for another worker).
+        self._ttl_wall: float | None = None
         self._options: RequestOptions = request_options(services.config, session_id)
         # The id of the last Anthropic response, for the diagnostics of the next request.
         self._last_message_id: str | None = None
+        self._lock: threading.RLock | SharedSessionLock = threading.RLock()
+        if coordinator.shared:
+            self._lock = SharedSessionLock(
+                self.ctx,
+                coordinator,
+                timeout=services.config.coordination.lock_timeout_s,
+                export_kernel=self._export_state,
+                import_kernel=self._import_state,
+                wall_clock=services.wall_clock,
+            )
+        # Not under the lock: creating a session must not wait for another worker's call (a
+        # state created here is replaced by a newer saved one at the first call).
         self._hooks.session_start(self.ctx)
+
+    @property
+    def call_lock(self) -> threading.RLock | SharedSessionLock:
+        """The lock every call of this session takes (re-entrant); hold it to make several
+        calls one (on a shared coordination backend: one cross-process lock and one load and
+        save of the session's state)."""
+        return self._lock
+
+    def _export_state(self) -> KernelState:
+        """The kernel's own session state, for the coordination backend (JSON data).
+
+        The measured request travels as its message count and a digest of their contents (the
+        worker that gets the next turn compares its history with it, see :meth:`prompt`). A
+        prepared request whose usage has not arrived stays here: its usage is expected in this
+        worker, in the same turn.
+        """
+        usage = self.ctx.last_usage
+        ttl = attrs.asdict(self._ttl)
+        ttl["last_time"] = self._ttl_wall if self._ttl.last_time is not None else None
+        return {
+            "calibration": self.ctx.tokens.calibration(),
+            "last_usage": None if usage is None else attrs.asdict(usage),
+            "usage_stale": self._usage_stale,
+            "measured": self._measured_key(),
+            "cache_stats": self.cache_stats.dump(),
+            "ttl": ttl,
+            "last_message_id": self._last_message_id,
+        }
+
+    def _import_state(self, state: KernelState) -> None:
+        """Take over what :meth:`_export_state` gave in another process.
+
+        :raises TypeError, ValueError, KeyError: ``state`` is not what it writes.
+        """
+        self.ctx.tokens.restore_calibration(state["calibration"])
+        usage = state["last_usage"]
+        self.ctx.last_usage = None if usage is None else Usage(**usage)
+        self._usage_stale = bool(state["usage_stale"])
+        measured = state["measured"]
+        if measured != self._measured_key():
+            foreign = None if measured is None else (int(measured[0]), str(measured[1]))
+            self._measured, self._prepared, self._foreign_measured = None, None, foreign
+        self.cache_stats = SessionCacheStats.restore(state["cache_stats"])
+        ttl = dict(state["ttl"])
+        wall = ttl["last_time"]  # the wall-clock time of the planner's last request
+        if wall is not None:
+            ttl["last_time"] = self.ctx.clock() - max(0.0, self._services.wall_clock() - wall)
+        self._ttl, self._ttl_wall = TTLPlanner(**ttl), wall
+        last_id = state["last_message_id"]
+        self._last_message_id = None if last_id is None else str(last_id)
+
+    def _measured_key(self) -> list[Any] | None:
+        """``[message count, digest]`` of the request the last usage measured (``None``: none)."""
+        if self._measured is None:
+            return None if self._foreign_measured is None else [*self._foreign_measured]
+        entries = self._measured.entries
+        cached = self._measured_digest
+        if cached is None or cached[0] is not self._measured:
+            cached = self._measured_digest = (self._measured, _digest(entries))
+        return [len(entries), cached[1]]
+
+    def _adopt_measured(self, view: MessageView) -> _Request | None:
+        """The measured request another worker saw, when ``view`` begins with its messages (it
+        becomes this worker's own); ``None`` when it does not."""
+        assert self._foreign_measured is not None
+        count, digest = self._foreign_measured
+        if len(view.entries) < count or _digest(view.entries[:count]) != digest:
+            return None
+        tokens = self.ctx.tokens
+        entries = view.entries[:count]
+        size = tokens.size_of(entries)
+        self._measured = _Request(entries, size, tokens.tally(entries, size=size))
+        self._foreign_measured = None
+        return self._measured
 
     # -- token accounting -------------------------------------------------------------------
 
@@ -155,6 +270,7 @@ class Session:
             if prepared is not None and sent > 0 and not normalized.compacted:
                 self.ctx.tokens.observe_estimate(prepared.local, sent)
             self._measured, self._prepared = prepared, None
+            self._foreign_measured = None
             self.ctx.tokens.memo.release()
             self.ctx.last_usage = normalized
             self._usage_stale = False
@@ -172,7 +288,8 @@ class Session:
 
         - Measured: when the provider reported usage after the last compaction, its prompt tokens,
           plus the calibrated local tokens of the messages added since, when ``messages`` extends
-          the request that usage measured (compared by content); the usage alone when no request
+          the request that usage measured (compared by content; on a shared coordination
+          backend also when another worker's usage measured it); the usage alone when no request
           was prepared in this session before it (a host that restores a session).
         - Otherwise the calibrated local count of ``messages``, ``system`` and ``tools``.
 
@@ -186,10 +303,13 @@ class Session:
             usage = self.ctx.last_usage
             measured_tokens = usage.prompt_tokens if usage is not None else 0
             measured = self._measured
-            if measured_tokens > 0 and not self._usage_stale and measured is None:
+            fresh = measured_tokens > 0 and not self._usage_stale
+            if fresh and measured is None and self._foreign_measured is None:
                 return TokenEstimate.known(measured_tokens, measured=True)
             view = tokens.memo.resolve(messages)
-            if measured_tokens > 0 and not self._usage_stale and measured is not None:
+            if fresh and measured is None:
+                measured = self._adopt_measured(view)
+            if fresh and measured is not None:
                 known = len(measured.entries)
                 if view.starts_with(measured.entries):
                     if len(view.entries) == known:
@@ -309,6 +429,7 @@ class Session:
             if result.compacted:
                 self._usage_stale = True
                 self._measured = self._prepared = None
+                self._foreign_measured = None
                 # What the compaction replaced need not stay alive in the memo.
                 self.ctx.tokens.retain(result.messages)
             return result
@@ -403,6 +524,7 @@ class Session:
             if settings is not None:
                 if settings.policy == "auto":
                     choice = self._ttl.choose(now, tokens)
+                    self._ttl_wall = self._services.wall_clock()
                     settings = attrs.evolve(settings, ttl=choice.ttl, stable_ttl=choice.stable_ttl)
                 prepared = self._hooks.cache_strategy(self.ctx, prepared, settings)
             if edits:
@@ -528,9 +650,11 @@ class Session:
             self.ctx.last_usage = None
             self.ctx.last_request = None
             self._ttl = TTLPlanner()
+            self._ttl_wall = None
             self._last_message_id = None
             self._usage_stale = True
             self._measured = self._prepared = None
+            self._foreign_measured = None
             self._tools = None
             self.cache_stats = SessionCacheStats()
 

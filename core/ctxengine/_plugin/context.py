@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
 
+from ctxengine._plugin.state import SessionState, Undecoded
+
 if TYPE_CHECKING:
     from ctxengine._accounting.models import ModelInfo
     from ctxengine._accounting.tokens import TokenCounter
@@ -149,6 +151,9 @@ class EngineContext:
     route: Route | None = None
     fallback_engine: str | None = None
     _fallback: FallbackCompress | None = attrs.field(default=None, alias="fallback", repr=False)
+    state_specs: dict[str, SessionState[Any]] = attrs.field(factory=dict, init=False, repr=False)
+    """The :class:`SessionState` behind each decoded ``ctx.state`` entry (the kernel saves
+    those); filled by :meth:`session_state`."""
 
     def fallback_compress(
         self,
@@ -181,11 +186,59 @@ class EngineContext:
 
     def plugin_state(self, key: str, factory: Callable[[], T]) -> T:
         """This session's state object of one plugin, ``ctx.state[key]``, created with
-        ``factory()`` on first use (or when something else was stored under ``key``)."""
+        ``factory()`` on first use (or when something else was stored under ``key``).
+
+        Kept in this process only; state that must survive a worker switch is declared with
+        :meth:`session_state`.
+        """
         state = self.state.get(key)
         if state is None or (isinstance(factory, type) and not isinstance(state, factory)):
             state = self.state[key] = factory()
         return state
+
+    def session_state(self, spec: SessionState[T]) -> T:
+        """This session's state declared by ``spec``, ``ctx.state[spec.key]``: the object
+        already there, else the state another worker saved (decoded with ``spec.load``), else
+        ``spec.factory()``. The kernel saves it when the session call ends (on a shared
+        coordination backend; see :class:`~ctxengine.SessionState`). Mutate it in place or
+        store a new object under ``spec.key``; pop the key to forget it.
+        """
+        state = self.state.get(spec.key)
+        if state is not None and self.state_specs.get(spec.key) is spec:
+            return state  # type: ignore[no-any-return]
+        value: T | None = None
+        if isinstance(state, Undecoded):
+            value = self._decode(spec, state)
+        if value is None:
+            value = spec.factory()
+        self.state[spec.key] = value
+        self.state_specs[spec.key] = spec
+        return value
+
+    def _decode(self, spec: SessionState[T], saved: Undecoded) -> T | None:
+        """``saved`` decoded by ``spec``, or ``None`` (logged) when it cannot be."""
+        version = saved.entry.get("v")
+        if version != spec.version:
+            self.log.info(
+                "session %r: saved state %r has version %r, this plugin reads %r; starting it "
+                "afresh",
+                self.session_id,
+                spec.key,
+                version,
+                spec.version,
+            )
+            return None
+        try:
+            return spec.load(saved.entry.get("data"), saved.saved_at)
+        except Exception as exc:
+            self.log.warning(
+                "session %r: saved state %r could not be read (%s: %s); starting it afresh",
+                self.session_id,
+                spec.key,
+                type(exc).__name__,
+                exc,
+            )
+            return None
 
     @property
     def window(self) -> int:

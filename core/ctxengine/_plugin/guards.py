@@ -9,12 +9,20 @@
   and compacting again would only break the prompt cache.
 
 A forced compaction (``force=True``: an explicit request, the gateway safety net) passes both.
-Engines keep one :class:`CompactionGuard` in their per-session state.
+Engines keep one :class:`CompactionGuard` in their per-session state, declared as a
+:class:`~ctxengine.SessionState` so it survives a worker switch: :meth:`CompactionGuard.dump`
+and :meth:`CompactionGuard.restore` are its codec (:data:`GUARD_STATE_VERSION`).
 """
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import attrs
+
+GUARD_STATE_VERSION = 1
+"""The shape of :meth:`CompactionGuard.dump`'s data."""
 
 COOLDOWN_SECONDS = 60.0
 """How long automatic compaction pauses after an aborted summary."""
@@ -83,3 +91,37 @@ class CompactionGuard:
         self.cooldown_until = float("-inf")
         self.cooldown_reason = None
         self.recent_savings.clear()
+
+    def dump(self, now: float) -> dict[str, Any]:
+        """The guard as JSON data: the cooldown as the seconds left at ``now`` (``None`` when
+        none is running), the savings as they are."""
+        left = self.cooldown_until - now
+        running = math.isfinite(left) and left > 0
+        return {
+            "cooldown_left_s": left if running else None,
+            "cooldown_reason": self.cooldown_reason if running else None,
+            "recent_savings": list(self.recent_savings),
+        }
+
+    @classmethod
+    def restore(cls, data: Any, now: float) -> CompactionGuard:
+        """The guard :meth:`dump` described, its cooldown ending ``cooldown_left_s`` after
+        ``now`` (the moment of the dump in this process's clock).
+
+        :raises ValueError: ``data`` is not what :meth:`dump` writes.
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"a guard is a JSON object, got {type(data).__name__}")
+        left = data.get("cooldown_left_s")
+        savings = data.get("recent_savings", [])
+        if left is not None and not isinstance(left, int | float):
+            raise ValueError(f"cooldown_left_s must be a number or null, got {left!r}")
+        if not isinstance(savings, list) or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in savings
+        ):
+            raise ValueError(f"recent_savings must be a list of numbers, got {savings!r}")
+        guard = cls(recent_savings=[float(x) for x in savings][-SAVINGS_KEPT:])
+        if left is not None:
+            guard.cooldown_until = now + float(left)
+            guard.cooldown_reason = data.get("cooldown_reason")
+        return guard

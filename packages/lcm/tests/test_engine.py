@@ -15,7 +15,7 @@ import ctxengine_lcm.engine as lcm_engine
 from ctxengine import ConfigError, TokenEstimate
 from ctxengine._messages.validate import validate
 from ctxengine.testing import samples
-from ctxengine_lcm.engine import get_state
+from ctxengine_lcm.engine import get_guard, get_state
 from ctxengine_lcm.render import ACK_TEXT
 from ctxengine_lcm.settings import parse_settings
 from ctxengine_lcm.store_sqlite import SqliteStore
@@ -209,7 +209,7 @@ def test_should_compress_uses_its_own_threshold(make_kernel: Any) -> None:
     hook = kernel.hooks.should_compress
     assert hook(ctx, TokenEstimate.known(74_999), "agent", False, 10) is False
     assert hook(ctx, TokenEstimate.known(75_000), "agent", False, 10) is True
-    get_state(ctx).guard.cooldown_until = ctx.clock() + 100
+    get_guard(ctx).cooldown_until = ctx.clock() + 100
     assert hook(ctx, TokenEstimate.known(80_000), "agent", False, 10) is False
     assert hook(ctx, TokenEstimate.known(80_000), "agent", True, 10) is True
 
@@ -307,7 +307,7 @@ def test_provider_outage_falls_back_and_cools_down(make_kernel: Any) -> None:
     assert len(provider.prompts) == 3  # max_attempts, then the breaker is open
     assert [a.outcome for a in result.calls[0].attempts] == ["timeout"] * 3
     assert kernel.sleeps == [1.0, 2.0]
-    assert get_state(session.ctx).guard.cooldown_until > session.ctx.clock()
+    assert get_guard(session.ctx).cooldown_until > session.ctx.clock()
     # The breaker is the kernel's: another session's explicit compress sends nothing either.
     assert kernel.summary_provider().breaker_state() == "open"
     other = kernel.session("other").compress(messages)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxengine import hookimpl
-from ctxengine_lcm.engine import LcmSession, get_state
+from ctxengine_lcm.engine import LcmSession, get_guard, get_state
 from ctxengine_lcm.settings import settings_for
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def should_compress(
         return False
     if force:
         return True
-    held = get_state(ctx).guard.holds(ctx.clock(), force=False)
+    held = get_guard(ctx).holds(ctx.clock(), force=False)
     if held is not None:
         ctx.log.debug("lcm: over threshold but %s", held)
         return False

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ctxengine import CompactionGuard, CompressResult, Conversation, Message
+from ctxengine import CompactionGuard, CompressResult, Conversation, Message, SessionState
 from ctxengine_lcm.compaction import Compactor, budget_for
 from ctxengine_lcm.ingest import canonical, message_hash, prepare
 from ctxengine_lcm.render import Item, Rendered, render, summary_section
@@ -363,7 +363,7 @@ class LcmSession:
             try:
                 outcome = compactor.run(ingest.items)
             except SummaryAborted as exc:
-                get_state(ctx).guard.start_cooldown(ctx.clock(), str(exc))
+                get_guard(ctx).start_cooldown(ctx.clock(), str(exc))
                 self.store.catch_up_index()
                 aborted = unchanged(
                     "aborted",
@@ -373,7 +373,7 @@ class LcmSession:
                 return attrs.evolve(aborted, calls=tuple(summariser.calls))
             if summariser.abort_kind is not None:
                 reason = f"summary provider failed ({summariser.abort_kind})"
-                get_state(ctx).guard.start_cooldown(ctx.clock(), reason)
+                get_guard(ctx).start_cooldown(ctx.clock(), reason)
             rendered = render(outcome.items, ingest.leading)
             if rendered.block:
                 self.store.add_block(
@@ -493,16 +493,28 @@ def row_rendered(row: StoredMessage) -> Message:
 
 @attrs.define
 class LcmState:
-    """What the engine keeps in ``ctx.state["lcm"]``."""
+    """What the engine keeps in ``ctx.state["lcm"]``: this process's handle on the store (never
+    saved; reopened where it is missing)."""
 
     session: LcmSession | None = None
-    guard: CompactionGuard = attrs.field(factory=CompactionGuard)
+
+
+GUARD: SessionState[CompactionGuard] = SessionState(
+    f"{ENGINE_NAME}.guard", CompactionGuard, dump=CompactionGuard.dump, load=CompactionGuard.restore
+)
+"""The session's cooldown and anti-thrash guard, saved between calls on a shared coordination
+backend (everything else lcm knows about a session is in its store)."""
 
 
 def get_state(ctx: EngineContext) -> LcmState:
     return ctx.plugin_state(ENGINE_NAME, LcmState)
 
 
+def get_guard(ctx: EngineContext) -> CompactionGuard:
+    """This session's guard: in memory, saved by another worker, or new."""
+    return ctx.session_state(GUARD)
+
+
 def record_saving(ctx: EngineContext, before: int, after: int) -> None:
     """Feed one compaction's saving to the session's anti-thrash guard."""
-    get_state(ctx).guard.record_saving((before - after) / before if before > 0 else 0.0)
+    get_guard(ctx).record_saving((before - after) / before if before > 0 else 0.0)

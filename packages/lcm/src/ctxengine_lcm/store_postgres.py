@@ -16,7 +16,7 @@ PostgreSQL types, in the connection's current schema (the first schema of ``sear
 - **literal and regex search** use ``pg_trgm`` GIN indexes (``ILIKE`` and ``~``);
 - **immutability**: triggers reject UPDATE, DELETE and TRUNCATE of the append-only tables;
 - **compaction lock**: a session-level advisory lock per session (see
-  :mod:`ctxengine_lcm.postgres`), so two workers on different hosts never compact one session
+  :mod:`ctxengine.coordination`), so two workers on different hosts never compact one session
   at once; while it is held, this thread's store calls run on the lock's connection;
 - **connections**: one pool per URL per process (``engines.lcm.database_pool_size``).
 
@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from ctxengine_lcm import postgres
+from ctxengine import coordination
 from ctxengine_lcm.store import (
     IMMUTABLE_TABLES,
     MESSAGE_COLUMNS,
@@ -292,12 +292,14 @@ class PostgresStore(Store):
         self.location = redact_url(url)
         self.fts = True
         try:
-            psycopg = postgres.require_driver()
+            psycopg = coordination.require_driver(
+                "the lcm store on PostgreSQL", "pip install 'ctxengine-lcm[postgres]'"
+            )
         except ImportError as exc:
             raise StoreError(str(exc)) from exc
         self._errors = psycopg.errors
         try:
-            with psycopg.connect(url, **postgres.connect_kwargs(url)) as conn:
+            with psycopg.connect(url, **coordination.connect_kwargs(url)) as conn:
                 self.schema = self._prepare(conn, create=create)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the lcm store {self.location}: {exc}") from exc
@@ -307,7 +309,7 @@ class PostgresStore(Store):
             f" VALUES ({','.join('?' * len(MESSAGE_COLUMNS))})"
         )
         self._pinned = threading.local()
-        self._pool = postgres.shared_pool(url, pool_size)
+        self._pool = coordination.shared_pool(url, pool_size)
         self._closed = False
 
     # -- schema ------------------------------------------------------------------------------
@@ -324,7 +326,7 @@ class PostgresStore(Store):
             # Two processes opening a new database at once: the second waits, then finds it.
             conn.execute(
                 "SELECT pg_advisory_xact_lock(%s)",
-                (postgres.lock_key("ctxengine-lcm schema", schema),),
+                (coordination.lock_key("ctxengine-lcm schema", schema),),
             )
             tables = {
                 row[0]
@@ -395,7 +397,7 @@ class PostgresStore(Store):
         if self._pinned_connection() is not None:
             yield
             return
-        with postgres.pooled(self._pool) as conn, self.pinned(conn):
+        with coordination.pooled(self._pool) as conn, self.pinned(conn):
             yield
 
     @contextmanager
@@ -407,7 +409,7 @@ class PostgresStore(Store):
         if conn is not None:
             yield PgConnection(conn)
             return
-        with postgres.pooled(self._pool) as conn:
+        with coordination.pooled(self._pool) as conn:
             yield PgConnection(conn)
 
     @contextmanager
@@ -419,20 +421,20 @@ class PostgresStore(Store):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            postgres.release_pool(self.url)
+            coordination.release_pool(self.url)
 
     @contextmanager
     def session_lock(self, session_id: str, *, wait: float = 0.0) -> Iterator[bool]:
         """The session's advisory lock; while held, this thread's calls use its connection."""
-        key = postgres.lock_key(self._lock_namespace, session_id)
+        key = coordination.lock_key(self._lock_namespace, session_id)
         try:
-            with postgres.advisory_lock(self._pool, key, wait=wait) as conn:
+            with coordination.advisory_lock(self._pool, key, wait=wait) as conn:
                 if conn is None:
                     yield False
                     return
                 with self.pinned(conn):
                     yield True
-        except postgres.PoolExhausted as exc:
+        except coordination.PoolExhausted as exc:
             raise StoreError(str(exc)) from exc
 
     # -- what the shared repository needs ----------------------------------------------------

@@ -1,15 +1,16 @@
 """PostgreSQL plumbing: the driver import, per-process connection pools, advisory locks.
 
-Nothing here knows the lcm layout, so a kernel coordination backend (cross-process locks and
-state for any engine) can use the same pieces: :func:`shared_pool` for connections,
-:func:`lock_key` and :func:`advisory_lock` for "one holder at a time, across hosts".
+Nothing here knows any table: the ``postgresql`` coordination backend
+(:mod:`ctxengine._kernel.coordination_postgres`) and the lossless engine's store both build on
+it (plugins reach it as :mod:`ctxengine.coordination`), so a process whose coordination and
+store use one URL opens one pool for both.
 
-- **Driver**: psycopg 3 and psycopg_pool are an optional dependency (``ctxengine-lcm[postgres]``),
-  imported on first use; :func:`require_driver` raises an :class:`ImportError` that names the
-  exact ``pip install`` line.
-- **Pools**: one :class:`psycopg_pool.ConnectionPool` per URL per process, shared by every store
-  opened on that URL (a gateway opens a store per session; they must not each hold
-  connections) and closed when the last of them is. Connections are in autocommit mode: a
+- **Driver**: psycopg 3 and psycopg_pool are an optional dependency (``ctxengine[postgres]``),
+  imported on first use; :func:`require_driver` raises an :class:`ImportError` that says what
+  needs it and names the exact ``pip install`` line.
+- **Pools**: one :class:`psycopg_pool.ConnectionPool` per URL per process, shared by every user
+  of that URL (a gateway opens a store per session; they must not each hold connections) and
+  closed when the last of them lets go. Connections are in autocommit mode: a
   statement outside an explicit transaction sees what was committed when it started. Each is
   checked on the way out of the pool, so a server restart costs no failed request. A pool made
   before a ``fork`` is never used by the child (it gets its own).
@@ -23,17 +24,39 @@ state for any engine) can use the same pieces: :func:`shared_pool` for connectio
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ctxengine._config.urls import POSTGRES_SCHEMES, is_database_url, redact_url
+
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "INSTALL_HINT",
+    "POSTGRES_SCHEMES",
+    "PoolExhausted",
+    "advisory_lock",
+    "checkout",
+    "connect_kwargs",
+    "is_database_url",
+    "lock_key",
+    "pooled",
+    "redact_url",
+    "release_pool",
+    "require_driver",
+    "shared_pool",
+    "try_lock",
+    "unlock",
+]
+
 if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-INSTALL_HINT = "pip install 'ctxengine-lcm[postgres]'"
+INSTALL_HINT = "pip install 'ctxengine[postgres]'"
 """The pip line that installs the PostgreSQL driver (psycopg 3 with its binary build and
 psycopg_pool)."""
 
@@ -46,18 +69,19 @@ class PoolExhausted(RuntimeError):
     """Every connection of this process's pool stayed in use for the whole wait."""
 
 
-def require_driver() -> Any:
+def require_driver(purpose: str = "PostgreSQL support", install: str = INSTALL_HINT) -> Any:
     """The ``psycopg`` module, with ``psycopg_pool`` importable too.
 
-    :raises ImportError: either is missing; the message holds the exact pip line.
+    :param purpose: what needs the driver, for the message (``"the lcm store on PostgreSQL"``).
+    :param install: the pip line that installs it for that purpose.
+    :raises ImportError: either is missing; the message names ``purpose`` and ``install``.
     """
     try:
         import psycopg
         import psycopg_pool  # noqa: F401  (imported here so a missing pool fails early)
     except ImportError as exc:
         raise ImportError(
-            f"the lcm store on PostgreSQL needs psycopg 3 and psycopg_pool ({exc}); install "
-            f"them with: {INSTALL_HINT}"
+            f"{purpose} needs psycopg 3 and psycopg_pool ({exc}); install them with: {install}"
         ) from exc
     return psycopg
 
@@ -83,7 +107,10 @@ _pools: dict[tuple[int, str], list[Any]] = {}
 def shared_pool(url: str, max_size: int) -> psycopg_pool.ConnectionPool:
     """This process's pool for ``url``, opened on first use; pair with :func:`release_pool`.
 
-    ``max_size`` is taken from the first caller; later callers share that pool as it is.
+    Every caller shares one pool per URL; it holds at most the largest ``max_size`` any caller
+    asked for (a later caller asking for more grows it).
+
+    :raises ImportError: the driver is missing (see :func:`require_driver`).
     """
     require_driver()
     from psycopg_pool import ConnectionPool
@@ -98,10 +125,12 @@ def shared_pool(url: str, max_size: int) -> psycopg_pool.ConnectionPool:
                 max_size=max_size,
                 kwargs=connect_kwargs(url),
                 check=ConnectionPool.check_connection,
-                name="ctxengine-lcm",
+                name="ctxengine",
                 open=True,
             )
             entry = _pools[key] = [pool, 0]
+        elif max_size > entry[0].max_size:
+            entry[0].resize(min_size=entry[0].min_size, max_size=max_size)
         entry[1] += 1
         return entry[0]  # type: ignore[no-any-return]
 
@@ -120,6 +149,24 @@ def release_pool(url: str) -> None:
     entry[0].close()
 
 
+def checkout(pool: psycopg_pool.ConnectionPool, timeout: float | None = None) -> Any:
+    """A connection from ``pool``; give it back with ``pool.putconn``.
+
+    :raises PoolExhausted: none became free within ``timeout`` (default: the pool's own, 30 s).
+    """
+    from psycopg_pool import PoolTimeout
+
+    try:
+        return pool.getconn(timeout=timeout)
+    except PoolTimeout as exc:
+        raise PoolExhausted(
+            f"all {pool.max_size} connections of this process's PostgreSQL pool stayed in use "
+            f"({exc}); raise the pool size (coordination.pool_size, "
+            "engines.lcm.database_pool_size: the largest asked for a URL applies) above the "
+            "number of sessions this process serves at once"
+        ) from exc
+
+
 @contextmanager
 def pooled(pool: psycopg_pool.ConnectionPool, timeout: float | None = None) -> Iterator[Any]:
     """A connection from ``pool`` for the block, given back afterwards (rolled back if the
@@ -127,16 +174,7 @@ def pooled(pool: psycopg_pool.ConnectionPool, timeout: float | None = None) -> I
 
     :raises PoolExhausted: none became free within ``timeout`` (default: the pool's own, 30 s).
     """
-    from psycopg_pool import PoolTimeout
-
-    try:
-        conn = pool.getconn(timeout=timeout)
-    except PoolTimeout as exc:
-        raise PoolExhausted(
-            f"all {pool.max_size} connections of this process's PostgreSQL pool stayed in use "
-            f"({exc}); raise engines.lcm.database_pool_size above the number of sessions this "
-            "process compacts or searches at once"
-        ) from exc
+    conn = checkout(pool, timeout)
     try:
         yield conn
     finally:
@@ -157,15 +195,18 @@ def lock_key(namespace: str, name: str) -> int:
 
 
 def try_lock(conn: psycopg.Connection[Any], key: int, wait: float) -> bool:
-    """Take the session-level advisory lock ``key`` on ``conn``, waiting up to ``wait`` s."""
+    """Take the session-level advisory lock ``key`` on ``conn``, waiting up to ``wait`` s
+    (``math.inf``: as long as it takes). A free lock costs one round trip."""
     from psycopg.errors import LockNotAvailable
 
+    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+    if row and row[0]:
+        return True
     if wait <= 0:
-        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-        return bool(row and row[0])
-    # lock_timeout 0 would mean "wait for ever": never round a short wait down to it.
-    timeout_ms = max(1, round(wait * 1000))
-    conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{timeout_ms}ms",))
+        return False
+    # lock_timeout 0 means "wait for ever": never round a short wait down to it.
+    timeout = "0" if math.isinf(wait) else f"{max(1, round(wait * 1000))}ms"
+    conn.execute("SELECT set_config('lock_timeout', %s, false)", (timeout,))
     try:
         conn.execute("SELECT pg_advisory_lock(%s)", (key,))
         return True

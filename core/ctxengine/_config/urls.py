@@ -1,0 +1,37 @@
+"""Database URLs in settings: which values name a PostgreSQL database, and their printable form."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+"""URL prefixes that name a PostgreSQL database (libpq accepts both spellings)."""
+
+
+def is_database_url(target: object) -> bool:
+    """Whether ``target`` is a ``postgresql://`` (or ``postgres://``) URL."""
+    return isinstance(target, str) and target.startswith(POSTGRES_SCHEMES)
+
+
+def redact_url(url: str) -> str:
+    """``url`` fit for logs and error messages: any password (in the authority or as a
+    ``password=`` query parameter) replaced by ``***``; anything unparsable is hidden whole."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, host = netloc.rsplit("@", 1)
+            if ":" in userinfo:
+                userinfo = userinfo.split(":", 1)[0] + ":***"
+            netloc = f"{userinfo}@{host}"
+        query = urlencode(
+            [(k, "***" if k == "password" else v) for k, v in parse_qsl(parts.query, True)],
+            safe="/*:",
+        )
+        # Built by hand: urlunsplit drops the "//" of an empty host (postgresql:///db).
+        return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+    except ValueError:
+        return "<unparsable database URL>"
+
+
+__all__ = ["POSTGRES_SCHEMES", "is_database_url", "redact_url"]
