@@ -273,6 +273,7 @@ class Kernel:
         trigger: float | None = None,
         sandbox: str | os.PathLike[str] | None = None,
         main_request: MainRequest | None = None,
+        wall_clock: Callable[[], float] | None = None,
     ) -> None:
         self.catalog = catalog
         self.env: Mapping[str, str] = os.environ if env is None else env
@@ -338,8 +339,9 @@ class Kernel:
         self.sleep = sleep
         # Deadlines saved by one worker are read by another: with the default monotonic clock
         # the elapsed time between them is measured on the wall clock; a clock given by the
-        # caller (a test's) is taken as shared by every worker.
-        wall_clock = time.time if clock is time.monotonic else clock
+        # caller (a test's) is taken as shared by every worker unless a wall clock is given.
+        if wall_clock is None:
+            wall_clock = time.time if clock is time.monotonic else clock
         # A simulation is one process: it must neither take a fleet's locks nor write the
         # state of the fleet's sessions (as it writes none of the plugins' stores).
         self.coordinator: Coordinator = (
@@ -557,6 +559,7 @@ def load(
     sandbox: str | os.PathLike[str] | None = None,
     main_request: MainRequest | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    wall_clock: Callable[[], float] | None = None,
 ) -> Kernel:
     """Load the configuration, import the selected plugins and build a :class:`Kernel`.
 
@@ -577,7 +580,12 @@ def load(
         ``override``.
     :param sandbox: a folder for a simulation: ``ctx.data_dir`` points there and every setting
         a plugin marks as ``storage`` is reset to its default, so nothing is written to the
-        user's own data (the configuration and directory plugins are still read from home).
+        user's own data (the configuration and directory plugins are still read from home), and
+        the coordination backend is ``process`` whatever ``coordination.backend`` says (a
+        simulation takes no lock of a fleet and writes no state of its sessions).
+    :param wall_clock: seconds every worker process agrees on (hosts' clocks in sync), used on a
+        shared coordination backend to carry deadlines from one worker to another; default
+        :func:`time.time` with the default ``clock``, else ``clock`` itself.
     :param sleep: how the summary failure policy waits between retries (tests record instead).
     :raises ctxengine.ConfigError: for an invalid configuration, the selected plugins' keys
         included, or a ``trigger`` for an engine that declares none.
@@ -597,6 +605,7 @@ def load(
         trigger=trigger,
         sandbox=sandbox,
         main_request=main_request,
+        wall_clock=wall_clock,
     )
 
 
