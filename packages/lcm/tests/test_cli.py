@@ -62,10 +62,12 @@ def test_doctor_passes_then_finds_a_dropped_index_and_a_disabled_guard(
 ) -> None:
     assert _run(["--db", store_path, "doctor"]) == 0
     assert "passes every check" in capsys.readouterr().out
-    raw_sql("DROP INDEX messages_trgm; ALTER TABLE summaries DISABLE TRIGGER summaries_no_update")
+    raw_sql(
+        "DROP INDEX message_search_trgm; ALTER TABLE summaries DISABLE TRIGGER summaries_no_update"
+    )
     assert _run(["--db", store_path, "doctor"]) == 1
     out = capsys.readouterr().out
-    assert "problem: index messages_trgm on messages is missing" in out
+    assert "problem: index message_search_trgm on message_search is missing" in out
     assert (
         "problem: summaries can be changed: trigger summaries_no_update (update) is disabled" in out
     )

@@ -93,7 +93,9 @@ def test_a_store_of_another_layout_version_is_refused(postgres_url: str) -> None
     open_store(postgres_url).close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
-    with pytest.raises(StoreError, match=r"schema version 99, this ctxengine-lcm reads 3"):
+    with pytest.raises(
+        StoreError, match=r"schema version 99, this ctxengine-lcm reads 4 \(and upgrades 3\)"
+    ):
         open_store(postgres_url)
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("DELETE FROM meta")
@@ -482,3 +484,183 @@ def test_lock_keys_are_stable_and_namespaced() -> None:
     assert postgres.lock_key("a", "s") == postgres.lock_key("a", "s")
     assert postgres.lock_key("a", "s") != postgres.lock_key("b", "s")
     assert -(2**63) <= postgres.lock_key("a", "\ud800") < 2**63
+
+
+# -- messages indexed after ingest ---------------------------------------------------------------
+
+
+def test_ingest_queues_messages_and_every_search_sees_them(store: PostgresStore) -> None:
+    conv = store.conversation_id("s")
+    other = store.conversation_id("t")
+    store.append(conv, _rows(["a queued walrus", "another line"]))
+    store.append(other, _rows(["the walrus elsewhere"], "t"))
+    assert store.deferred_index is True
+    assert store.unindexed_messages() == 3
+    for mode in ("full_text", "literal", "regex"):
+        hits = Searcher(store, conv, timeout=10.0).search("walrus", mode=mode, scope="messages")
+        assert [hit.id for hit in hits] == ["msg_1"], mode
+    # The own-conversation search indexed that conversation only; store-wide, the rest.
+    assert store.unindexed_messages() == 1
+    hits = Searcher(store, None, timeout=10.0).search("walrus", scope="messages")
+    assert sorted(hit.id for hit in hits) == ["msg_1", "msg_3"]
+    assert store.unindexed_messages() == 0
+    assert store.catch_up_index() == 0
+    with store.reading() as conn:
+        assert conn.execute("SELECT COUNT(*) FROM message_search").fetchone()[0] == 3
+
+
+def test_a_queued_range_held_by_another_catch_up_is_waited_for(
+    store: PostgresStore, postgres_url: str
+) -> None:
+    conv = store.conversation_id("s")
+    (first,) = store.append(conv, _rows(["first"]))
+    (second,) = store.append(conv, _rows(["second"]))
+    # Another worker's catch-up holds the first range, not committed yet.
+    with psycopg.connect(postgres_url) as other:
+        other.execute(
+            "SELECT 1 FROM index_queue WHERE conversation_id = %s AND first_id = %s FOR UPDATE",
+            (conv, first),
+        )
+        # A store-wide catch-up of another worker skips the held range at first ...
+        assert store._drain(10, None, skip_locked=True) == 1
+        counted: list[int] = []
+        waiter = threading.Thread(
+            target=lambda: counted.append(store.catch_up_index(conversation_id=conv))
+        )
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive()  # ... and this conversation's catch-up waits for it
+        other.rollback()  # the other worker died: its range is back in the queue
+        waiter.join(30)
+    assert counted == [1]
+    assert store.unindexed_messages() == 0
+    hits = Searcher(store, conv, timeout=10.0).search("first OR second", scope="messages")
+    assert sorted(hit.message_id or 0 for hit in hits) == [first, second]
+    assert examine(store).problems == []
+
+
+CATCH_UP_STALLED = """
+    import sys
+    from ctxengine_lcm.store import open_store
+
+    store = open_store(sys.argv[1])
+    with store.one_connection(), store.reading() as conn:  # the catch-up runs on it too
+        print(conn.execute("SELECT pg_backend_pid()").fetchone()[0], flush=True)
+        store.catch_up_index()
+"""
+
+
+def test_a_worker_killed_inside_a_catch_up_leaves_its_ranges_queued(
+    store: PostgresStore, postgres_url: str
+) -> None:
+    conv = store.conversation_id("s")
+    ids = [mid for k in range(3) for mid in store.append(conv, _rows([f"text {k}", "more"]))]
+    # This connection's uncommitted row for the last message stalls the child's catch-up
+    # statement after it has taken the queue rows (the INSERT waits on the conflict).
+    with psycopg.connect(postgres_url) as blocker:
+        blocker.execute(
+            "INSERT INTO message_search (id, conversation_id, role, pinned, tsv, text)"
+            " SELECT id, conversation_id, role, pinned, ''::tsvector, text FROM messages"
+            " WHERE id = %s",
+            (ids[-1],),
+        )
+        child = _child(CATCH_UP_STALLED, postgres_url)
+        assert child.stdout is not None
+        backend = int(child.stdout.readline())
+        with psycopg.connect(postgres_url, autocommit=True) as watch:
+            for _ in range(300):
+                waiting = watch.execute(
+                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (backend,)
+                ).fetchone()
+                if waiting is not None and waiting[0] == "Lock":
+                    break
+                threading.Event().wait(0.05)
+            else:
+                pytest.fail("the child's catch-up never reached the stalled insert")
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait()
+            # The server ends the dead worker's statement (on its own once it notices the
+            # socket is gone; here at once).
+            watch.execute("SELECT pg_terminate_backend(%s, 10000)", (backend,))
+        blocker.rollback()
+    assert store.unindexed_messages() == 6  # nothing of the killed statement is left
+    with store.reading() as conn:
+        assert conn.execute("SELECT COUNT(*) FROM message_search").fetchone()[0] == 0
+    assert store.catch_up_index() == 6
+    assert examine(store).problems == []
+
+
+def test_concurrent_ingest_and_catch_ups_index_each_message_once(
+    store: PostgresStore,
+) -> None:
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            conv = store.conversation_id(f"w{k}")
+            for batch in range(8):
+                store.append(conv, _rows([f"worker{k} batch{batch} n{j}" for j in range(4)]))
+                if batch % 2:
+                    store.catch_up_index(conversation_id=conv)
+                if batch % 3 == 2:
+                    store.catch_up_index()  # store-wide: other workers' ranges too
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    store.catch_up_index()
+    with store.reading() as conn:
+        assert conn.execute("SELECT COUNT(*) FROM message_search").fetchone()[0] == 128
+    assert examine(store).problems == []
+    for k in range(4):
+        conv = store.find_conversation(f"w{k}")
+        hits = Searcher(store, conv, timeout=10.0).search(f"worker{k}", limit=500)
+        assert len(hits) == 32
+
+
+def test_doctor_finds_a_message_neither_searchable_nor_queued(
+    store: PostgresStore, postgres_url: str
+) -> None:
+    conv = store.conversation_id("s")
+    store.append(conv, _rows(["one", "two"]))
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM index_queue")  # the queue is not append-only; damage it
+    problems = examine(store).problems
+    assert problems == [
+        "2 message(s) are neither searchable nor queued for the index (message id 1, ...): "
+        "lcm_grep cannot find them"
+    ]
+
+
+def test_a_layout_3_store_is_upgraded_in_place(postgres_url: str) -> None:
+    from ctxengine_lcm.store_postgres import _TSVECTOR
+
+    store = open_store(postgres_url)
+    conv = store.conversation_id("s")
+    store.append(conv, _rows(["an archived walrus", "more"]))
+    store.catch_up_index()
+    store.close()
+    # The layout before message_search: the tsvector and trigram index on messages.
+    tsv = _TSVECTOR.replace("{column}", "text")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(
+            "DROP TABLE index_queue, message_search;"
+            f" ALTER TABLE messages ADD COLUMN tsv TSVECTOR GENERATED ALWAYS AS ({tsv}) STORED;"
+            " CREATE INDEX messages_fts ON messages USING gin (tsv);"
+            " CREATE INDEX messages_trgm ON messages USING gin (text public.gin_trgm_ops);"
+            " UPDATE meta SET value = '3' WHERE key = 'schema_version'"
+        )
+    upgraded = open_store(postgres_url)
+    try:
+        hits = Searcher(upgraded, conv, timeout=10.0).search("walrus", scope="messages")
+        assert [hit.id for hit in hits] == ["msg_1"]
+        assert examine(upgraded).problems == []
+        with upgraded.reading() as conn:
+            assert conn.execute("SELECT value FROM meta").fetchone()[0] == "4"
+    finally:
+        upgraded.close()

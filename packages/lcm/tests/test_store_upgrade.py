@@ -79,7 +79,7 @@ def test_version_1_store_is_upgraded_and_still_takes_messages(tmp_path: Path) ->
         assert check_store(store) == []
     finally:
         store.close()
-    # Opening the upgraded store again is a plain version 3 open.
+    # Opening the upgraded store again is a plain open of the current version.
     SqliteStore(path).close()
 
 
@@ -119,7 +119,7 @@ def test_version_2_store_gets_a_watermark_at_its_last_message(tmp_path: Path) ->
         with store.reading() as conn:
             assert conn.execute(
                 "SELECT value FROM meta WHERE key = 'schema_version'"
-            ).fetchone() == ("3",)
+            ).fetchone() == (str(SCHEMA_VERSION),)
             assert conn.execute("SELECT name, indexed_upto FROM fts_progress").fetchall() == [
                 ("messages", 3)
             ]
@@ -157,6 +157,32 @@ def test_empty_version_2_store_starts_its_watermark_at_zero(tmp_path: Path) -> N
         store.close()
 
 
+def test_version_3_store_only_changes_its_version_number(tmp_path: Path) -> None:
+    # Layout 4 changed the PostgreSQL store only; a SQLite store of layout 3 is the same file.
+    path = tmp_path / "lcm.db"
+    store = SqliteStore(path)
+    conv = store.conversation_id("s")
+    msgs = [{"role": "user", "content": "a version three otter"}]
+    row, _, _ = prepare(
+        msgs, 0, "openai", count=lambda m: 5, session_key="s", large_output_tokens=99
+    )
+    store.append(conv, [row])
+    store.close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    store = SqliteStore(path)
+    try:
+        with store.reading() as conn:
+            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+            assert version.fetchone() == (str(SCHEMA_VERSION),)
+        assert [h.id for h in Searcher(store, conv).search("otter")] == ["msg_1"]
+        assert check_store(store) == []
+    finally:
+        store.close()
+
+
 def test_new_store_has_no_dedupe_key_and_tuned_fts(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "lcm.db")
     try:
@@ -177,6 +203,6 @@ def test_unknown_schema_version_is_refused(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     with pytest.raises(
-        StoreError, match=r"schema version 9, this ctxengine-lcm reads 3 \(and upgrades 1, 2\)"
+        StoreError, match=r"schema version 9, this ctxengine-lcm reads 4 \(and upgrades 1, 2, 3\)"
     ):
         SqliteStore(path)

@@ -1,13 +1,14 @@
 """Consistency checks of a store (``ctxengine lcm doctor``), the same on both backends.
 
-Messages waiting for the full-text index are normal on SQLite (ingest leaves them for
+Messages waiting for the full-text index are normal on both backends (ingest leaves them for
 :meth:`~ctxengine_lcm.store.Store.catch_up_index`), so the doctor first catches up, notes how
 many were pending, and then checks:
 
 - what the backend checks of itself (:meth:`~ctxengine_lcm.store.Store.integrity_problems`): on
   SQLite its ``integrity_check`` and ``foreign_key_check``, each FTS5 index against its table
   and the message watermark; on PostgreSQL the extensions, indexes, immutability triggers and
-  foreign keys the layout needs, and that no reference points at a missing row;
+  foreign keys the layout needs, that no reference points at a missing row, and that every
+  message is searchable or queued and its searchable copy matches it;
 - every summary's lineage is complete: ordered links numbered from 0 without gaps, a leaf links
   only messages of its own conversation, a condensed summary links only shallower summaries,
   and the recorded descendant counts match the links;

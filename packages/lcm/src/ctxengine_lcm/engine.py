@@ -364,7 +364,7 @@ class LcmSession:
                 outcome = compactor.run(ingest.items)
             except SummaryAborted as exc:
                 get_guard(ctx).start_cooldown(ctx.clock(), str(exc))
-                self.store.catch_up_index()
+                self.store.catch_up_index(conversation_id=self.conversation_id)
                 aborted = unchanged(
                     "aborted",
                     f"{exc}; abort_on_summary_failure is on, so nothing was compacted "
@@ -383,7 +383,7 @@ class LcmSession:
                 )
             # Ingest left the new messages out of the full-text index; index them now, in one
             # batch, so the store is searchable by index when compress returns.
-            self.store.catch_up_index()
+            self.store.catch_up_index(conversation_id=self.conversation_id)
         after = ctx.tokens.count(rendered.messages, conversation.system)
         result = self._result(
             conversation=conversation,

@@ -8,7 +8,7 @@ the same on both backends; the queries differ:
   (:meth:`~ctxengine_lcm.store.Store.catch_up_index`), so it finds a message stored a moment
   ago; literal search is ``LIKE``; regex search runs Python's ``re`` in a child process;
 - PostgreSQL: see :mod:`ctxengine_lcm.search_postgres` (ranked text search, ``pg_trgm``
-  indexes, a statement timeout).
+  indexes, a statement timeout); every mode first indexes the messages ingest queued.
 
 Every way in is bounded: ``limit`` is checked, full-text syntax errors become
 :class:`~ctxengine.ToolError` with advice, and a regex is first checked for the shapes that
@@ -230,6 +230,9 @@ class Searcher:
                 "pattern holds a NUL character, which the PostgreSQL store cannot search"
             )
         assert isinstance(self.store, PostgresStore)
+        if "messages" in scopes:
+            # Ingest leaves messages for the index; a search must see all of them.
+            self.store.catch_up_index(conversation_id=self.conversation_id)
         search = PostgresSearch(self.store, self.conversation_id, self.timeout)
         if mode == "full_text":
             return search.full_text(pattern, scopes, limit)

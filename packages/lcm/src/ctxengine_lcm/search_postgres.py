@@ -11,6 +11,9 @@
   characters of literal text. A Python regex is rewritten into PostgreSQL's syntax first
   (:func:`postgres_regex`): its flags, ``\\b``/``\\B``, ``\\xhh`` and named groups.
 
+Messages are searched in ``message_search`` (their indexed copy), after their conversation's
+queued messages (all queued messages, for a store-wide search) are indexed.
+
 Every query runs with a ``statement_timeout`` (``engines.lcm.regex_timeout_s``), so a hostile
 pattern costs the server at most that long and the caller gets a :class:`ToolError` saying so.
 Snippets are cut in Python around the first match.
@@ -34,7 +37,7 @@ Row = tuple[str, "str | int", "str | None", str]
 
 _PUNCTUATION = re.compile(PUNCTUATION)
 _TABLE = {
-    "messages": ("messages", "text", "t.role", "t.id", " AND t.pinned = 0"),
+    "messages": ("message_search", "text", "t.role", "t.id", " AND t.pinned = 0"),
     "summaries": ("summaries", "content", "NULL", "t.rowid", ""),
     "outputs": ("outputs", "content", "NULL", "t.rowid", ""),
 }

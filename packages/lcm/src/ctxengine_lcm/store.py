@@ -44,11 +44,13 @@ from ctxengine_lcm.urls import is_database_url
 if TYPE_CHECKING:
     from ctxengine_lcm.settings import LcmSettings
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Layout version, the same number on both backends (each has its own physical form of it).
 2 dropped ``messages.dedupe_key`` and tuned the SQLite FTS5 indexes; 3 indexes SQLite messages
-after ingest, behind the ``fts_progress`` watermark. Older SQLite stores are upgraded in place on
-open (see :mod:`ctxengine_lcm.store_sqlite`); PostgreSQL stores start at 3."""
+after ingest, behind the ``fts_progress`` watermark; 4 does the same on PostgreSQL (the
+``message_search`` table and its ``index_queue``; nothing changes on SQLite). Older stores are
+upgraded in place on open (see :mod:`ctxengine_lcm.store_sqlite`,
+:mod:`ctxengine_lcm.store_postgres`); PostgreSQL stores started at 3."""
 
 ItemKind = Literal["message", "summary"]
 
@@ -309,7 +311,6 @@ class Store(ABC):
     dialect: ClassVar[Dialect]
     location: str
     fts: bool
-    _insert_messages: str
 
     # -- what a backend supplies -------------------------------------------------------------
 
@@ -339,6 +340,11 @@ class Store(ABC):
         """``count`` fresh, increasing message ids, inside the caller's transaction."""
 
     @abstractmethod
+    def _write_messages(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+        """Insert message rows (values in :data:`MESSAGE_COLUMNS` order) inside the caller's
+        transaction."""
+
+    @abstractmethod
     def integrity_problems(self) -> list[str]:
         """What the database itself says is damaged (indexes, constraints, guards), one
         sentence each; the doctor adds the checks of lineage and contexts."""
@@ -357,6 +363,11 @@ class Store(ABC):
         transactions already exclude each other)."""
         del conn, conversation_id
 
+    def _queue_for_index(self, conn: Connection, conversation_id: int, ids: list[int]) -> None:
+        """Note, inside the ingest transaction, that the messages ``ids`` wait for
+        :meth:`catch_up_index` (where the backend queues them rather than using a watermark)."""
+        del conn, conversation_id, ids
+
     def _index_row(self, conn: Connection, table: str, cursor: Cursor, text: str) -> None:
         """Add the row ``cursor`` just inserted into ``table`` to its full-text index, where
         the backend does not index at write time by itself."""
@@ -368,15 +379,22 @@ class Store(ABC):
 
     @property
     def deferred_index(self) -> bool:
-        """Whether ingest leaves messages for :meth:`catch_up_index` (SQLite with FTS5)."""
+        """Whether ingest leaves messages for :meth:`catch_up_index` (PostgreSQL, and SQLite
+        with FTS5)."""
         return False
 
-    def catch_up_index(self, *, batch_size: int = 20_000) -> int:
-        """Index messages that ingest left out of the full-text index; returns how many.
+    def catch_up_index(
+        self, *, batch_size: int = 20_000, conversation_id: int | None = None
+    ) -> int:
+        """Index messages that ingest left out of the search indexes; returns how many.
 
-        Only the SQLite backend defers indexing; on PostgreSQL every row is indexed by the
-        transaction that stores it, so there is never anything to catch up.
+        When it returns, every message committed before the call is searchable: those of
+        ``conversation_id`` at least (a backend may index more), or all of them (``None``).
+        A store without deferred indexing has nothing to catch up.
+
+        :raises ValueError: ``batch_size`` < 1.
         """
+        del conversation_id
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         return 0
@@ -432,8 +450,8 @@ class Store(ABC):
     ) -> list[int]:
         """Store ``messages`` after the conversation's last one, in one transaction.
 
-        The messages are durable when this returns. On SQLite they reach the full-text index
-        later (see :meth:`catch_up_index`); outputs stored with them are indexed at once.
+        The messages are durable when this returns. They reach the search indexes later (see
+        :meth:`catch_up_index`); outputs stored with them are indexed at once.
 
         :param outputs: ``(index into messages, output)`` pairs stored aside with them.
         :param context: when given, the new active context, where an ``int`` ``k`` stands for
@@ -470,7 +488,8 @@ class Store(ABC):
                 for k, m in enumerate(messages)
             ]
             if rows:
-                conn.executemany(self._insert_messages, self._message_rows(rows))
+                self._write_messages(conn, rows)
+                self._queue_for_index(conn, conversation_id, ids)
             for k, o in outputs:
                 content = safe(o.content)
                 cursor = conn.execute(
@@ -500,10 +519,6 @@ class Store(ABC):
                 "UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id)
             )
         return ids
-
-    def _message_rows(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        """The rows as ``_insert_messages`` takes them (a layout may have more columns)."""
-        return rows
 
     def messages(
         self, conversation_id: int, ids: Sequence[int] | None = None

@@ -44,7 +44,7 @@ from ctxengine_lcm.store import (
     version_problem,
 )
 
-UPGRADABLE = ("1", "2")
+UPGRADABLE = ("1", "2", "3")
 """Schema versions this code upgrades on open."""
 
 CATCH_UP_BATCH = 20_000
@@ -241,6 +241,8 @@ class SqliteStore(Store):
                     self._upgrade_from_2()
                 elif version is not None and version[0] == "2":
                     self._upgrade_from_2()
+                elif version is not None and version[0] == "3":
+                    self._upgrade_from_3()
                 elif version is None or version[0] != str(SCHEMA_VERSION):
                     raise sqlite3.DatabaseError(
                         version_problem(version[0] if version else None, UPGRADABLE)
@@ -286,9 +288,10 @@ class SqliteStore(Store):
         )
 
     def _upgrade_from_2(self) -> None:
-        """Version 2 -> 3 in one transaction: add the ``fts_progress`` watermark. Version 2
-        indexed each message as it stored it, so everything up to the highest id is indexed.
-        (Two processes upgrading at once is harmless: the second finds version 3 and the row.)"""
+        """Version 2 -> 3 (and so the current version) in one transaction: add the
+        ``fts_progress`` watermark. Version 2 indexed each message as it stored it, so
+        everything up to the highest id is indexed. (Two processes upgrading at once is
+        harmless: the second finds the current version and the row.)"""
         self._conn.executescript(
             "BEGIN IMMEDIATE;"
             "CREATE TABLE IF NOT EXISTS fts_progress"
@@ -297,6 +300,15 @@ class SqliteStore(Store):
             " SELECT 'messages', COALESCE(MAX(id), 0) FROM messages;"
             f"UPDATE meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'"
             " AND value = '2';"
+            "COMMIT;"
+        )
+
+    def _upgrade_from_3(self) -> None:
+        """Version 3 -> 4: only PostgreSQL's layout changed; the number follows."""
+        self._conn.executescript(
+            "BEGIN IMMEDIATE;"
+            f"UPDATE meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'"
+            " AND value = '3';"
             "COMMIT;"
         )
 
@@ -344,10 +356,10 @@ class SqliteStore(Store):
         first = int(conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM messages").fetchone()[0])
         return list(range(first, first + count))
 
-    def _message_rows(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    def _write_messages(self, conn: Connection, rows: list[tuple[Any, ...]]) -> None:
         if self._dedupe_key:  # version 1 layout: (seq, content hash) as its unique key
-            return [(*row, f"{row[2]}:{row[9]}") for row in rows]
-        return rows
+            rows = [(*row, f"{row[2]}:{row[9]}") for row in rows]
+        conn.executemany(self._insert_messages, rows)
 
     def _index_row(self, conn: Connection, table: str, cursor: Cursor, text: str) -> None:
         if self.fts and table != "messages":  # messages wait for catch_up_index
@@ -393,8 +405,11 @@ class SqliteStore(Store):
                 conn.execute("SELECT COUNT(*) FROM messages WHERE id > ?", (upto,)).fetchone()[0]
             )
 
-    def catch_up_index(self, *, batch_size: int = CATCH_UP_BATCH) -> int:
-        """Add every message above the watermark to the full-text index; returns how many.
+    def catch_up_index(
+        self, *, batch_size: int = CATCH_UP_BATCH, conversation_id: int | None = None
+    ) -> int:
+        """Add every message above the watermark to the full-text index; returns how many
+        (every conversation's: ``conversation_id`` makes no difference on SQLite).
 
         One transaction per batch of ``batch_size`` messages holds both the index entries and
         the new watermark, so a crash between batches loses only the unfinished batch and
@@ -405,6 +420,7 @@ class SqliteStore(Store):
         :raises ValueError: ``batch_size`` < 1.
         :raises StoreError: the index or the watermark is damaged.
         """
+        del conversation_id
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if not self.fts:
