@@ -26,14 +26,19 @@ wheel, with fsync on, unless ``--url`` names another), each in a schema of its o
 2. **Ingest rate**: ``--ingest-workers`` processes append ``--ingest-messages`` each (the
    messages of the transcripts, cycled, prepared and committed 100 per transaction the way
    ``compress`` ingests), each to its own conversation, all at once; messages/s over the wall
-   time from the common start to the last commit.
+   time from the common start to the last commit. Ingest leaves the messages queued for the
+   search indexes, so then, once every worker is done, each indexes its conversation's queue
+   (``catch_up_index``, as the end of a compaction does), all at once: indexing messages/s,
+   and ingest + indexing messages/s over both phases.
 3. **lcm_grep latency** over ``--fill`` messages (default 1,000,000): the transcripts' messages,
    cycled and tagged by copy so texts differ (as ``bench_lcm.py`` builds its corpus), written by
-   one ``COPY`` into conversations of 1,000 messages, with the two GIN indexes of ``messages``
-   dropped for the fill and built again after it (the usual way to bulk-load PostgreSQL), then
-   ``VACUUM ANALYZE``. 200 queries per mode, each a distinctive word (8+ letters) of a random
-   stored message: ``lcm_grep`` as the agent calls it (its own conversation) and store-wide (as
-   ``ctxengine lcm grep`` without ``--session``), p50 and p99 per mode.
+   one ``COPY`` into conversations of 1,000 messages with one ``index_queue`` range each (what
+   ingest queues); then the store's own ``catch_up_index`` from two threads, with the two GIN
+   indexes of ``message_search`` dropped meanwhile and built again after it (the usual way to
+   bulk-load PostgreSQL), then ``VACUUM ANALYZE``. 200 queries per mode, each a distinctive
+   word (8+ letters) of a random stored message: ``lcm_grep`` as the agent calls it (its own
+   conversation) and store-wide (as ``ctxengine lcm grep`` without ``--session``), p50 and p99
+   per mode.
 
 Run: ``python -m nox -s load`` (or this file directly; ``--help`` lists the knobs). Exits 1 if
 any invariant of part 1 is broken. Bounded: every wait has a time limit, and it stops on its own.
@@ -54,6 +59,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -489,8 +495,8 @@ def replay(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def ingest_worker_main(url: str, index: int, count: int) -> int:
-    """Append ``count`` corpus messages to conversation ``ingest-<index>`` once told to go;
-    print the time of the last commit."""
+    """Append ``count`` corpus messages to conversation ``ingest-<index>`` once told to go,
+    then (told again) index them; print the time each phase ended."""
     from ctxengine._accounting.tokens import TokenCounter
     from ctxengine_lcm.store import open_store
 
@@ -502,12 +508,17 @@ def ingest_worker_main(url: str, index: int, count: int) -> int:
     print("ready", flush=True)
     sys.stdin.readline()
     ingest(store, conv, messages, counter)
-    print(json.dumps({"done": time.time()}), flush=True)
+    print(json.dumps({"ingested": time.time()}), flush=True)
+    sys.stdin.readline()
+    indexed = store.catch_up_index(conversation_id=conv)
+    print(json.dumps({"indexed": time.time(), "count": indexed}), flush=True)
     store.close()
     return 0
 
 
 def ingest_rate(url: str, workers: int, per_worker: int) -> dict[str, float]:
+    """Phase 1: every worker ingests at once; phase 2, once all are done: every worker indexes
+    its messages (what the end of its compaction does) at once."""
     procs = [
         subprocess.Popen(
             [sys.executable, __file__, "--ingest-worker", url, str(k), str(per_worker)],
@@ -517,30 +528,48 @@ def ingest_rate(url: str, workers: int, per_worker: int) -> dict[str, float]:
         )
         for k in range(workers)
     ]
+
+    def phase(key: str) -> tuple[float, list[dict[str, Any]]]:
+        start = time.time()
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        answers = []
+        for proc in procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            if not line:
+                raise SystemExit(f"ingest worker failed ({proc.wait(REQUEST_TIMEOUT_S)})")
+            answers.append(json.loads(line))
+        return max(a[key] for a in answers) - start, answers
+
     for proc in procs:
         assert proc.stdout is not None
         if proc.stdout.readline().strip() != "ready":
             raise SystemExit(f"ingest worker failed to start ({proc.wait()})")
-    start = time.time()
+    ingested, _ = phase("ingested")
+    indexed, answers = phase("indexed")
     for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    ends = []
-    for proc in procs:
-        out, _ = proc.communicate(timeout=REQUEST_TIMEOUT_S)
-        if proc.returncode != 0:
+        if proc.wait(REQUEST_TIMEOUT_S) != 0:
             raise SystemExit(f"ingest worker failed ({proc.returncode})")
-        ends.append(json.loads(out.strip().splitlines()[-1])["done"])
-    elapsed = max(ends) - start
     total = workers * per_worker
-    return {"messages": total, "elapsed": elapsed, "rate": total / elapsed}
+    if sum(a["count"] for a in answers) != total:
+        raise SystemExit(f"indexed {sum(a['count'] for a in answers)} messages, not {total}")
+    return {
+        "messages": total,
+        "ingest_s": ingested,
+        "rate": total / ingested,
+        "index_s": indexed,
+        "index_rate": total / indexed,
+        "combined_rate": total / (ingested + indexed),
+    }
 
 
 # -- part 3: grep over a large store --------------------------------------------------------------
 
 
-def fill(url: str, total: int, per_conversation: int = 1_000) -> dict[str, float]:
+def fill(url: str, total: int, per_conversation: int = 1_000, workers: int = 2) -> dict[str, float]:
     """Bulk-load ``total`` corpus messages (see the module docstring); returns the timings."""
     import psycopg
 
@@ -548,22 +577,21 @@ def fill(url: str, total: int, per_conversation: int = 1_000) -> dict[str, float
     from ctxengine_lcm.store import MESSAGE_COLUMNS, open_store
     from ctxengine_lcm.store_postgres import (
         INDEXES,
+        MESSAGE_INDEXES,
         PostgresStore,
         extension_schema,
         pg_safe,
         quote_ident,
     )
 
-    store = open_store(url)
+    store = open_store(url, pool_size=workers + 1)
     assert isinstance(store, PostgresStore)
     schema = store.schema
-    store.close()
-    bulk = {name: INDEXES[name] for name in ("messages_fts", "messages_trgm")}
     started = time.monotonic()
     with psycopg.connect(url, autocommit=True) as conn:
         trgm = extension_schema(conn, "pg_trgm")
         assert trgm is not None  # the store was opened on this database
-        for name in bulk:
+        for name in MESSAGE_INDEXES:
             conn.execute(f"DROP INDEX {quote_ident(schema)}.{name}")
         now = time.time()
         conversations = -(-total // per_conversation)
@@ -607,19 +635,44 @@ def fill(url: str, total: int, per_conversation: int = 1_000) -> dict[str, float
                             now,
                         )
                     )
+        # What ingest queues: one id range per transaction (here, per conversation).
+        conn.execute(
+            "INSERT INTO index_queue (conversation_id, first_id, last_id)"
+            " SELECT conversation_id, MIN(id), MAX(id) FROM messages GROUP BY conversation_id"
+        )
         conn.execute("SELECT setval('message_ids', %s)", (total,))
         conn.execute(
             "SELECT setval(pg_get_serial_sequence('conversations', 'id'), %s)", (conversations,)
         )
         copied = time.monotonic()
+        # The store's own catch-up, ``workers`` at once (they share the queue).
+        counts: list[int] = []
+        threads = [
+            threading.Thread(target=lambda: counts.append(store.catch_up_index()))
+            for _ in range(workers)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if sum(counts) != total:
+            raise SystemExit(f"the catch-up indexed {sum(counts)} messages, not {total}")
+        caught_up = time.monotonic()
         conn.execute("SET maintenance_work_mem = '1GB'")
-        for name, target in bulk.items():
-            conn.execute(f"CREATE INDEX {name} ON {target.format(trgm=quote_ident(trgm))}")
+        for name in MESSAGE_INDEXES:
+            conn.execute(f"CREATE INDEX {name} ON {INDEXES[name].format(trgm=quote_ident(trgm))}")
         conn.execute("VACUUM ANALYZE messages")
+        conn.execute("VACUUM ANALYZE message_search")
         indexed = time.monotonic()
         sized = conn.execute("SELECT pg_database_size(current_database())").fetchone()
         size = sized[0] if sized else 0
-    return {"copy": copied - started, "index": indexed - copied, "bytes": float(size)}
+    store.close()
+    return {
+        "copy": copied - started,
+        "catch_up": caught_up - copied,
+        "index": indexed - caught_up,
+        "bytes": float(size),
+    }
 
 
 def grep_latency(url: str, queries: int, seed: int) -> dict[str, dict[str, float]]:
@@ -738,14 +791,20 @@ def main() -> int:
             )
             print(
                 f"== ingest: {args.ingest_workers} workers, {rate['messages']:.0f} messages in "
-                f"{rate['elapsed']:.1f} s = {rate['rate']:.0f} messages/s (target >= 5000)"
+                f"{rate['ingest_s']:.1f} s = {rate['rate']:.0f} messages/s (target >= 5000)"
+            )
+            print(
+                f"indexing         {rate['index_s']:.1f} s = {rate['index_rate']:.0f} messages/s "
+                f"(each worker its conversation's queue, all at once); ingest + indexing "
+                f"{rate['combined_rate']:.0f} messages/s"
             )
         if "grep" in parts and args.fill:
             url = schema_url(server, "load_grep")
             timing = fill(url, args.fill)
             print(
-                f"== grep over {args.fill} messages (filled in {timing['copy']:.0f} s, indexed in "
-                f"{timing['index']:.0f} s, database {timing['bytes'] / 2**30:.1f} GiB)"
+                f"== grep over {args.fill} messages (copied in {timing['copy']:.0f} s, caught up "
+                f"in {timing['catch_up']:.0f} s, indexes built in {timing['index']:.0f} s, "
+                f"database {timing['bytes'] / 2**30:.1f} GiB)"
             )
             for name, figure in grep_latency(url, args.queries, args.seed).items():
                 print(
