@@ -58,7 +58,7 @@ class Provider:
                     raise TimeoutError("the other workers never reported busy")
                 time.sleep(0.01)
         # The summary names how much it covers, so two workers' summaries can be compared.
-        lines = [f"{heading}\n- {len(prompt)} characters summarised" for heading in SUMMARY_HEADINGS]
+        lines = [f"{head}\n- {len(prompt)} characters summarised" for head in SUMMARY_HEADINGS]
         return "\n".join(lines)
 
     async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str:

@@ -252,9 +252,13 @@ def test_a_file_lock_excludes_another_process(tmp_path: Path) -> None:
     )
     with file_lock(path, "x") as held:
         assert held
-        other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        other = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=False
+        )
         assert other.stdout.strip() == "False", other.stderr
-    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    other = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
     assert other.stdout.strip() == "True", other.stderr
 
 
@@ -340,7 +344,7 @@ def test_a_session_call_waits_for_another_workers_then_reports_busy(tmp_path: Pa
     a, b = ctxengine.load(config), ctxengine.load(config)
     try:
         with a.session("s").call_lock:
-            with pytest.raises(SessionBusyError, match="coordination.lock_timeout_s"):
+            with pytest.raises(SessionBusyError, match=r"coordination\.lock_timeout_s"):
                 b.session("s").should_compress([{"role": "user", "content": "hi"}])
             # Another session is not held up.
             assert b.session("t").should_compress([{"role": "user", "content": "hi"}]) is False
@@ -391,7 +395,8 @@ def test_a_damaged_document_is_a_clear_error(tmp_path: Path) -> None:
     assert document.load() is None  # unchanged since this object wrote it
     other = coordinator.document("session:s", lock)
     assert other.load() == {"a": 1}
-    document.path.write_text("{not json")
+    (saved,) = (tmp_path / "c" / "state").glob("*.json")
+    saved.write_text("{not json")
     with pytest.raises(ctxengine.CoordinationError, match="is damaged"):
         other.load()
 
@@ -435,7 +440,10 @@ def test_the_postgresql_documents_and_locks(postgres_server: str) -> None:
         ({"database_url": "mysql://h/db"}, "must be a postgresql:// (or postgres://) URL"),
         ({"path": "/tmp/x"}, "is read by coordination.backend: file only (it is process)"),
         ({"backend": "redis"}, "coordination.backend = 'redis'"),
-        ({"lock_timeout": 3}, "coordination.lock_timeout: unknown key; did you mean 'lock_timeout_s'?"),
+        (
+            {"lock_timeout": 3},
+            "coordination.lock_timeout: unknown key; did you mean 'lock_timeout_s'?",
+        ),
     ],
 )
 def test_bad_coordination_settings_are_named(section: dict[str, Any], message: str) -> None:

@@ -110,7 +110,7 @@ class Coordinator(ABC):
         del name, guard
         return None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (a backend without connections has nothing to do)
         """Let go of files and connections (idempotent); the locks of this object must not be
         held any more."""
 
@@ -255,7 +255,8 @@ class _FileDocument(SharedDocument):
 
     def __init__(self, folder: Path, name: str) -> None:
         self.name = name
-        self.path = folder / f"{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:40]}.json"
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+        self.path = folder / f"{digest[:40]}.json"
         self._seen: _FileIdentity | None = None  # None: missing (as far as this object knows)
 
     def load(self) -> dict[str, Any] | None:
@@ -297,14 +298,12 @@ class _FileDocument(SharedDocument):
                     handle.write(data)
                     handle.flush()
                     info = os.fstat(handle.fileno())
-                os.replace(tmp, self.path)
+                Path(tmp).replace(self.path)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
         except OSError as exc:
-            raise CoordinationError(
-                f"cannot write coordination state {self.path}: {exc}"
-            ) from exc
+            raise CoordinationError(f"cannot write coordination state {self.path}: {exc}") from exc
         self._seen = (info.st_ino, info.st_mtime_ns, info.st_size)
 
 

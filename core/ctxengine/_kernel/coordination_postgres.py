@@ -95,9 +95,7 @@ class _RowDocument(SharedDocument):
     def _conn(self) -> Any:
         conn = getattr(self._guard, "conn", None)
         if conn is None:
-            raise RuntimeError(
-                f"coordination document {self.name!r} used without holding its lock"
-            )
+            raise RuntimeError(f"coordination document {self.name!r} used without holding its lock")
         return conn
 
     def load(self) -> dict[str, Any] | None:
