@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -259,23 +259,33 @@ def test_a_worker_killed_inside_a_compaction_leaves_nothing_of_it(
     assert examine(store).problems == []
 
 
-def test_writers_of_one_conversation_never_collide(store: PostgresStore) -> None:
-    conv = store.conversation_id("s")
+def _in_threads(work: Callable[[int], None], count: int) -> None:
+    """Run ``work(0)`` ... ``work(count - 1)`` in threads at once; re-raise the first failure."""
     errors: list[BaseException] = []
 
-    def write(k: int) -> None:
+    def run(k: int) -> None:
         try:
-            for batch in range(10):
-                store.append(conv, _rows([f"writer {k} batch {batch} {j}" for j in range(5)]))
-        except BaseException as exc:  # reported below
+            work(k)
+        except BaseException as exc:  # re-raised below
             errors.append(exc)
 
-    threads = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert errors == []
+    if errors:
+        raise errors[0]
+
+
+def test_writers_of_one_conversation_never_collide(store: PostgresStore) -> None:
+    conv = store.conversation_id("s")
+
+    def write(k: int) -> None:
+        for batch in range(10):
+            store.append(conv, _rows([f"writer {k} batch {batch} {j}" for j in range(5)]))
+
+    _in_threads(write, 4)
     rows = store.messages(conv)
     assert [r.seq for r in rows] == list(range(200))
     assert [r.id for r in rows] == sorted(r.id for r in rows)  # ids follow seq
@@ -593,26 +603,16 @@ def test_a_worker_killed_inside_a_catch_up_leaves_its_ranges_queued(
 def test_concurrent_ingest_and_catch_ups_index_each_message_once(
     store: PostgresStore,
 ) -> None:
-    errors: list[BaseException] = []
-
     def work(k: int) -> None:
-        try:
-            conv = store.conversation_id(f"w{k}")
-            for batch in range(8):
-                store.append(conv, _rows([f"worker{k} batch{batch} n{j}" for j in range(4)]))
-                if batch % 2:
-                    store.catch_up_index(conversation_id=conv)
-                if batch % 3 == 2:
-                    store.catch_up_index()  # store-wide: other workers' ranges too
-        except BaseException as exc:  # reported below
-            errors.append(exc)
+        conv = store.conversation_id(f"w{k}")
+        for batch in range(8):
+            store.append(conv, _rows([f"worker{k} batch{batch} n{j}" for j in range(4)]))
+            if batch % 2:
+                store.catch_up_index(conversation_id=conv)
+            if batch % 3 == 2:
+                store.catch_up_index()  # store-wide: other workers' ranges too
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    _in_threads(work, 4)
     store.catch_up_index()
     with store.reading() as conn:
         assert conn.execute("SELECT COUNT(*) FROM message_search").fetchone()[0] == 128
