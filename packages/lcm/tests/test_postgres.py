@@ -442,6 +442,33 @@ def test_regex_search_keeps_python_meanings(searched: tuple[Searcher, list[int]]
         searcher.search("a*+", mode="regex")  # possessive: Python has it, PostgreSQL not
 
 
+def test_a_search_of_one_conversation_reads_its_entries_of_the_indexes(
+    searched: tuple[Searcher, list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    searcher, _ = searched
+    store = searcher.store
+    assert isinstance(store, PostgresStore)
+    queries: list[tuple[str, tuple[Any, ...]]] = []
+    real = PostgresStore.bounded_rows
+
+    def recording(self: PostgresStore, sql: str, params: Any, timeout_s: float) -> list[Any]:
+        queries.append((sql, tuple(params)))
+        return real(self, sql, params, timeout_s)
+
+    monkeypatch.setattr(PostgresStore, "bounded_rows", recording)
+    for mode in ("full_text", "literal", "regex"):
+        searcher.search("foxes", mode=mode, scope="messages")
+    assert len(queries) == 3
+    for sql, params in queries:
+        with store.transaction() as conn:
+            conn.execute("SET LOCAL enable_seqscan = off")
+            plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN {sql}", params))
+        # The conversation is a condition of the GIN index scan (btree_gin), not a filter
+        # applied to every match of the pattern in the whole store.
+        conditions = [line for line in plan.splitlines() if "Index Cond:" in line]
+        assert any("conversation_id = " in line for line in conditions), plan
+
+
 def test_translations_into_postgres_syntax() -> None:
     assert postgres_regex(r"\bx\B[\b]") == r"(?p)\yx\Y[\b]"
     assert postgres_regex(r"(?im)\x41B") == r"(?ni)\u0041B"

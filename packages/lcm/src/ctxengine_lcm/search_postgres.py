@@ -363,7 +363,9 @@ class PostgresSearch:
     def _where(self) -> tuple[str, tuple[int, ...]]:
         if self.conversation_id is None:
             return "", ()
-        return " AND t.conversation_id = ?", (self.conversation_id,)
+        # Typed: psycopg sends a small int as smallint, and the btree_gin operator class of a
+        # BIGINT column has no cross-type equality, so the GIN index would not see it.
+        return " AND t.conversation_id = ?::bigint", (self.conversation_id,)
 
     def _run(
         self, sql: str, params: Sequence[object], deadline: float, pattern: str
