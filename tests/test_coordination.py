@@ -293,11 +293,31 @@ def test_declared_state_moves_between_kernels_and_the_rest_stays(
             assert b.session("s").ctx.session_state(COUNTER) == {"calls": 5}
             assert b.session("s").ctx.state["test.local"] == {"calls": 2}
         # Usage and calibration are the kernel's own session state.
-        a.session("s").prepare({"messages": [{"role": "user", "content": "hello there"}]})
+        history: list[dict[str, Any]] = [{"role": "user", "content": "hello there"}]
+        a.session("s").prepare({"messages": history})
         a.session("s").update_usage({"input_tokens": 30, "output_tokens": 5})
         assert b.session("s").prompt_tokens_if_measured() == (30, True)
         assert b.session("s").ctx.tokens.ratio == a.session("s").ctx.tokens.ratio != 1.0
         assert b.session("s").cache_stats.responses == 1
+        # The measured request too: the other worker adds only what came after it.
+        longer = [*history, {"role": "assistant", "content": "hi, what shall we build today?"}]
+        size = b.session("s").prompt(longer)
+        assert size.measured and size.value > 30
+        assert size.value == a.session("s").prompt(longer).value
+        assert b.session("s").prompt([{"role": "user", "content": "another"}]).measured is False
+        # A server compaction's usage (nested) arrives whole.
+        a.session("s").update_usage(
+            {
+                "input_tokens": 40,
+                "output_tokens": 5,
+                "iterations": [{"type": "compaction", "input_tokens": 900, "output_tokens": 60}],
+            }
+        )
+        assert b.session("s").prompt_tokens_if_measured() == (40, True)
+        compacted = b.session("s").ctx.last_usage
+        assert compacted is not None and compacted.compaction is not None
+        assert compacted == a.session("s").ctx.last_usage
+        assert b.session("s").cache_stats.usage == a.session("s").cache_stats.usage
         # A reset in one worker is a reset everywhere.
         b.session("s").reset()
         with a.session("s").call_lock:

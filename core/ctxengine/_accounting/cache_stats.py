@@ -19,6 +19,7 @@ from ctxengine._accounting.usage import (
     CACHE_WRITE_5M_MULTIPLIER,
     Usage,
     cost_usd,
+    usage_from_data,
 )
 
 _PER_MILLION = 1_000_000
@@ -175,6 +176,7 @@ class SessionCacheStats:
             "tokens": [*self._tokens],
             "costs": [*self._costs],
             "miss_reason": self._miss_reason,
+            "compaction": None if self._compaction is None else attrs.asdict(self._compaction),
         }
 
     @classmethod
@@ -189,6 +191,8 @@ class SessionCacheStats:
             tokens = [int(value) for value in data["tokens"]]
             costs = [float(value) for value in data["costs"]]
             reason = data["miss_reason"]
+            compaction = data["compaction"]
+            compaction = None if compaction is None else usage_from_data(compaction)
         except (TypeError, KeyError, ValueError) as exc:
             raise ValueError(f"not session cache statistics ({type(exc).__name__}: {exc})") from exc
         if (
@@ -198,7 +202,13 @@ class SessionCacheStats:
             or not (reason is None or isinstance(reason, str))
         ):
             raise ValueError(f"not session cache statistics: {data!r}")
-        return cls(responses=responses, tokens=tokens, costs=costs, miss_reason=reason)
+        return cls(
+            responses=responses,
+            tokens=tokens,
+            costs=costs,
+            miss_reason=reason,
+            compaction=compaction,
+        )
 
     @property
     def usage(self) -> Usage:

@@ -357,6 +357,23 @@ def _whole_response(usage: Usage, response: object) -> Usage:
     return attrs.evolve(usage, cache_miss_reason=reason, cache_missed_tokens=missed)
 
 
+def usage_from_data(data: Any) -> Usage:
+    """The :class:`Usage` whose ``attrs.asdict`` is ``data`` (the nested compaction usage
+    included): how a usage saved as JSON data comes back in another process.
+
+    :raises ValueError: ``data`` is not such a mapping.
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError(f"not a usage record: {data!r}")
+    compaction = data.get("compaction")
+    try:
+        return Usage(
+            **{**data, "compaction": None if compaction is None else usage_from_data(compaction)}
+        )
+    except TypeError as exc:
+        raise ValueError(f"not a usage record ({exc})") from exc
+
+
 def normalize_usage(raw: object) -> Usage:
     """Turn a provider's usage report into a :class:`Usage`.
 

@@ -33,7 +33,7 @@ from ctxengine._accounting.estimate import TextSize, TokenEstimate
 from ctxengine._accounting.models import ModelInfo
 from ctxengine._accounting.tokens import TokenCounter
 from ctxengine._accounting.ttl import TTLPlanner
-from ctxengine._accounting.usage import Usage, message_id, normalize_usage
+from ctxengine._accounting.usage import Usage, message_id, normalize_usage, usage_from_data
 from ctxengine._config.core import Config
 from ctxengine._kernel.cache_settings import RequestOptions, request_options
 from ctxengine._kernel.coordination import Coordinator, NamedLock
@@ -207,7 +207,7 @@ class Session:
         """
         self.ctx.tokens.restore_calibration(state["calibration"])
         usage = state["last_usage"]
-        self.ctx.last_usage = None if usage is None else Usage(**usage)
+        self.ctx.last_usage = None if usage is None else usage_from_data(usage)
         self._usage_stale = bool(state["usage_stale"])
         measured = state["measured"]
         if measured != self._measured_key():
