@@ -356,6 +356,38 @@ def test_a_cooldown_keeps_its_deadline_in_another_worker(tmp_path: Path) -> None
     b.close()
 
 
+def test_the_measured_request_gaps_choose_the_same_ttls_in_another_worker(tmp_path: Path) -> None:
+    # cache_ttl auto learns the gaps between a session's requests: a long gap seen by one worker
+    # makes the other mark the system prompt for an hour too, as one process would.
+    now = [1_000.0]
+    config: dict[str, Any] = {
+        "model": {"name": "claude-sonnet-4-6"},
+        "prompt_caching": {"enabled": True, "cache_ttl": "auto"},
+        "auxiliary": {"compression": {"provider": "extractive"}},
+    }
+    shared = {**config, "coordination": {"backend": "file", "path": str(tmp_path / "c")}}
+    a, b = (ctxengine.load(shared, clock=lambda: now[0]) for _ in range(2))
+    one = ctxengine.load(config, clock=lambda: now[0])
+    system = "You are a careful assistant. " * 400
+
+    def system_ttls(kernel: ctxengine.Kernel, turns: int) -> list[Any]:
+        messages = [
+            {"role": "user" if k % 2 == 0 else "assistant", "content": f"turn {k} " * 400}
+            for k in range(turns)
+        ]
+        prepared = kernel.session("s").prepare({"system": system, "messages": messages})
+        return [block.get("cache_control", {}).get("ttl") for block in prepared["system"]]
+
+    try:
+        for kernel, at, turns in ((a, 0, 1), (a, 400, 3), (b, 800, 5), (b, 1_200, 7)):
+            now[0] = 1_000.0 + at
+            assert system_ttls(kernel, turns) == system_ttls(one, turns), at
+        assert system_ttls(b, 9) == ["1h"]
+    finally:
+        for kernel in (a, b, one):
+            kernel.close()
+
+
 def test_a_session_call_waits_for_another_workers_then_reports_busy(tmp_path: Path) -> None:
     config = {
         "auxiliary": {"compression": {"provider": "extractive"}},
