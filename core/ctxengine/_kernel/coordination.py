@@ -47,6 +47,14 @@ class CoordinationError(RuntimeError):
     """The coordination backend cannot be reached or used (the message says which and why)."""
 
 
+def damaged(where: str, exc: Exception, delete: str) -> CoordinationError:
+    """The error for a saved document at ``where`` that cannot be decoded (``exc``); ``delete``
+    names what to delete to start that state afresh."""
+    return CoordinationError(
+        f"coordination state {where} is damaged ({exc}); delete {delete} to start that state afresh"
+    )
+
+
 class SessionBusyError(CoordinationError):
     """Another worker held this session's lock for the whole ``coordination.lock_timeout_s``."""
 
@@ -280,10 +288,7 @@ class _FileDocument(SharedDocument):
             if stored.get("name") != self.name or not isinstance(document, dict):
                 raise ValueError("not the document of this name")
         except (ValueError, KeyError, TypeError) as exc:
-            raise CoordinationError(
-                f"coordination state {self.path} is damaged ({exc}); delete the file to start "
-                "that state afresh"
-            ) from exc
+            raise damaged(str(self.path), exc, "the file") from exc
         self._seen = identity
         return document
 

@@ -24,7 +24,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ctxengine._kernel import postgres
-from ctxengine._kernel.coordination import CoordinationError, Coordinator, NamedLock, SharedDocument
+from ctxengine._kernel.coordination import (
+    CoordinationError,
+    Coordinator,
+    NamedLock,
+    SharedDocument,
+    damaged,
+)
 
 INSTALL_HINT = "pip install 'ctxengine[postgres]'"
 
@@ -126,10 +132,7 @@ class _RowDocument(SharedDocument):
             if not isinstance(document, dict):
                 raise ValueError(f"a {type(document).__name__}, not an object")
         except ValueError as exc:
-            raise CoordinationError(
-                f"coordination state {self.name!r} in {TABLE} is damaged ({exc}); delete the "
-                "row to start that state afresh"
-            ) from exc
+            raise damaged(f"{self.name!r} in {TABLE}", exc, "the row") from exc
         self._version = version
         return document
 
