@@ -326,7 +326,7 @@ def test_model_names_must_be_strings() -> None:
             "http://",
             "'http://': must be an http:// or https:// URL or null",
         ),
-        ("auxiliary.compression.api_key", 123, "123: must be a non-empty string or null"),
+        ("auxiliary.compression.api_key", 123, "***: must be a non-empty string or null"),
     ],
 )
 def test_type_errors(path: str, value: object, message: str) -> None:
@@ -1055,6 +1055,37 @@ def test_items_lists_key_value_source(home: Path, tmp_path: Path) -> None:
     assert by_key["engines.lcm.db"] == ("x", str(f))
     assert "sk-secret" not in repr(rows)
     assert "sk-secret" not in repr(loaded.config)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A wrong scheme, a key the backend does not read, a wrong type of secret: each is an
+        # error message that echoes the value, and none may echo the password.
+        'coordination:\n  backend: postgresql\n  database_url: "mysql://bob:hunter2@db/x"\n',
+        'coordination:\n  backend: file\n  database_url: "postgresql://bob:hunter2@db/x"\n',
+        'coordination:\n  backend: postgresql\n  database_url: "postgresql://db/x?password=hunter2&sslmode=x"\n'
+        "  pool_size: 0\n",
+        "auxiliary:\n  compression:\n    api_key: [hunter2]\n",
+    ],
+)
+def test_config_errors_never_echo_a_password(home: Path, tmp_path: Path, text: str) -> None:
+    f = write(tmp_path / "c.yaml", text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(f, env=env_for(home), specs=BUILTIN)
+    assert "hunter2" not in str(caught.value)
+    assert "***" in str(caught.value) or "pool_size" in str(caught.value)
+
+
+def test_report_hides_url_passwords_of_every_section(home: Path, tmp_path: Path) -> None:
+    f = write(
+        tmp_path / "c.yaml",
+        'engines:\n  lcm:\n    database_url: "postgresql://bob:hunter2@db/x"\n'
+        'coordination:\n  backend: postgresql\n  database_url: "postgres://ann:hunter2@db/y"\n',
+    )
+    rows = {key: value for key, value, _ in load_config(f, env=env_for(home)).items()}
+    assert rows["engines.lcm.database_url"] == "postgresql://bob:***@db/x"
+    assert rows["coordination.database_url"] == "postgres://ann:***@db/y"
 
 
 def test_items_without_sources() -> None:

@@ -21,11 +21,18 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
-from ctxengine._config.fields import ConfigError, ConfigProblem, Field, FieldKind, RawSection
+from ctxengine._config.fields import (
+    ConfigError,
+    ConfigProblem,
+    Field,
+    FieldKind,
+    RawSection,
+    printable,
+)
 from ctxengine._config.files import ctxengine_home, find_file, read_yaml
 from ctxengine._config.resolve import RawConfig, Resolved, UnusedKey, resolve
 from ctxengine._config.spec import CORE_OWNER, OwnedSpec, SettingsSpec, SettingsView
-from ctxengine._config.urls import is_database_url, redact_url
+from ctxengine._config.urls import is_database_url
 
 __all__ = [
     "CORE_SPECS",
@@ -745,8 +752,9 @@ class LoadedConfig:
         """Every key in documentation order (the kernel's sections, then each plugin's, then
         ``models.*`` and undeclared ``engines.*``), then the unused keys.
 
-        ``auxiliary.compression.api_key`` is shown as ``"***"`` when set, the password of
-        ``coordination.database_url`` too.
+        Values go through :func:`~ctxengine._config.fields.printable`: an API key is shown
+        as ``"***"`` when set, a password inside any URL (``coordination.database_url``,
+        ``engines.lcm.database_url``) too.
         """
         rows: list[ConfigRow] = []
         core = _core_values(self.config)
@@ -755,15 +763,12 @@ class LoadedConfig:
             for field in owned.spec.fields:
                 key = owned.spec.key(field.name)
                 value = core[key] if key in core else self.values.get(key, field.default)
-                if field.name == "api_key" and value is not None:
-                    value = "***"
-                elif key == "coordination.database_url" and value is not None:
-                    value = redact_url(value)
+                value = printable(key, value)
                 rows.append(ConfigRow(key, value, self.sources.get(key, "default"), owned.owner))
         for name, override in self.config.models.items():
             for field in MODEL_OVERRIDE_FIELDS:
                 key = f"models.{name}.{field.name}"
-                value = getattr(override, field.name)
+                value = printable(key, getattr(override, field.name))
                 rows.append(ConfigRow(key, value, self.sources.get(key, "default"), CORE_OWNER))
         unused_keys = {u.key for u in self.unused}
         for name, options in self.config.engines.items():
@@ -777,12 +782,24 @@ class LoadedConfig:
                 note = "read by a plugin that declares no settings; not validated"
                 rows.append(
                     ConfigRow(
-                        key, value, self.sources.get(key, "default"), None, "undeclared", note
+                        key,
+                        printable(key, value),
+                        self.sources.get(key, "default"),
+                        None,
+                        "undeclared",
+                        note,
                     )
                 )
         for unused in self.unused:
             rows.append(
-                ConfigRow(unused.key, unused.value, unused.source, None, "unused", unused.note)
+                ConfigRow(
+                    unused.key,
+                    printable(unused.key, unused.value),
+                    unused.source,
+                    None,
+                    "unused",
+                    unused.note,
+                )
             )
         return rows
 

@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 import attrs
 
+from ctxengine._config.urls import redact_url
+
 __all__ = [
     "NAME_PATTERN",
     "ConfigError",
@@ -32,12 +34,42 @@ __all__ = [
     "format_value",
     "parse_fields",
     "parse_section",
+    "printable",
     "unknown_key_problem",
 ]
 
 # ---------------------------------------------------------------------------------------------
 # Errors
 # ---------------------------------------------------------------------------------------------
+
+
+SECRET_NAMES = frozenset({"api_key", "password", "token", "secret"})
+"""Last segments of key paths whose values are never shown (``auxiliary.compression.api_key``)."""
+
+
+class Hidden(str):
+    """A secret's stand-in (``"***"``), shown unquoted by :func:`format_value` so that an error
+    about a secret's type does not read as if the value were the string ``"***"``."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+HIDDEN = Hidden("***")
+
+
+def printable(key: str, value: object) -> object:
+    """``value`` of ``key`` fit to show in a report or an error message: a secret key's value
+    as ``"***"``, and any password inside a URL (``postgresql://bob:***@db/x``) hidden, whether
+    or not the URL is valid for the key, because a mistyped URL is exactly what an error
+    message echoes."""
+    if value is None:
+        return None
+    if key.rpartition(".")[2] in SECRET_NAMES:
+        return HIDDEN
+    if isinstance(value, str) and "://" in value:
+        return redact_url(value)
+    return value
 
 
 def format_value(value: object) -> str:
@@ -80,7 +112,8 @@ class ConfigProblem:
         if not self.key:
             return f"{where}: {self.allowed}"
         if self.show_value:
-            return f"{where}: {self.key} = {format_value(self.value)}: {self.allowed}"
+            shown = format_value(printable(self.key, self.value))
+            return f"{where}: {self.key} = {shown}: {self.allowed}"
         return f"{where}: {self.key}: {self.allowed}"
 
 

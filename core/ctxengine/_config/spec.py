@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
-from ctxengine._config.fields import ConfigProblem, Field, format_value
+from ctxengine._config.fields import ConfigProblem, Field, format_value, printable
 
 T = TypeVar("T")
 
@@ -230,7 +230,7 @@ class SettingsView:
             where = ", the default"
         else:
             where = f", from {other_source}"
-        return f"{key} ({format_value(self._values[key])}{where})"
+        return f"{key} ({format_value(printable(key, self._values[key]))}{where})"
 
     def problem(self, key: str, rule: str) -> None:
         """Report ``key``'s value as invalid because of ``rule`` ("must be ..."), with its

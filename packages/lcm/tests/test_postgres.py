@@ -147,7 +147,9 @@ def test_settings_select_postgres_by_url_and_name_bad_values() -> None:
     with pytest.raises(ConfigError) as excinfo:
         parse_settings({"database_url": "mysql://root:pw@db/x", "database_pool_size": 0})
     text = str(excinfo.value)
-    assert "engines.lcm.database_url = 'mysql://root:pw@db/x': must be a postgresql://" in text
+    # The URL is echoed so the user sees which one is wrong, its password is not.
+    assert "engines.lcm.database_url = 'mysql://root:***@db/x': must be a postgresql://" in text
+    assert ":pw@" not in text
     assert "engines.lcm.database_pool_size" in text
     with pytest.raises(ConfigError, match=r"engines.lcm.db_path .*must be null when"):
         parse_settings({"database_url": "postgresql:///lcm", "db_path": "/tmp/x.db"})
