@@ -344,6 +344,58 @@ def test_main_provider_calls_the_host_callable() -> None:
     assert asyncio.run(provider.acomplete(SYSTEM, PROMPT, 5)) == "## Goal\nHost summary"
 
 
+def test_summary_windows_follow_the_models_overrides_and_the_main_models_limit() -> None:
+    """The summary model's window is the one the rest of the configuration states: a
+    ``models.<name>.context_length`` override for an SDK provider's model, and for provider
+    ``main`` the host model's window with ``model.context_length`` applied, as the kernel's own
+    thresholds use it."""
+    import ctxengine
+
+    def host(system: str, prompt: str, max_tokens: int) -> str:
+        return "## Goal\nHost summary"
+
+    sdk = ctxengine.load(
+        {
+            "auxiliary": {"compression": {"provider": "anthropic", "model": "house-summariser"}},
+            "models": {"house-summariser": {"context_length": 24_000}},
+        },
+        env={"ANTHROPIC_API_KEY": KEY},
+    ).summary_provider()
+    assert sdk is not None and sdk.context_length == 24_000
+
+    main = ctxengine.load(
+        {
+            "model": {"name": "claude-sonnet-4-6", "context_length": 64_000},
+            "auxiliary": {"compression": {"provider": "main"}},
+        },
+        main_summarizer=host,
+        env={},
+    ).summary_provider()
+    assert main is not None and main.context_length == 64_000
+
+    overridden = ctxengine.load(
+        {
+            "model": {"name": "house-model"},
+            "models": {"house-model": {"context_length": 48_000}},
+            "auxiliary": {"compression": {"provider": "main"}},
+        },
+        main_summarizer=host,
+        env={},
+    ).summary_provider()
+    assert overridden is not None and overridden.context_length == 48_000
+
+    # An explicit auxiliary.compression.context_length still wins over both.
+    explicit = ctxengine.load(
+        {
+            "model": {"name": "claude-sonnet-4-6", "context_length": 64_000},
+            "auxiliary": {"compression": {"provider": "main", "context_length": 20_000}},
+        },
+        main_summarizer=host,
+        env={},
+    ).summary_provider()
+    assert explicit is not None and explicit.context_length == 20_000
+
+
 @pytest.mark.parametrize(
     ("raised", "kind"),
     [

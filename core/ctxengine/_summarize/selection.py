@@ -29,7 +29,7 @@ from ctxengine._summarize.providers import (
 )
 
 if TYPE_CHECKING:
-    from ctxengine._config.core import SummaryProviderSettings
+    from ctxengine._config.core import ModelOverride, SummaryProviderSettings
 
 ProviderName = Literal["anthropic", "openai", "main", "extractive"]
 
@@ -205,17 +205,27 @@ def choose(
     return _auto(settings, env)
 
 
-def summary_context_length(settings: SummaryProviderSettings, model: str | None) -> int:
-    """The summary model's window: ``settings.context_length``, else the model table's value,
-    else :data:`FALLBACK_CONTEXT_LENGTH`."""
+def summary_context_length(
+    settings: SummaryProviderSettings,
+    model: str | None,
+    *,
+    models: Mapping[str, ModelOverride] | None = None,
+    main_window: int | None = None,
+) -> int:
+    """The summary model's window: ``settings.context_length``, else ``main_window`` (provider
+    ``main``: the host model's window as the kernel sees it, ``model.context_length`` and
+    ``models.<name>`` applied), else the model table's value with the ``models.<name>``
+    overrides, else :data:`FALLBACK_CONTEXT_LENGTH`."""
     if settings.context_length:
         return int(settings.context_length)
+    if main_window:
+        return int(main_window)
     if model:
         try:
             from ctxengine._accounting.models import lookup_model
         except ImportError:  # models.py is optional for this module
             return FALLBACK_CONTEXT_LENGTH
-        return int(lookup_model(model).context_length)
+        return int(lookup_model(model, models).context_length)
     return FALLBACK_CONTEXT_LENGTH
 
 
@@ -251,6 +261,8 @@ def resolve_provider(
     main_model: str | None = None,
     main_request: MainRequestCallable | None = None,
     main_base_url: str | None = None,
+    models: Mapping[str, ModelOverride] | None = None,
+    main_window: int | None = None,
 ) -> SummaryProvider | None:
     """Build the configured summary provider; ``None`` means the extractive local digest.
 
@@ -262,6 +274,8 @@ def resolve_provider(
         tell whether an SDK provider serves the main model.
     :param main_request: the host's request sender (provider ``main``'s cache-aware summaries).
     :param main_base_url: where the main model is served (``model.base_url``).
+    :param models: the ``models.<name>`` overrides (a summary model's window).
+    :param main_window: the main model's window (provider ``main``'s window).
     :raises ProviderConfigError: when an explicitly chosen provider cannot work (missing key,
         missing model for a compatible endpoint, no ``main`` callable), naming what to set.
     :raises ImportError: for provider ``openai`` without the openai package; the message holds
@@ -282,11 +296,13 @@ def resolve_provider(
         return MainProvider(
             call=main,
             model=name or "main",
-            context_length=summary_context_length(settings, name),
+            context_length=summary_context_length(
+                settings, name, models=models, main_window=main_window
+            ),
             send=main_request,
         )
     assert choice.model is not None and choice.api_key is not None
-    window = summary_context_length(settings, choice.model)
+    window = summary_context_length(settings, choice.model, models=models)
     serves_main = serves_main_route(
         choice.provider,
         choice.model,
@@ -376,6 +392,8 @@ def resolve_service(
     main_model: str | None = None,
     main_request: MainRequestCallable | None = None,
     main_base_url: str | None = None,
+    models: Mapping[str, ModelOverride] | None = None,
+    main_window: int | None = None,
     primary: SummaryProvider | object | None = _UNSET,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
@@ -402,6 +420,8 @@ def resolve_service(
             main_model=main_model,
             main_request=main_request,
             main_base_url=main_base_url,
+            models=models,
+            main_window=main_window,
         )
 
     first = build(settings) if primary is _UNSET else primary
