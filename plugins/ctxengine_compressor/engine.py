@@ -193,7 +193,10 @@ def compress(
     if not pays:
         # Not a compaction, so not anti-thrash; but wait for the middle to grow before spending
         # another summary call on it.
-        state.retry_above_tokens = tokens_before + max(1, limits.tail_token_budget)
+        # should_compress compares this with the prompt on the provider's scale (measured
+        # usage, or local counts times the learned ratio), so the local figure is converted.
+        local_mark = tokens_before + max(1, limits.tail_token_budget)
+        state.retry_above_tokens = round(local_mark * ctx.tokens.point_ratio)
         return unchanged(
             "noop",
             f"compaction would not pay: the summary is not clearly smaller than the "

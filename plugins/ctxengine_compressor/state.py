@@ -39,7 +39,8 @@ class CompressorState:
     :ivar retry_above_tokens: after a compaction that would not pay (a noop), automatic
         compaction waits until the prompt grows past this many tokens, so a summary call is not
         spent on the same small middle every turn; a noop is not a compaction, so it never
-        counts towards anti-thrash.
+        counts towards anti-thrash. On the provider's scale, like the prompt it is compared
+        with (local counts times the learned ratio).
     """
 
     compactions: int = 0

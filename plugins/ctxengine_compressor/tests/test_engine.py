@@ -10,6 +10,7 @@ import pytest
 import ctxengine_compressor as plugin
 from ctxengine import SUMMARY_HEADINGS
 from ctxengine._accounting.estimate import TokenEstimate
+from ctxengine._accounting.tokens import TokenCounter
 from ctxengine._messages.validate import validate
 from ctxengine._summarize.errors import SummaryError
 from ctxengine.testing import samples
@@ -240,6 +241,27 @@ def test_a_summary_that_does_not_pay_is_a_noop() -> None:
     assert plugin.should_compress(ctx, known(state.retry_above_tokens), "agent", False) is True
     # ...and a forced one does not wait.
     assert plugin.should_compress(ctx, known(9_000), "agent", True) is True
+
+
+def test_the_retry_mark_is_on_the_provider_scale_of_the_prompt_it_is_compared_with() -> None:
+    """should_compress compares the retry mark with the prompt in provider tokens (measured
+    usage, or local counts times the learned ratio); a provider that counts 30 % more than
+    tiktoken must not make the wait 30 % shorter."""
+    huge = GOOD_SUMMARY + "\n" + "filler words " * 20_000
+    plain, calibrated = make_ctx(ScriptedProvider(huge)), make_ctx(ScriptedProvider(huge))
+    plain.tokens, calibrated.tokens = TokenCounter(), TokenCounter()  # not the shared one
+    for _ in range(3):
+        calibrated.tokens.observe(10_000, 13_000)
+    _, messages = _sample("openai")
+    marks = []
+    for ctx in (plain, calibrated):
+        assert run(ctx, messages, "openai").status == "noop"
+        mark = get_state(ctx).retry_above_tokens
+        assert mark is not None
+        marks.append(mark)
+    assert plain.tokens.point_ratio == 1.0
+    assert calibrated.tokens.point_ratio == pytest.approx(1.3)
+    assert marks[1] == round(marks[0] * 1.3)
 
 
 def test_short_conversation_is_an_honest_noop() -> None:
