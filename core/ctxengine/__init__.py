@@ -102,11 +102,13 @@ if TYPE_CHECKING:
     )
     from ctxengine._summarize.template import (
         DIGEST_LABEL_PREFIX,
+        EMPTY_SECTION,
         MIN_SUMMARY_WORDS,
         MIN_TEMPLATE_HEADINGS,
         SUMMARY_HEADINGS,
         check_summary,
         conform_to_template,
+        is_placeholder,
         split_summary,
     )
     from ctxengine._wrap import CallRecord, RoundRecord, WrappedClient, wrap
@@ -162,6 +164,8 @@ _LAZY = {
     "RoundRecord": "ctxengine._wrap",
     "Route": "ctxengine._plugin.context",
     "SUMMARY_HEADINGS": "ctxengine._summarize.template",
+    "EMPTY_SECTION": "ctxengine._summarize.template",
+    "is_placeholder": "ctxengine._summarize.template",
     "Session": "ctxengine._kernel.session",
     "SessionBusyError": "ctxengine._kernel.coordination",
     "SessionCacheStats": "ctxengine._accounting.cache_stats",
@@ -209,6 +213,7 @@ _LAZY = {
 __all__ = [
     "COOLDOWN_SECONDS",
     "DIGEST_LABEL_PREFIX",
+    "EMPTY_SECTION",
     "MIN_SUMMARY_WORDS",
     "MIN_TEMPLATE_HEADINGS",
     "SUMMARY_HEADINGS",
@@ -285,6 +290,7 @@ __all__ = [
     "ctxengine_home",
     "estimate_tokens",
     "hookimpl",
+    "is_placeholder",
     "load",
     "load_config",
     "lookup_model",

@@ -36,7 +36,15 @@ from collections.abc import Sequence
 
 import attrs
 
-from ctxengine import DIGEST_LABEL_PREFIX, SUMMARY_HEADINGS, Format, Message, split_summary
+from ctxengine import (
+    DIGEST_LABEL_PREFIX,
+    EMPTY_SECTION,
+    SUMMARY_HEADINGS,
+    Format,
+    Message,
+    is_placeholder,
+    split_summary,
+)
 from ctxengine.messages import has_visible_assistant_text, redact, visible_text
 from ctxengine_compressor.ledger import (
     Ledger,
@@ -58,7 +66,6 @@ _DEFAULT_REASON = "no summary model was used"
 _REASON_CHARS = 200
 _LAST_TEXT_CHARS = 1200
 _LAST_TEXT_TIGHT = 300
-_EMPTY = "- (none recorded)"
 _NEXT_STEP = "- Pick up from the last user ask under Goal."
 
 _CONSTRAINT_CUE = re.compile(
@@ -72,8 +79,6 @@ _SUPERSEDED = ("- Last assistant update:", "- Pick up from the last", "- Command
 # prose goes after recovered commands; constraint sentences (their asks stay) just before asks.
 _CARRIED_RANK = 5
 _CONSTRAINT_RANK = 6
-# What an empty section holds (a digest's, a conformed model summary's, a model's own).
-_PLACEHOLDERS = frozenset({_EMPTY, "- (none)", "None.", "- None.", "(none)", "None"})
 # Where the ledger's sections render in the template.
 _PLACES = {
     "asks": "## Goal",
@@ -89,8 +94,9 @@ _BY_TITLE = {h.lstrip("#").strip(): h for h in SUMMARY_HEADINGS}
 
 
 def min_digest_tokens(reason: str | None = None) -> int:
-    """The smallest ``max_tokens`` :func:`build_digest` accepts for this ``reason``."""
-    fixed = _fixed_chars(_label(reason, 0))
+    """The smallest ``max_tokens`` :func:`build_digest` accepts for this ``reason``, whatever
+    the number of messages (the label names it: sized here for up to a billion)."""
+    fixed = _fixed_chars(_label(reason, 10**9 - 1))
     return -(-fixed // _CHARS_PER_TOKEN)
 
 
@@ -108,7 +114,7 @@ def _label(reason: str | None, count: int) -> str:
 def _fixed_chars(label: str) -> int:
     # label + blank line, then every heading with its line break, a placeholder line and the
     # blank line that separates sections.
-    return len(label) + 2 + sum(len(h) + 1 + len(_EMPTY) + 2 for h in SUMMARY_HEADINGS)
+    return len(label) + 2 + sum(len(h) + 1 + len(EMPTY_SECTION) + 2 for h in SUMMARY_HEADINGS)
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -177,7 +183,7 @@ def _carried_units(previous_summary: str) -> tuple[list[Unit], int]:
         carried += [
             (heading, line)
             for line in lines
-            if not line.startswith(_SUPERSEDED) and line.strip() not in _PLACEHOLDERS
+            if not line.startswith(_SUPERSEDED) and not is_placeholder(line)
         ]
     units = [
         Unit(f"carried:{heading}", line, _CARRIED_RANK, i / len(carried), "earlier summary lines")
@@ -309,7 +315,7 @@ def digest_and_ledger(
     for heading in SUMMARY_HEADINGS:
         if heading == "## Progress":
             continue  # no body of its own: it heads Done, In Progress and Blocked
-        section_lines = _dedupe(body[heading]) or [_EMPTY]
+        section_lines = _dedupe(body[heading]) or [EMPTY_SECTION]
         title = "## Progress\n### Done" if heading == "### Done" else heading
         sections.append(title + "\n" + "\n".join(section_lines))
     text = _enforce("\n\n".join(sections), budget)

@@ -17,11 +17,13 @@ from ctxengine._summarize.reasoning import strip_reasoning
 
 __all__ = [
     "DIGEST_LABEL_PREFIX",
+    "EMPTY_SECTION",
     "MIN_SUMMARY_WORDS",
     "MIN_TEMPLATE_HEADINGS",
     "SUMMARY_HEADINGS",
     "check_summary",
     "conform_to_template",
+    "is_placeholder",
     "split_summary",
 ]
 
@@ -41,6 +43,9 @@ SUMMARY_HEADINGS: tuple[str, ...] = (
 
 DIGEST_LABEL_PREFIX = "[Local digest: generated without a model"
 """The first line of every digest starts with this."""
+
+EMPTY_SECTION = "- (none)"
+"""What a section with nothing to say holds, in a digest and in a conformed model summary."""
 
 
 def split_summary(summary: str) -> dict[str, list[str]]:
@@ -81,8 +86,8 @@ def conform_to_template(summary: str) -> str | None:
     """``summary`` rewritten with every template heading, in order; ``None`` when it did not
     follow the template at all (fewer than :data:`MIN_TEMPLATE_HEADINGS` of its headings).
 
-    Sections the model left out get ``- (none)``; text before the first heading is kept under
-    ``## Critical Context`` rather than dropped. Nothing the model wrote is removed.
+    Sections the model left out get :data:`EMPTY_SECTION`; text before the first heading is
+    kept under ``## Critical Context`` rather than dropped. Nothing the model wrote is removed.
     """
     present = {line.strip() for line in summary.splitlines()} & set(SUMMARY_HEADINGS)
     if len(present) < MIN_TEMPLATE_HEADINGS:
@@ -96,7 +101,7 @@ def conform_to_template(summary: str) -> str | None:
         lines.append(heading)
         if heading == "## Progress":  # a parent heading: its items live under Done/In Progress
             continue
-        lines.extend(sections.get(heading) or ["- (none)"])
+        lines.extend(sections.get(heading) or [EMPTY_SECTION])
     return "\n".join(lines)
 
 
@@ -123,6 +128,13 @@ _PLACEHOLDER_LINE = re.compile(
 _SENTENCE_END = re.compile(r"(?<=[.!?:])\s+|\n+")
 
 
+def is_placeholder(line: str) -> bool:
+    """Whether a summary line only says its section is empty (:data:`EMPTY_SECTION`, ``None.``,
+    ``- n/a``, ``TBD``, a blank line): such a line is not content, and an earlier summary's
+    placeholders are not carried into the next one."""
+    return _PLACEHOLDER_LINE.match(line) is not None
+
+
 def _normal(text: str) -> str:
     return " ".join(text.lower().split())
 
@@ -136,7 +148,7 @@ def _content_lines(text: str) -> list[str]:
             continue
         if line.startswith("#") and len(line.lstrip("#").split()) <= 4:
             continue  # another heading
-        if _PLACEHOLDER_LINE.match(line):
+        if is_placeholder(line):
             continue
         lines.append(line)
     return lines

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from ctxengine import SUMMARY_HEADINGS
+from ctxengine import EMPTY_SECTION, SUMMARY_HEADINGS
 
 COMPACT = "compact_20260112"
 CLEAR_TOOL_USES = "clear_tool_uses_20250919"
@@ -331,7 +331,7 @@ def summary_text(messages: Sequence[Any], tokens: int, api: str) -> str:
 
 def template_text(goal: str, context: Sequence[str]) -> str:
     """The summary template with ``goal`` under "## Goal", ``context`` under "## Critical
-    Context" and ``- (none)`` everywhere else (the fake's deterministic replies)."""
+    Context" and ``EMPTY_SECTION`` everywhere else (the fake's deterministic replies)."""
     lines: list[str] = []
     for heading in SUMMARY_HEADINGS:
         lines.append(heading)
@@ -340,7 +340,7 @@ def template_text(goal: str, context: Sequence[str]) -> str:
         elif heading == "## Critical Context" and context:
             lines.extend(context)
         else:
-            lines.append("- (none)")
+            lines.append(EMPTY_SECTION)
     return "\n".join(lines)
 
 
