@@ -69,7 +69,11 @@ from ctxengine._messages.validate import Profile
 from ctxengine._plugin.context import usable_window
 from ctxengine._summarize import SummaryProvider, describe_provider
 from ctxengine._summarize.policy import SummaryService
-from ctxengine._summarize.selection import describe_failure_policy, resolve_service
+from ctxengine._summarize.selection import (
+    CONFIGURED,
+    describe_failure_policy,
+    resolve_service,
+)
 
 log = logging.getLogger("ctxengine")
 
@@ -375,26 +379,11 @@ class Kernel:
         The failure policy applies to it as to a configured provider (retries, breaker, the
         configured fallbacks after it); ``None`` selects the ``extractive`` local digest.
         """
-        settings = self.config.auxiliary.compression
         with self._lock:
             if provider is None or isinstance(provider, SummaryService):
                 self._provider = (provider,)
                 return
-            self._provider = (
-                resolve_service(
-                    settings,
-                    main=self.main_summarizer,
-                    env=self.env,
-                    main_model=self.config.model.name,
-                    main_request=self.main_request,
-                    main_base_url=self.config.model.base_url,
-                    models=self.config.models,
-                    main_window=self.model.context_length,
-                    primary=provider,
-                    clock=self.clock,
-                    sleep=self.sleep,
-                ),
-            )
+            self._provider = (self._summary_service(provider),)
 
     def summary_provider(self) -> SummaryProvider | None:
         """The auxiliary summary providers behind the failure policy (a
@@ -404,21 +393,25 @@ class Kernel:
         """
         with self._lock:
             if self._provider is None:
-                self._provider = (
-                    resolve_service(
-                        self.config.auxiliary.compression,
-                        main=self.main_summarizer,
-                        env=self.env,
-                        main_model=self.config.model.name,
-                        main_request=self.main_request,
-                        main_base_url=self.config.model.base_url,
-                        models=self.config.models,
-                        main_window=self.model.context_length,
-                        clock=self.clock,
-                        sleep=self.sleep,
-                    ),
-                )
+                self._provider = (self._summary_service(),)
             return self._provider[0]
+
+    def _summary_service(self, primary: object = CONFIGURED) -> SummaryProvider | None:
+        """The ``auxiliary.compression`` chain for this kernel's host and main model, led by
+        ``primary`` when a host handed one in (see :func:`resolve_service`)."""
+        return resolve_service(
+            self.config.auxiliary.compression,
+            main=self.main_summarizer,
+            env=self.env,
+            main_model=self.config.model.name,
+            main_request=self.main_request,
+            main_base_url=self.config.model.base_url,
+            models=self.config.models,
+            main_window=self.model.context_length,
+            primary=primary,
+            clock=self.clock,
+            sleep=self.sleep,
+        )
 
     @property
     def engine(self) -> str:

@@ -381,7 +381,8 @@ def failure_policy(settings: SummaryProviderSettings) -> FailurePolicy:
     )
 
 
-_UNSET: object = object()
+CONFIGURED: object = object()
+"""``resolve_service(primary=CONFIGURED)``, the default: the configured provider leads the chain."""
 
 
 def resolve_service(
@@ -394,7 +395,7 @@ def resolve_service(
     main_base_url: str | None = None,
     models: Mapping[str, ModelOverride] | None = None,
     main_window: int | None = None,
-    primary: SummaryProvider | object | None = _UNSET,
+    primary: SummaryProvider | object | None = CONFIGURED,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> SummaryProvider | None:
@@ -424,7 +425,7 @@ def resolve_service(
             main_window=main_window,
         )
 
-    first = build(settings) if primary is _UNSET else primary
+    first = build(settings) if primary is CONFIGURED else primary
     chain: list[SummaryProvider] = []
     if first is not None:
         chain.append(first)  # type: ignore[arg-type]  # a provider, or None (handled here)
