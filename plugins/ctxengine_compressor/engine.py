@@ -112,7 +112,10 @@ def compress(
         return unchanged("noop", "the conversation is empty")
 
     limits = budgets(ctx)
-    previous = find_summary(messages, 0, len(messages))
+    # One scan for earlier summaries; without any (the usual case) the middle needs no
+    # summary-aware preparation below.
+    any_summary = any(is_summary_message(m) for m in messages)
+    previous = find_summary(messages, 0, len(messages)) if any_summary else None
     bounds = boundaries_for(ctx, messages, fmt, message_budget, previous is not None, sizes)
     if bounds.reason is not None:
         return unchanged("noop", bounds.reason)
@@ -151,9 +154,13 @@ def compress(
         previous=previous_text,
         focus=focus,
         budget=budget,
-        ledger_source=[without_summary(m) for m in middle if not is_pure_summary_message(m)],
+        ledger_source=(
+            [without_summary(m) for m in middle if not is_pure_summary_message(m)]
+            if any_summary
+            else middle
+        ),
         previous_ledger=previous_ledger,
-        earlier=_older_summaries(middle, previous_text),
+        earlier=_older_summaries(middle, previous_text) if any_summary else [],
         kept=[*pruned[: bounds.head_end], *messages[bounds.tail_start :]],
         max_calls=settings.summary_max_calls,
         force=force and stage == "agent",

@@ -637,9 +637,19 @@ def cut_points(messages: Sequence[Message], fmt: Format) -> list[bool]:
     ``messages[i]`` splits no :class:`ToolGroup` (``cuts[0]`` and ``cuts[-1]`` are always True).
     Result messages with no call before them belong to no group and do not block a cut.
     """
-    cuts = [True] * (len(messages) + 1)
-    for group in tool_groups(messages, fmt):
-        if group.result_indices:
-            for k in range(group.call_index + 1, group.result_indices[-1] + 1):
-                cuts[k] = False
+    # The groups of :func:`tool_groups`, found without building them: only where each group's
+    # results end matters here (this runs on every compaction, over the whole list).
+    n = len(messages)
+    cuts = [True] * (n + 1)
+    for i, msg in enumerate(messages):
+        if msg.get("role") != "assistant" or not tool_call_ids(msg, fmt):
+            continue
+        if fmt == "openai":
+            last = i
+            while last + 1 < n and messages[last + 1].get("role") == "tool":
+                last += 1
+        else:
+            last = i + 1 if i + 1 < n and tool_result_ids(messages[i + 1], fmt) else i
+        for k in range(i + 1, last + 1):
+            cuts[k] = False
     return cuts
