@@ -1,14 +1,30 @@
 """Per-request overhead of the SDK wrappers (``ctxengine.wrap``) over the bare kernel calls.
 
 One request through a wrapped client runs the whole loop: the history is resolved against what
-was sent last time, ``should_compress``, the engine's tools are merged, ``prepare`` marks the
-request, the response's usage is recorded, its tool calls are looked at and a call record is
-stored. The baseline is the same loop written by hand with the kernel: ``should_compress`` +
-``prepare`` (with ``tool_schemas``) + ``update_usage``. Both run on the largest real session
-with the SDK's own response object and no network: the SDK method is replaced by a function
-returning a prebuilt response, so only ctxengine's work is timed. Reported as the ratio
-wrapper / bare kernel, as medians of batches timed alternately, for two ways a host hands the
-history over: the same list every turn, and a new list of the same dicts (target <= 1.1x).
+was sent last time, ``should_compress``, the engine's tools are merged with the host's, ``prepare``
+marks the request, the response's usage is recorded, its tool calls are looked at and a call
+record is stored. The baseline is the same loop written by hand with the kernel:
+``should_compress`` + ``prepare`` (with the host's tools and ``tool_schemas``) + ``update_usage``.
+Both run on the largest bundled session, with a system prompt and host tools as an agent sends
+them, and with the SDK's own response objects and no network: the SDK method is replaced by a
+function returning a prebuilt response (or, streamed, a prebuilt list of the SDK's events), so
+only ctxengine's work is timed.
+
+Ways a host hands the history over, each timed for both SDKs:
+
+- ``same list``: the same list object every turn;
+- ``new list``: a new list of the same message dicts every turn;
+- ``new dicts``: new dicts with new strings every turn (reloaded from a database, received over
+  HTTP), two such copies used in turn, built before the timer starts;
+- ``stream``: ``create(stream=True)`` on the same list, every event iterated; the baseline
+  iterates the SDK's stream and records the usage of its final event.
+
+Each figure is the ratio wrapper / bare kernel of medians over batches timed alternately
+(``time.thread_time``: the CPU time of this thread, so time the process spends descheduled by
+other load counts for neither side), with the difference in microseconds per request beside it
+(target <= 1.1x). The ``wrapper_own_us`` lines time the same two loops with the session's
+``should_compress`` / ``prepare`` / ``update_usage`` replaced by replays of their results: what
+remains is the wrapper's own work, without the kernel's (which another benchmark times).
 
 Run: ``python benchmarks/bench_wrappers.py``. Prints ``name<TAB>value<TAB>target`` lines.
 """
@@ -17,20 +33,30 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import cycle
+from pathlib import Path
 from typing import Any
 
 import anthropic
 import openai
-from anthropic.types import Message
-from openai.types.chat import ChatCompletion
+from anthropic.types import Message, RawMessageStreamEvent
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from pydantic import TypeAdapter
 
 import ctxengine
 from ctxengine.testing.transcripts import TRANSCRIPTS
 
+if not __package__:  # run as a script (nox -s bench): make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.harness import BenchSession
+
 REPEATS = 31
-BATCH = 50
+BATCH = 40
+MODES = ("same list", "new list", "new dicts", "stream")
 USAGE_ANTHROPIC = {
     "input_tokens": 1_200,
     "cache_read_input_tokens": 90_000,
@@ -38,31 +64,74 @@ USAGE_ANTHROPIC = {
     "output_tokens": 300,
 }
 USAGE_CHAT = {"prompt_tokens": 92_000, "completion_tokens": 300, "total_tokens": 92_300}
+SYSTEM = "You are a coding agent working in a repository. " * 40
+HOST_TOOLS = [
+    {
+        "name": f"host_tool_{i}",
+        "description": f"A tool of the host's own (number {i}).",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "limit": {"type": "integer"}},
+            "required": ["path"],
+        },
+    }
+    for i in range(8)
+]
+CHAT_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": tool["name"],
+            "description": tool["description"],
+            "parameters": tool["input_schema"],
+        },
+    }
+    for tool in HOST_TOOLS
+]
+
+Loop = Callable[[str], None]
+"""One request in the given mode."""
 
 
-def largest(fmt: str) -> dict[str, Any]:
+def largest(fmt: str) -> BenchSession:
     path = TRANSCRIPTS / f"claude_code_spotter.{fmt}.jsonl"
-    best = max(path.read_text(encoding="utf-8").splitlines(), key=len)
-    return dict(json.loads(best))
+    row = json.loads(max(path.read_text(encoding="utf-8").splitlines(), key=len))
+    name = f"claude_code_spotter[{fmt}]"
+    return BenchSession(
+        name, "anthropic" if fmt == "anthropic" else "openai", SYSTEM, row["messages"]
+    )
 
 
-def interleaved(first: Callable[[], object], second: Callable[[], object]) -> tuple[float, float]:
-    """Median seconds per call of ``first`` and ``second``, timed alternately in batches so
-    that both see the same machine state (frequency, caches, other load)."""
-    a: list[float] = []
-    b: list[float] = []
-    for _ in range(REPEATS):
-        for run, out in ((first, a), (second, b)):
-            start = time.perf_counter()
-            for _ in range(BATCH):
-                run()
-            out.append((time.perf_counter() - start) / BATCH)
-    return statistics.median(a), statistics.median(b)
+class Histories:
+    """The history a host passes in each mode (the new-dicts copies built in advance)."""
+
+    def __init__(self, session: BenchSession) -> None:
+        self.messages = session.messages
+        self._copies = cycle([session.fresh_messages(), session.fresh_messages()])
+
+    def __call__(self, mode: str) -> list[dict[str, Any]]:
+        if mode == "new list":
+            return list(self.messages)
+        if mode == "new dicts":
+            return next(self._copies)
+        return self.messages
 
 
-def anthropic_case(kernel: ctxengine.Kernel) -> tuple[Callable[[bool], None], Callable[[], None]]:
-    row = largest("anthropic")
-    messages, system = row["messages"], row.get("system")
+class FakeStream:
+    """What the SDK's ``create(stream=True)`` returns, over prebuilt events."""
+
+    def __init__(self, events: list[Any]) -> None:
+        self._events = events
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._events)
+
+    def close(self) -> None:
+        pass
+
+
+def anthropic_case(kernel: ctxengine.Kernel) -> tuple[Loop, Loop, list[Any]]:
+    histories = Histories(largest("anthropic"))
     response = Message.model_validate(
         {
             "id": "msg_bench",
@@ -74,39 +143,87 @@ def anthropic_case(kernel: ctxengine.Kernel) -> tuple[Callable[[bool], None], Ca
             "usage": USAGE_ANTHROPIC,
         }
     )
+    start = {**response.model_dump(exclude_none=True), "content": [], "stop_reason": None}
+    events = TypeAdapter(list[RawMessageStreamEvent]).validate_python(
+        [
+            {"type": "message_start", "message": start},
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "ok"},
+            },
+            {"type": "content_block_stop", "index": 0},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn"},
+                "usage": USAGE_ANTHROPIC,
+            },
+            {"type": "message_stop"},
+        ]
+    )
+
+    def send(**kwargs: Any) -> Any:
+        return FakeStream(events) if kwargs.get("stream") else response
+
     client = anthropic.Anthropic(api_key="bench", base_url="http://127.0.0.1:9")
-    client.messages.create = lambda **_: response  # type: ignore[method-assign,assignment]
+    client.messages.create = send  # type: ignore[method-assign,assignment]
     wrapped = ctxengine.wrap(client, kernel=kernel, session_id="bench-wrap-anthropic")
     wrapped.session.update_usage(USAGE_ANTHROPIC)
     bare = kernel.session("bench-bare-anthropic")
     bare.update_usage(USAGE_ANTHROPIC)
-    tools: list[dict[str, Any]] = []
 
-    def through_wrapper(new_list: bool) -> None:
-        history = list(messages) if new_list else messages
-        wrapped.messages.create(
-            model="claude-sonnet-4-6", max_tokens=1024, system=system, messages=history
-        )
+    def through_wrapper(mode: str) -> None:
+        arguments = {
+            "model": "claude-sonnet-4-6",
+            "max_tokens": 1024,
+            "system": SYSTEM,
+            "messages": histories(mode),
+            "tools": HOST_TOOLS,
+        }
+        if mode == "stream":
+            for _ in wrapped.messages.create(**arguments, stream=True):
+                pass
+        else:
+            wrapped.messages.create(**arguments)
 
-    def by_hand() -> None:
-        if bare.should_compress(messages, system):
+    def by_hand(mode: str) -> None:
+        messages = histories(mode)
+        if bare.should_compress(messages, SYSTEM):
             raise AssertionError("the benchmark must stay below the threshold")
         request = bare.prepare(
             {
                 "model": "claude-sonnet-4-6",
-                "system": system,
+                "system": SYSTEM,
                 "messages": messages,
-                "tools": tools + bare.tool_schemas("anthropic"),
+                "tools": HOST_TOOLS + bare.tool_schemas("anthropic"),
             }
         )
-        result = client.messages.create(max_tokens=1024, **request)
-        bare.update_usage(result.usage)
+        if mode == "stream":
+            usage = None
+            for event in client.messages.create(max_tokens=1024, **request, stream=True):
+                if event.type == "message_delta":
+                    usage = event.usage
+            bare.update_usage(usage)
+        else:
+            bare.update_usage(client.messages.create(max_tokens=1024, **request).usage)
 
-    return through_wrapper, by_hand
+    return through_wrapper, by_hand, [wrapped.session, bare]
 
 
-def chat_case(kernel: ctxengine.Kernel) -> tuple[Callable[[bool], None], Callable[[], None]]:
-    messages = largest("openai")["messages"]
+def chat_case(kernel: ctxengine.Kernel) -> tuple[Loop, Loop, list[Any]]:
+    session = largest("openai")
+    session = BenchSession(
+        session.name,
+        session.format,
+        None,
+        [{"role": "system", "content": SYSTEM}, *session.messages],
+    )
+    histories = Histories(session)
     response = ChatCompletion.model_validate(
         {
             "id": "chatcmpl-bench",
@@ -123,31 +240,107 @@ def chat_case(kernel: ctxengine.Kernel) -> tuple[Callable[[bool], None], Callabl
             "usage": USAGE_CHAT,
         }
     )
+    chunk = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0}
+    chunk["model"] = "claude-sonnet-4-6"
+    chunks = [
+        ChatCompletionChunk.model_validate(
+            {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "ok"}}]}
+        ),
+        ChatCompletionChunk.model_validate(
+            {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        ),
+        ChatCompletionChunk.model_validate({**chunk, "choices": [], "usage": USAGE_CHAT}),
+    ]
+
+    def send(**kwargs: Any) -> Any:
+        return FakeStream(chunks) if kwargs.get("stream") else response
+
     client = openai.OpenAI(api_key="bench", base_url="http://127.0.0.1:9/v1")
-    client.chat.completions.create = lambda **_: response  # type: ignore[method-assign,assignment]
+    client.chat.completions.create = send  # type: ignore[method-assign,assignment]
     wrapped = ctxengine.wrap(client, kernel=kernel, session_id="bench-wrap-chat")
     wrapped.session.update_usage(USAGE_CHAT)
     bare = kernel.session("bench-bare-chat")
     bare.update_usage(USAGE_CHAT)
 
-    def through_wrapper(new_list: bool) -> None:
-        history = list(messages) if new_list else messages
-        wrapped.chat.completions.create(model="claude-sonnet-4-6", messages=history)
+    def through_wrapper(mode: str) -> None:
+        messages = histories(mode)
+        if mode == "stream":
+            stream = wrapped.chat.completions.create(
+                model="claude-sonnet-4-6", messages=messages, tools=CHAT_TOOLS, stream=True
+            )
+            for _ in stream:
+                pass
+        else:
+            wrapped.chat.completions.create(
+                model="claude-sonnet-4-6", messages=messages, tools=CHAT_TOOLS
+            )
 
-    def by_hand() -> None:
+    def by_hand(mode: str) -> None:
+        messages = histories(mode)
         if bare.should_compress(messages):
             raise AssertionError("the benchmark must stay below the threshold")
         request = bare.prepare(
             {
                 "model": "claude-sonnet-4-6",
                 "messages": messages,
-                "tools": bare.tool_schemas("openai"),
+                "tools": CHAT_TOOLS + bare.tool_schemas("openai"),
             }
         )
-        result = client.chat.completions.create(**request)
-        bare.update_usage(result.usage)
+        if mode == "stream":
+            usage = None
+            stream = client.chat.completions.create(
+                **request, stream=True, stream_options={"include_usage": True}
+            )
+            for event in stream:
+                if event.usage is not None:
+                    usage = event.usage
+            bare.update_usage(usage)
+        else:
+            bare.update_usage(client.chat.completions.create(**request).usage)
 
-    return through_wrapper, by_hand
+    return through_wrapper, by_hand, [wrapped.session, bare]
+
+
+def interleaved(first: Callable[[], object], second: Callable[[], object]) -> tuple[float, float]:
+    """Median CPU seconds per call of ``first`` and ``second``, timed alternately in batches so
+    that both see the same machine state (frequency, caches, other load)."""
+    a: list[float] = []
+    b: list[float] = []
+    for _ in range(REPEATS):
+        for run, out in ((first, a), (second, b)):
+            start = time.thread_time()
+            for _ in range(BATCH):
+                run()
+            out.append((time.thread_time() - start) / BATCH)
+    return statistics.median(a), statistics.median(b)
+
+
+def replay_kernel(session: ctxengine.Session) -> None:
+    """Replace the session's per-request kernel calls by replays of their results (the prepared
+    request and the memo's view of each history length are made once by the real calls)."""
+    prepared: dict[tuple[int, bool], list[Any]] = {}
+    usage = session.ctx.last_usage
+    real_prepare = session.prepare
+
+    def prepare(request: Any) -> dict[str, Any]:
+        key = (len(request["messages"]), "system" in request)
+        if key not in prepared:
+            prepared[key] = real_prepare(request)["messages"]
+        return {**request, "messages": prepared[key]}
+
+    memo = session.ctx.memo
+    real_view_of = memo.view_of
+    views: dict[int, Any] = {}
+
+    def view_of(messages: Any) -> Any:  # what should_compress leaves for prepare to reuse
+        if len(messages) not in views:
+            views[len(messages)] = real_view_of(messages)
+        return views[len(messages)]
+
+    memo.view_of = view_of  # type: ignore[method-assign]
+    session.should_compress = lambda *args, **kwargs: False  # type: ignore[method-assign]
+    session.prepare = prepare  # type: ignore[method-assign]
+    session.update_usage = lambda *args, **kwargs: usage  # type: ignore[method-assign]
 
 
 def main() -> None:
@@ -159,17 +352,32 @@ def main() -> None:
         }
     )
     for name, case in (("anthropic.messages", anthropic_case), ("openai.chat", chat_case)):
-        through_wrapper, by_hand = case(kernel)
-        through_wrapper(False)  # warm: the wrapper has sent this history before
-        by_hand()
-        for label, new_list in (("same list", False), ("new list", True)):
+        through_wrapper, by_hand, sessions = case(kernel)
+        for mode in MODES:  # warm: the wrapper has sent this history before
+            through_wrapper(mode)
+            by_hand(mode)
+        for mode in MODES:
             wrapper, bare = interleaved(
-                lambda run=through_wrapper, new_list=new_list: run(new_list),  # type: ignore[misc]
-                by_hand,
+                lambda run=through_wrapper, mode=mode: run(mode),  # type: ignore[misc]
+                lambda run=by_hand, mode=mode: run(mode),  # type: ignore[misc]
             )
             print(
-                f"wrapper_vs_kernel[{name}, {label}]\t{wrapper / bare:.2f}x "
-                f"({wrapper * 1e3:.3f} ms vs {bare * 1e3:.3f} ms)\ttarget<=1.1x"
+                f"wrapper_vs_kernel[{name}, {mode}]\t{wrapper / bare:.2f}x "
+                f"(+{(wrapper - bare) * 1e6:.0f} µs: {wrapper * 1e6:.0f} µs vs "
+                f"{bare * 1e6:.0f} µs)\ttarget<=1.1x"
+            )
+        for session in sessions:
+            replay_kernel(session)
+        for mode in MODES:
+            through_wrapper(mode)
+            by_hand(mode)
+            wrapper, bare = interleaved(
+                lambda run=through_wrapper, mode=mode: run(mode),  # type: ignore[misc]
+                lambda run=by_hand, mode=mode: run(mode),  # type: ignore[misc]
+            )
+            print(
+                f"wrapper_own_us[{name}, {mode}]\t{(wrapper - bare) * 1e6:.1f} µs "
+                f"(kernel calls replayed)\t-"
             )
 
 
