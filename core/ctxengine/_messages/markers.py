@@ -44,6 +44,7 @@ __all__ = [
     "mark_message",
     "mark_system",
     "marked_items",
+    "marker_count",
     "marker_findings",
     "marker_positions",
     "marker_problems",
@@ -384,6 +385,24 @@ def _collect(
     if isinstance(content, list):
         for k, block in enumerate(content):
             _collect(block, f"{where}.content[{k}]", index, found)
+
+
+def marker_count(items: Sequence[object]) -> int:
+    """How many of the markers :func:`marked_items` finds are in ``items`` (messages, system
+    blocks or tools): on each item, on the blocks of its ``content`` list and on theirs.
+
+    The same walk without the positions, for callers that only count (the SDK wrappers count
+    the markers of every request they send)."""
+    count = 0
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if item.get("cache_control") is not None:
+            count += 1
+        content = item.get("content")
+        if isinstance(content, list):
+            count += marker_count(content)
+    return count
 
 
 def marker_positions(request: Mapping[str, Any]) -> list[tuple[str, Any]]:

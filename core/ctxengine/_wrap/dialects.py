@@ -54,9 +54,11 @@ def listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else list(value)
 
 
-def _field(obj: Any, key: str) -> Any:
+def field(obj: Any, key: str) -> Any:
     """``obj[key]`` for a mapping, ``obj.key`` for an SDK object (read without dumping it)."""
-    return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
+    if type(obj) is dict or isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
 
 
 def _needs_dump(message: Any) -> bool:
@@ -95,7 +97,8 @@ class Dialect:
         raise NotImplementedError
 
     def tool_names(self, tools: Sequence[Any]) -> list[str]:
-        """Names of the tools in a request's ``tools`` list."""
+        """Names of the tools in a request's ``tools`` list (read without dumping them: this
+        runs on every request, over every tool of the host's)."""
         raise NotImplementedError
 
     def engine_tools(self, session: Session) -> list[dict[str, Any]]:
@@ -157,19 +160,19 @@ class AnthropicDialect(Dialect):
         return request
 
     def tool_names(self, tools: Sequence[Any]) -> list[str]:
-        return [str(plain(tool).get("name")) for tool in tools]
+        return [str(field(tool, "name")) for tool in tools]
 
     def calls(self, response: Any) -> list[EngineCall]:
         # Read the blocks' fields directly: dumping the whole response costs more than the rest
         # of the wrapper's work on a response without tool calls.
         return [
             EngineCall(
-                id=str(_field(block, "id")),
-                name=str(_field(block, "name")),
-                arguments=_field(block, "input") or {},
+                id=str(field(block, "id")),
+                name=str(field(block, "name")),
+                arguments=field(block, "input") or {},
             )
-            for block in _field(response, "content") or []
-            if _field(block, "type") == "tool_use"
+            for block in field(response, "content") or []
+            if field(block, "type") == "tool_use"
         ]
 
     def assistant(self, response: Any) -> list[Message]:
@@ -244,24 +247,23 @@ class ChatDialect(Dialect):
     def tool_names(self, tools: Sequence[Any]) -> list[str]:
         names = []
         for tool in tools:
-            data = plain(tool)
-            function = data.get("function")
-            names.append(str(function.get("name") if isinstance(function, Mapping) else None))
+            function = field(tool, "function")
+            names.append(str(None if function is None else field(function, "name")))
         return names
 
     def calls(self, response: Any) -> list[EngineCall]:
-        choices = _field(response, "choices") or []
+        choices = field(response, "choices") or []
         if not choices:
             raise ValueError("the chat completion carries no choices")
-        calls = _field(_field(choices[0], "message"), "tool_calls") or []
+        calls = field(field(choices[0], "message"), "tool_calls") or []
         found = []
         for call in calls:
-            function = _field(call, "function")
+            function = field(call, "function")
             found.append(
                 EngineCall(
-                    id=str(_field(call, "id")),
-                    name=str(_field(function, "name")),
-                    arguments=_field(function, "arguments") or "",
+                    id=str(field(call, "id")),
+                    name=str(field(function, "name")),
+                    arguments=field(function, "arguments") or "",
                 )
             )
         return found
@@ -320,7 +322,7 @@ class ResponsesDialect(Dialect):
         return {**kwargs, "input": self.items.to_items(messages)}
 
     def tool_names(self, tools: Sequence[Any]) -> list[str]:
-        return [str(plain(tool).get("name")) for tool in tools]
+        return [str(field(tool, "name")) for tool in tools]
 
     def engine_tools(self, session: Session) -> list[dict[str, Any]]:
         flat = []

@@ -47,6 +47,10 @@ class HistoryView:
         self._sent: list[Message] = []
         self._committed = 0
         self._sent_system: SystemPrompt | None = None
+        # What commit takes from the last resolve: the host's history (None: the covered list
+        # plus _added) and the messages it added.
+        self._next_host: list[Any] | None = []
+        self._added: list[Any] = []
         self.pending: dict[str, tuple[str, str]] = {}
         """Engine tool results not yet sent: call id -> (tool name, result text)."""
 
@@ -69,17 +73,35 @@ class HistoryView:
         """What to send for ``host`` (the host's whole history for this call).
 
         ``to_engine`` converts host messages the view has not seen yet into the kernel's form.
+        What :meth:`commit` will remember of ``host`` is taken here, so messages the host adds
+        to its list while the call runs (during a stream, say) are not taken as sent.
         """
         covered = len(self._host)
         reset = False
-        # A slice compares in C, by identity first: O(covered) pointer checks for a host that
-        # re-sends the same message objects.
-        prefix = host[:covered] if isinstance(host, list) else list(host[:covered])
-        if covered and (len(host) < covered or prefix != self._host):
-            reset = True
-            self.clear()
-            covered = 0
-        new = to_engine(host[covered:])
+        prefix: list[Any] = []
+        if covered:
+            # A list comparison runs in C, by identity first: O(covered) pointer checks for a
+            # host that re-sends the same message objects.
+            if len(host) == covered and isinstance(host, list):
+                prefix = host
+            elif len(host) > covered:
+                prefix = host[:covered] if isinstance(host, list) else list(host[:covered])
+            if len(host) < covered or prefix != self._host:
+                reset = True
+                self.clear()
+                covered = 0
+        added = host[covered:] if isinstance(host, list) else list(host[covered:])
+        if not covered:
+            self._next_host = added
+        elif host[0] is self._host[0] and host[covered - 1] is self._host[-1]:
+            # The host re-sent the very objects (as far as the ends tell; an equal copy in the
+            # middle only costs a comparison of that message next time): what it added is
+            # appended to the covered list instead of copying the whole history again.
+            self._next_host = None
+        else:
+            self._next_host = [*prefix, *added]
+        self._added = added
+        new = to_engine(added)
         if not covered:
             return ResolvedHistory(messages=new, system=host_system, reset=reset)
         if len(self._sent) != self._committed:
@@ -93,14 +115,15 @@ class HistoryView:
         return ResolvedHistory(messages=self._sent, system=system, reset=False)
 
     def commit(
-        self,
-        host: Sequence[Any],
-        host_system: Any,
-        sent: list[Message],
-        sent_system: SystemPrompt | None,
+        self, host_system: Any, sent: list[Message], sent_system: SystemPrompt | None
     ) -> None:
-        """Remember that ``sent`` (with ``sent_system``) stood for ``host`` in this call."""
-        self._host = list(host)
+        """Remember that ``sent`` (with ``sent_system``) stood for the host's history of the
+        last :meth:`resolve` (with ``host_system``) in this call."""
+        if self._next_host is None:
+            self._host.extend(self._added)
+        else:
+            self._host = self._next_host
+        self._next_host, self._added = [], []
         self._host_system = host_system
         self._sent = sent
         self._committed = len(sent)
@@ -113,4 +136,5 @@ class HistoryView:
         self._sent = []
         self._committed = 0
         self._sent_system = None
+        self._next_host, self._added = [], []
         self.pending = {}

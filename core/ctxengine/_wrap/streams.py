@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from types import TracebackType
 from typing import Any
 
-from ctxengine._wrap.dialects import plain
+from ctxengine._wrap.dialects import field, plain
 
 _END = object()
 
@@ -39,30 +39,34 @@ class AnthropicCollector:
         self._json: dict[int, str] = {}
 
     def feed(self, event: Any) -> None:
-        data = plain(event)
-        kind = data.get("type")
+        # Only the parts each event contributes are dumped, not the whole event: this runs on
+        # every event of every streamed request.
+        kind = field(event, "type")
         if kind == "message_start":
-            self.message = {**data["message"], "content": list(data["message"].get("content", []))}
+            message = plain(field(event, "message"))
+            self.message = {**message, "content": list(message.get("content", []))}
             return
         if self.message is None:
             return
         content: list[dict[str, Any]] = self.message["content"]
         if kind == "content_block_start":
-            content.append(dict(data["content_block"]))
+            content.append(dict(plain(field(event, "content_block"))))
         elif kind == "content_block_delta":
-            self._delta(content[data["index"]], data["index"], data["delta"])
+            index = field(event, "index")
+            self._delta(content[index], index, plain(field(event, "delta")))
         elif kind == "content_block_stop":
-            index = data["index"]
+            index = field(event, "index")
             if index in self._json:
                 text = self._json.pop(index)
                 content[index]["input"] = json.loads(text) if text.strip() else {}
         elif kind == "message_delta":
-            delta = data.get("delta") or {}
+            delta = plain(field(event, "delta")) or {}
             for key in ("stop_reason", "stop_sequence"):
                 if key in delta:
                     self.message[key] = delta[key]
             # message_delta usage is cumulative: its counts replace those of message_start.
-            self.message["usage"] = {**self.message.get("usage", {}), **data.get("usage", {})}
+            usage = plain(field(event, "usage")) or {}
+            self.message["usage"] = {**self.message.get("usage", {}), **usage}
 
     def _delta(self, block: dict[str, Any], index: int, delta: dict[str, Any]) -> None:
         kind = delta.get("type")
@@ -94,13 +98,13 @@ class ChatCollector:
         self.usage: dict[str, Any] | None = None
 
     def feed(self, chunk: Any) -> None:
-        data = plain(chunk)
-        if data.get("usage"):
-            self.usage = data["usage"]
-        for choice in data.get("choices") or []:
-            if choice.get("index", 0) != 0:
+        usage = field(chunk, "usage")
+        if usage:
+            self.usage = plain(usage)
+        for choice in field(chunk, "choices") or []:
+            if (field(choice, "index") or 0) != 0:
                 continue
-            delta = choice.get("delta") or {}
+            delta = plain(field(choice, "delta")) or {}
             self.content += delta.get("content") or ""
             self.reasoning += delta.get("reasoning_content") or ""
             for call in delta.get("tool_calls") or []:
@@ -113,8 +117,9 @@ class ChatCollector:
                 function = call.get("function") or {}
                 slot["function"]["name"] += function.get("name") or ""
                 slot["function"]["arguments"] += function.get("arguments") or ""
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
+            finish_reason = field(choice, "finish_reason")
+            if finish_reason:
+                self.finish_reason = finish_reason
 
     def final(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.content or None}

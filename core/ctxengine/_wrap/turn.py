@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol
 
 from ctxengine._kernel.session import Session
 from ctxengine._messages.conversation import Message, SystemPrompt
-from ctxengine._messages.markers import marker_positions
+from ctxengine._messages.markers import marker_count
 from ctxengine._plugin.results import CompressResult
 from ctxengine._wrap.dialects import (
     AnthropicDialect,
@@ -85,7 +85,7 @@ class WrappedConversation:
         self.on_record = on_record
         self._views: dict[Api, HistoryView] = {}
         self._dialects: dict[Api, Dialect] = {}
-        self._schemas: dict[Api, list[dict[str, Any]]] = {}
+        self._schemas: dict[Api, tuple[list[dict[str, Any]], list[str]]] = {}
         self._names: frozenset[str] | None = None
 
     def dialect(self, api: Api) -> Dialect:
@@ -98,12 +98,15 @@ class WrappedConversation:
             self._views[api] = HistoryView()
         return self._views[api]
 
-    def engine_schemas(self, api: Api) -> list[dict[str, Any]]:
-        """The engine's tools as ``api`` declares them ([] with ``tools="off"``)."""
+    def engine_schemas(self, api: Api) -> tuple[list[dict[str, Any]], list[str]]:
+        """The engine's tools as ``api`` declares them, and their names (empty with
+        ``tools="off"``). Read once: the engine's tools are fixed for its session."""
         if self.tools == "off":
-            return []
+            return [], []
         if api not in self._schemas:
-            self._schemas[api] = self.dialect(api).engine_tools(self.session)
+            dialect = self.dialect(api)
+            schemas = dialect.engine_tools(self.session)
+            self._schemas[api] = (schemas, dialect.tool_names(schemas))
         return self._schemas[api]
 
     def engine_tool_names(self) -> frozenset[str]:
@@ -198,28 +201,34 @@ class Turn:
             return self._request
         request = self.dialect.join(self.kwargs, self.messages, self.system)
         request = self._with_tools(request)
+        # Which of the messages carry markers before the strategy runs: should_compress has
+        # just resolved this list in the memo (or this resolves it and prepare reuses it).
+        marked = (
+            self.session.ctx.memo.view_of(self.messages).marked if "messages" in request else ()
+        )
         self._request = self.dialect.prepare(self.session, request)
-        self._breakpoints = _markers_added(request, self._request)
+        self._breakpoints = _markers_added(request, self._request, marked)
         return self._request
 
     def _with_tools(self, request: dict[str, Any]) -> dict[str, Any]:
-        schemas = self.conversation.engine_schemas(self.api)
+        schemas, engine_names = self.conversation.engine_schemas(self.api)
         if not schemas:
             return request
         host_tools = list(request["tools"]) if given(request.get("tools")) else []
         host_names = dict(zip(self.dialect.tool_names(host_tools), host_tools, strict=True))
-        engine_names = self.dialect.tool_names(schemas)
         added = []
+        added_names = []
         for name, schema in zip(engine_names, schemas, strict=True):
             if name not in host_names:
                 added.append(schema)
+                added_names.append(name)
             elif plain(host_names[name]) != schema:
                 raise ValueError(
                     f"the request's tools already hold a tool named {name!r}, which the "
                     f"{self.session.ctx.engine!r} engine offers; rename the host's tool or wrap "
                     "the client with tools='off'"
                 )
-        self.tools_added = tuple(self.dialect.tool_names(added))
+        self.tools_added = tuple(added_names)
         if added:
             request["tools"] = [*host_tools, *added]
         return request
@@ -278,7 +287,7 @@ class Turn:
     def finish(self) -> CallRecord:
         """Remember what was sent and store the call's record."""
         if not self.stateful:
-            self.view.commit(self.host, self.host_system, self.messages, self.system)
+            self.view.commit(self.host_system, self.messages, self.system)
             for call_id in self._supplied_ids:
                 self.view.pending.pop(call_id, None)
             if isinstance(self.dialect, ResponsesDialect):
@@ -301,24 +310,55 @@ class Turn:
         return [(call, self.session.call_tool(call.name, call.arguments)) for call in calls]
 
 
-def _markers_added(before: Mapping[str, Any], after: Mapping[str, Any]) -> int:
-    """The ``cache_control`` markers in ``after``, the prepared form of ``before``.
+EDGE_MESSAGES = 8
+"""Messages at each end of a request that :func:`_markers_added` compares one by one: where
+cache strategies put their markers (an OpenAI system prompt first, the rolling breakpoints
+last). Elsewhere one comparison in C covers them all."""
+
+
+def _markers_added(
+    before: Mapping[str, Any], after: Mapping[str, Any], marked: Sequence[int]
+) -> int:
+    """The ``cache_control`` markers in ``after``, the prepared form of ``before``, whose
+    messages at the indices ``marked`` carried markers before it was prepared.
 
     A cache strategy copies only what it marks (and strips markers from what it copies), so the
-    markers are in the parts that are no longer the same objects: only those are walked, which
-    keeps this O(messages) identity checks instead of a walk through every block.
+    markers are in the parts that are no longer the same objects: only those are walked.
     """
-    changed: dict[str, list[Any]] = {}
-    for key in ("tools", "system", "messages"):
+    total = 0
+    for key in ("tools", "system"):
         old, new = before.get(key), after.get(key)
-        if new is old or not isinstance(new, list):
-            continue
-        if key == "messages" and isinstance(old, list):
-            # map/compress keep the per-message identity check in C.
-            changed[key] = [*compress(new, map(is_not, new, old)), *new[len(old) :]]
-        else:
-            changed[key] = new
-    return len(marker_positions(changed))
+        if new is not old and isinstance(new, list):
+            total += marker_count(new)
+    old, new = before.get("messages"), after.get("messages")
+    if new is old or not isinstance(new, list):
+        return total
+    if not isinstance(old, list):
+        return total + marker_count(new)
+    return total + marker_count(_copied(old, new, marked))
+
+
+def _copied(old: list[Any], new: list[Any], marked: Sequence[int]) -> list[Any]:
+    """The messages of ``new`` that are not ``old``'s objects at their position, and those past
+    ``old``'s end (``marked``: the indices of ``old``'s messages that carry markers)."""
+    count = len(old)
+    head, tail = 1, count - EDGE_MESSAGES
+    if (
+        tail > head
+        and len(new) >= count
+        and not any(head <= index < tail for index in marked)
+        and new[head:tail] == old[head:tail]
+    ):
+        # The middle holds old's objects or copies equal to them, and an equal copy carries a
+        # marker only where its original does (none does there): only the ends are looked at
+        # one by one, instead of an identity check per message of a long history.
+        ends = [
+            *zip(new[:head], old[:head], strict=True),
+            *zip(new[tail:count], old[tail:], strict=True),
+        ]
+        return [*(message for message, was in ends if message is not was), *new[count:]]
+    # map/compress keep the per-message identity check in C.
+    return [*compress(new, map(is_not, new, old)), *new[count:]]
 
 
 # -- drivers ---------------------------------------------------------------------------------
