@@ -1,0 +1,176 @@
+"""What the wrapper remembers between calls is never stale: the host's history (its list grown,
+edited or replaced, also while a stream runs), its tools, and the markers a request carried."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+import ctxengine
+from ctxengine import Kernel
+from ctxengine.messages import marker_positions
+from ctxengine.testing.fake_api import FakeAPI
+
+MODEL = "claude-sonnet-4-6"
+
+
+def _anthropic(api: FakeAPI, kernel: Kernel) -> Any:
+    client = anthropic.Anthropic(api_key="k", base_url=api.base_url, max_retries=0)
+    return ctxengine.wrap(client, kernel=kernel)
+
+
+def _create(wrapped: Any, messages: list[Any], **extra: Any) -> Any:
+    return wrapped.messages.create(model=MODEL, max_tokens=100, messages=messages, **extra)
+
+
+def _texts(body: dict[str, Any]) -> list[str]:
+    """The text of each message a request carried (its first text block for block lists)."""
+    texts = []
+    for message in body["messages"]:
+        content = message["content"]
+        texts.append(content if isinstance(content, str) else content[0].get("text", ""))
+    return texts
+
+
+def _turns(count: int) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = []
+    for i in range(count):
+        history.append({"role": "user", "content": f"question {i}"})
+        history.append({"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}]})
+    history.append({"role": "user", "content": "the last question"})
+    return history
+
+
+def test_a_history_grown_edited_or_replaced_in_place_is_sent_as_it_is_now(
+    api: FakeAPI, lcm_kernel: Callable[..., Kernel]
+) -> None:
+    wrapped = _anthropic(api, lcm_kernel())
+    history = _turns(3)
+    _create(wrapped, history)
+    # Appended to the same list: the new messages follow what was sent.
+    history += [
+        {"role": "assistant", "content": [{"type": "text", "text": "more"}]},
+        {"role": "user", "content": "and then?"},
+    ]
+    _create(wrapped, history)
+    assert _texts(api.requests[-1].body)[-2:] == ["more", "and then?"]
+    assert not wrapped.last_record.history_reset
+    # A message edited in place (the same object): the request carries the edit.
+    history[2]["content"] = "question 1, edited"
+    history[3]["content"][0]["text"] = "answer 1, edited"
+    _create(wrapped, history)
+    assert _texts(api.requests[-1].body)[2:4] == ["question 1, edited", "answer 1, edited"]
+    # A message replaced in the list: the view is dropped and the history sent as given.
+    history[0] = {"role": "user", "content": "a different start"}
+    _create(wrapped, history)
+    assert wrapped.last_record.history_reset
+    assert _texts(api.requests[-1].body) == _texts({"messages": history})
+    # Truncated and grown back to the same length: not mistaken for the covered history.
+    del history[-2:]
+    history += [
+        {"role": "assistant", "content": [{"type": "text", "text": "other"}]},
+        {"role": "user", "content": "other question"},
+    ]
+    _create(wrapped, history)
+    assert wrapped.last_record.history_reset
+    assert _texts(api.requests[-1].body)[-2:] == ["other", "other question"]
+
+
+def test_new_dicts_of_the_same_history_continue_it(
+    api: FakeAPI, lcm_kernel: Callable[..., Kernel]
+) -> None:
+    wrapped = _anthropic(api, lcm_kernel())
+    _create(wrapped, _turns(3))
+    rebuilt = [*_turns(3), {"role": "assistant", "content": "ok"}, {"role": "user", "content": "?"}]
+    _create(wrapped, rebuilt)
+    assert not wrapped.last_record.history_reset
+    assert _texts(api.requests[-1].body) == _texts({"messages": rebuilt})
+    # The rebuilt dicts are what the view covers now: an edit to them is seen.
+    rebuilt[0]["content"] = "edited after the rebuild"
+    _create(wrapped, rebuilt)
+    assert _texts(api.requests[-1].body)[0] == "edited after the rebuild"
+
+
+def test_messages_added_while_a_stream_runs_are_sent_with_the_next_call(
+    api: FakeAPI, lcm_kernel: Callable[..., Kernel]
+) -> None:
+    wrapped = _anthropic(api, lcm_kernel())
+    history: list[Any] = [{"role": "user", "content": "hi"}]
+    for event in _create(wrapped, history, stream=True):
+        if event.type == "message_stop":  # before the stream ends: the call is not finished
+            history.append({"role": "assistant", "content": "hello"})
+            history.append({"role": "user", "content": "how are you?"})
+    _create(wrapped, history)
+    assert _texts(api.requests[-1].body) == ["hi", "hello", "how are you?"]
+
+
+def test_a_change_of_the_host_tools_between_calls_is_seen(
+    api: FakeAPI, lcm_kernel: Callable[..., Kernel]
+) -> None:
+    wrapped = _anthropic(api, lcm_kernel())
+    engine = [tool["name"] for tool in wrapped.session.tool_schemas("anthropic")]
+    schema = {"type": "object", "properties": {}}
+    tools = [{"name": "read", "description": "Read a file.", "input_schema": schema}]
+    history: list[Any] = [{"role": "user", "content": "hi"}]
+
+    def sent_tools() -> list[str]:
+        return [tool["name"] for tool in api.requests[-1].body["tools"]]
+
+    _create(wrapped, history, tools=tools)
+    assert sent_tools() == ["read", *engine]
+    tools.append({"name": "write", "description": "Write a file.", "input_schema": schema})
+    _create(wrapped, history, tools=tools)  # the same list, grown in place
+    assert sent_tools() == ["read", "write", *engine]
+    tools[0]["name"] = "open"  # a tool renamed in place
+    _create(wrapped, history, tools=tools)
+    assert sent_tools() == ["open", "write", *engine]
+    assert list(wrapped.last_record.tools_added) == engine
+    _create(wrapped, history)  # no tools of the host's
+    assert sent_tools() == engine
+    tools.append({"name": engine[0], "description": "mine", "input_schema": schema})
+    with pytest.raises(ValueError, match=f"already hold a tool named '{engine[0]}'"):
+        _create(wrapped, history, tools=tools)
+
+
+@pytest.mark.parametrize("where", ["none", "middle", "end", "everywhere"])
+def test_breakpoints_are_the_markers_the_request_carried(
+    api: FakeAPI, lcm_kernel: Callable[..., Kernel], where: str
+) -> None:
+    wrapped = _anthropic(api, lcm_kernel(context_length=200_000))
+    history = _turns(12)
+    marked = {"none": [], "middle": [9], "end": [len(history) - 2], "everywhere": [0, 9, 23]}
+    for index in marked[where]:  # the host's own markers, on a block or on a string content
+        content = history[index]["content"]
+        block = content[0] if isinstance(content, list) else {"type": "text", "text": content}
+        history[index]["content"] = [{**block, "cache_control": {"type": "ephemeral"}}]
+    for system in (None, "Be brief."):
+        extra = {} if system is None else {"system": system}
+        _create(wrapped, history, **extra)
+        body = api.requests[-1].body
+        assert wrapped.last_record.rounds[-1].breakpoints == len(marker_positions(body)) > 0
+
+
+def test_chat_breakpoints_are_the_markers_the_request_carried(
+    api: FakeAPI, lcm_kernel: Callable[..., Kernel]
+) -> None:
+    client = openai.OpenAI(api_key="k", base_url=api.openai_base_url, max_retries=0)
+    wrapped = ctxengine.wrap(client, kernel=lcm_kernel(context_length=200_000))
+    history: list[Any] = [{"role": "system", "content": "Be brief."}]
+    for i in range(12):
+        history += [
+            {"role": "user", "content": f"question {i}"},
+            {"role": "assistant", "content": f"answer {i}"},
+        ]
+    history.append({"role": "user", "content": "the last question"})
+    for _ in range(2):
+        wrapped.chat.completions.create(model=MODEL, messages=history)
+        body = api.requests[-1].body
+        assert wrapped.last_record.rounds[-1].breakpoints == len(marker_positions(body)) > 0
+        history[8] = {"role": "user", "content": [{"type": "text", "text": "marked", **_EPH}]}
+
+
+_EPH = {"cache_control": {"type": "ephemeral"}}
