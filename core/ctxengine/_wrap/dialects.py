@@ -54,11 +54,18 @@ def listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else list(value)
 
 
+_MAPPING_TYPES: dict[type, bool] = {dict: True}
+"""Whether a type is a mapping, per type seen: ``isinstance`` against the ``Mapping`` ABC costs
+more than the read itself on SDK objects, which every response and stream event is."""
+
+
 def field(obj: Any, key: str) -> Any:
     """``obj[key]`` for a mapping, ``obj.key`` for an SDK object (read without dumping it)."""
-    if type(obj) is dict or isinstance(obj, Mapping):
-        return obj.get(key)
-    return getattr(obj, key, None)
+    kind = type(obj)
+    mapping = _MAPPING_TYPES.get(kind)
+    if mapping is None:
+        mapping = _MAPPING_TYPES[kind] = isinstance(obj, Mapping)
+    return obj.get(key) if mapping else getattr(obj, key, None)
 
 
 def _needs_dump(message: Any) -> bool:

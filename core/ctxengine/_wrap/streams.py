@@ -53,33 +53,34 @@ class AnthropicCollector:
             content.append(dict(plain(field(event, "content_block"))))
         elif kind == "content_block_delta":
             index = field(event, "index")
-            self._delta(content[index], index, plain(field(event, "delta")))
+            self._delta(content[index], index, field(event, "delta"))
         elif kind == "content_block_stop":
             index = field(event, "index")
             if index in self._json:
                 text = self._json.pop(index)
                 content[index]["input"] = json.loads(text) if text.strip() else {}
         elif kind == "message_delta":
-            delta = plain(field(event, "delta")) or {}
+            delta = field(event, "delta")
             for key in ("stop_reason", "stop_sequence"):
-                if key in delta:
-                    self.message[key] = delta[key]
+                value = None if delta is None else field(delta, key)
+                if value is not None:
+                    self.message[key] = value
             # message_delta usage is cumulative: its counts replace those of message_start.
             usage = plain(field(event, "usage")) or {}
             self.message["usage"] = {**self.message.get("usage", {}), **usage}
 
-    def _delta(self, block: dict[str, Any], index: int, delta: dict[str, Any]) -> None:
-        kind = delta.get("type")
+    def _delta(self, block: dict[str, Any], index: int, delta: Any) -> None:
+        kind = field(delta, "type")
         if kind == "text_delta":
-            block["text"] = block.get("text", "") + delta.get("text", "")
+            block["text"] = block.get("text", "") + (field(delta, "text") or "")
         elif kind == "input_json_delta":
-            self._json[index] = self._json.get(index, "") + delta.get("partial_json", "")
+            self._json[index] = self._json.get(index, "") + (field(delta, "partial_json") or "")
         elif kind == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+            block["thinking"] = block.get("thinking", "") + (field(delta, "thinking") or "")
         elif kind == "signature_delta":
-            block["signature"] = delta.get("signature", "")
+            block["signature"] = field(delta, "signature") or ""
         elif kind == "citations_delta":
-            block.setdefault("citations", []).append(delta.get("citation"))
+            block.setdefault("citations", []).append(plain(field(delta, "citation")))
 
     def final(self) -> dict[str, Any]:
         if self.message is None:
