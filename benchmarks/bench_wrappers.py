@@ -171,7 +171,7 @@ def anthropic_case(kernel: ctxengine.Kernel) -> tuple[Loop, Loop, list[Any]]:
         return FakeStream(events) if kwargs.get("stream") else response
 
     client = anthropic.Anthropic(api_key="bench", base_url="http://127.0.0.1:9")
-    client.messages.create = send  # type: ignore[method-assign,assignment]
+    client.messages.create = send  # type: ignore[method-assign]
     wrapped = ctxengine.wrap(client, kernel=kernel, session_id="bench-wrap-anthropic")
     wrapped.session.update_usage(USAGE_ANTHROPIC)
     bare = kernel.session("bench-bare-anthropic")
@@ -256,7 +256,7 @@ def chat_case(kernel: ctxengine.Kernel) -> tuple[Loop, Loop, list[Any]]:
         return FakeStream(chunks) if kwargs.get("stream") else response
 
     client = openai.OpenAI(api_key="bench", base_url="http://127.0.0.1:9/v1")
-    client.chat.completions.create = send  # type: ignore[method-assign,assignment]
+    client.chat.completions.create = send  # type: ignore[method-assign]
     wrapped = ctxengine.wrap(client, kernel=kernel, session_id="bench-wrap-chat")
     wrapped.session.update_usage(USAGE_CHAT)
     bare = kernel.session("bench-bare-chat")
@@ -320,6 +320,8 @@ def replay_kernel(session: ctxengine.Session) -> None:
     request and the memo's view of each history length are made once by the real calls)."""
     prepared: dict[tuple[int, bool], list[Any]] = {}
     usage = session.ctx.last_usage
+    if usage is None:
+        raise AssertionError("replay the kernel of a session that has recorded a usage")
     real_prepare = session.prepare
 
     def prepare(request: Any) -> dict[str, Any]:
@@ -343,6 +345,20 @@ def replay_kernel(session: ctxengine.Session) -> None:
     session.update_usage = lambda *args, **kwargs: usage  # type: ignore[method-assign]
 
 
+def each_mode(through_wrapper: Loop, by_hand: Loop) -> Iterator[tuple[str, float, float]]:
+    """``(mode, wrapper seconds, bare seconds)`` per request for each mode, after one untimed
+    request of each (the wrapper has then sent this history before)."""
+    for mode in MODES:
+        through_wrapper(mode)
+        by_hand(mode)
+    for mode in MODES:
+        wrapper, bare = interleaved(
+            lambda run=through_wrapper, mode=mode: run(mode),  # type: ignore[misc]
+            lambda run=by_hand, mode=mode: run(mode),  # type: ignore[misc]
+        )
+        yield mode, wrapper, bare
+
+
 def main() -> None:
     kernel = ctxengine.load(
         {
@@ -353,14 +369,7 @@ def main() -> None:
     )
     for name, case in (("anthropic.messages", anthropic_case), ("openai.chat", chat_case)):
         through_wrapper, by_hand, sessions = case(kernel)
-        for mode in MODES:  # warm: the wrapper has sent this history before
-            through_wrapper(mode)
-            by_hand(mode)
-        for mode in MODES:
-            wrapper, bare = interleaved(
-                lambda run=through_wrapper, mode=mode: run(mode),  # type: ignore[misc]
-                lambda run=by_hand, mode=mode: run(mode),  # type: ignore[misc]
-            )
+        for mode, wrapper, bare in each_mode(through_wrapper, by_hand):
             print(
                 f"wrapper_vs_kernel[{name}, {mode}]\t{wrapper / bare:.2f}x "
                 f"(+{(wrapper - bare) * 1e6:.0f} µs: {wrapper * 1e6:.0f} µs vs "
@@ -368,13 +377,7 @@ def main() -> None:
             )
         for session in sessions:
             replay_kernel(session)
-        for mode in MODES:
-            through_wrapper(mode)
-            by_hand(mode)
-            wrapper, bare = interleaved(
-                lambda run=through_wrapper, mode=mode: run(mode),  # type: ignore[misc]
-                lambda run=by_hand, mode=mode: run(mode),  # type: ignore[misc]
-            )
+        for mode, wrapper, bare in each_mode(through_wrapper, by_hand):
             print(
                 f"wrapper_own_us[{name}, {mode}]\t{(wrapper - bare) * 1e6:.1f} µs "
                 f"(kernel calls replayed)\t-"
