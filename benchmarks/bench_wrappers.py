@@ -316,19 +316,25 @@ def interleaved(first: Callable[[], object], second: Callable[[], object]) -> tu
 
 
 def replay_kernel(session: ctxengine.Session) -> None:
-    """Replace the session's per-request kernel calls by replays of their results (the prepared
-    request and the memo's view of each history length are made once by the real calls)."""
-    prepared: dict[tuple[int, bool], list[Any]] = {}
+    """Replace the session's per-request kernel calls by replays of their results (the marked
+    copies of each history length and the memo's view of it are made once by the real calls)."""
+    copies: dict[tuple[int, bool], dict[int, Any]] = {}
     usage = session.ctx.last_usage
     if usage is None:
         raise AssertionError("replay the kernel of a session that has recorded a usage")
     real_prepare = session.prepare
 
     def prepare(request: Any) -> dict[str, Any]:
-        key = (len(request["messages"]), "system" in request)
-        if key not in prepared:
-            prepared[key] = real_prepare(request)["messages"]
-        return {**request, "messages": prepared[key]}
+        messages = request["messages"]
+        key = (len(messages), "system" in request)
+        if key not in copies:
+            marked = real_prepare(request)["messages"]
+            copies[key] = {i: new for i, new in enumerate(marked) if new is not messages[i]}
+        # As a cache strategy does: a new list of the caller's messages but the marked copies.
+        out = list(messages)
+        for index, message in copies[key].items():
+            out[index] = message
+        return {**request, "messages": out}
 
     memo = session.ctx.memo
     real_view_of = memo.view_of

@@ -89,10 +89,12 @@ def test_new_dicts_of_the_same_history_continue_it(
     _create(wrapped, rebuilt)
     assert not wrapped.last_record.history_reset
     assert _texts(api.requests[-1].body) == _texts({"messages": rebuilt})
-    # The rebuilt dicts are what the view covers now: an edit to them is seen.
-    rebuilt[0]["content"] = "edited after the rebuild"
-    _create(wrapped, rebuilt)
-    assert _texts(api.requests[-1].body)[0] == "edited after the rebuild"
+    # Rebuilt again with an edit: the edit is seen.
+    again = _turns(3)
+    again[0]["content"] = "edited in the rebuild"
+    _create(wrapped, again)
+    assert wrapped.last_record.history_reset
+    assert _texts(api.requests[-1].body)[0] == "edited in the rebuild"
 
 
 def test_messages_added_while_a_stream_runs_are_sent_with_the_next_call(

@@ -17,7 +17,6 @@ the view sends is its own and grows in place from call to call.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from operator import is_
 from typing import Any
 
 import attrs
@@ -101,11 +100,6 @@ class HistoryView:
             self._next_host = None
         else:
             self._next_host = [*prefix, *added]
-            if self._committed == covered and all(map(is_, self._sent[:covered], self._host)):
-                # The view sent the host's messages as they were (nothing compacted, inserted or
-                # converted): the host's new, equal objects take their place, so an edit the
-                # host makes to them later is sent.
-                self._sent = list(prefix)
         self._added = added
         new = to_engine(added)
         if not covered:
