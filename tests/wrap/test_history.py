@@ -89,6 +89,12 @@ def test_new_dicts_of_the_same_history_continue_it(
     _create(wrapped, rebuilt)
     assert not wrapped.last_record.history_reset
     assert _texts(api.requests[-1].body) == _texts({"messages": rebuilt})
+    # An edit the host then makes in place to the rebuilt dicts is seen (the view compares
+    # them with the objects it first covered, not with themselves).
+    rebuilt[0]["content"] = "edited after the rebuild"
+    _create(wrapped, rebuilt)
+    assert wrapped.last_record.history_reset
+    assert _texts(api.requests[-1].body)[0] == "edited after the rebuild"
     # Rebuilt again with an edit: the edit is seen.
     again = _turns(3)
     again[0]["content"] = "edited in the rebuild"

@@ -93,13 +93,13 @@ class HistoryView:
         added = host[covered:] if isinstance(host, list) else list(host[covered:])
         if not covered:
             self._next_host = added
-        elif host[0] is self._host[0] and host[covered - 1] is self._host[-1]:
-            # The host re-sent the very objects (as far as the ends tell; an equal copy in the
-            # middle only costs a comparison of that message next time): what it added is
-            # appended to the covered list instead of copying the whole history again.
-            self._next_host = None
         else:
-            self._next_host = [*prefix, *added]
+            # The covered part is what the host passed (checked above): what it added is
+            # appended to the covered list. The objects first covered stay the reference, also
+            # when the host passed new, equal ones: had the view adopted those, an edit the
+            # host made to them in place later would compare equal (the same object) and be
+            # lost; against the old objects it is a difference, and the history is sent anew.
+            self._next_host = None
         self._added = added
         new = to_engine(added)
         if not covered:
