@@ -1,7 +1,12 @@
 """The typed facade between the kernel and pluggy: the only place that calls ``pm.hook``.
 
-Every call goes through pluggy, so ``CTXENGINE_TRACE=1`` traces it and ``wrapper=True`` /
-``hookwrapper=True`` / ``tryfirst`` / ``trylast`` implementations behave as pluggy documents.
+Every call is pluggy's: ``CTXENGINE_TRACE=1`` traces it and ``wrapper=True`` /
+``hookwrapper=True`` / ``tryfirst`` / ``trylast`` implementations behave as pluggy documents. A hook
+whose implementations are all plain ones (no wrappers) and that nobody traces is called *directly*:
+the facade calls the same guarded functions in pluggy's order with pluggy's rules (first non-``None``
+answer for ``firstresult`` hooks, else every non-``None`` answer), without pluggy's per-call
+machinery, which costs more than the built-in plugins' work on every request. The plan is checked
+against the hook's current implementations on every call, so a plugin registered later is heard.
 Failure isolation comes from :func:`guarded`: each plugin is registered as a stand-in whose
 ordinary hook implementations catch what the plugin raises, log it with the plugin's name and
 answer ``None`` (pluggy then asks the next implementation), so one broken plugin never silences
@@ -87,9 +92,18 @@ def _argnames(function: Callable[..., Any]) -> list[str]:
     ]
 
 
+_OWNING_HOOKS = frozenset({"declare_settings", "register_commands"})
+"""The hooks whose ``settings``/``commands`` argument is an owned registry (``cache_strategy``
+has a ``settings`` argument too, a :class:`CacheSettings`, handed over as it is)."""
+
+
 def _guard(function: Callable[..., Any], hook: str, plugin: str) -> Callable[..., Any]:
     names = _argnames(function)
-    owned = {index: name for index, name in enumerate(names) if name in _OWNED_ARGUMENTS}
+    owned = (
+        {index: name for index, name in enumerate(names) if name in _OWNED_ARGUMENTS}
+        if hook in _OWNING_HOOKS
+        else {}
+    )
 
     @functools.wraps(function)  # keeps the marker attribute and, via __wrapped__, the argnames
     def guard(*args: Any) -> Any:
@@ -158,17 +172,72 @@ _ENGINE_HOOKS = ("should_compress", "compress", "expose_tools")
 """Hooks the selected engine answers and its fallback never does."""
 
 
+@attrs.frozen
+class _DirectPlan:
+    """How to call one hook without pluggy (see the module docstring).
+
+    :ivar impls: the hook implementations the plan was made from, in pluggy's registration order
+        (the plan holds while the caller still has exactly these).
+    :ivar calls: each implementation's function and argument names, in pluggy's call order.
+    :ivar firstresult: the hookspec's ``firstresult``.
+    """
+
+    impls: list[pluggy.HookImpl]
+    calls: tuple[tuple[Callable[..., Any], tuple[str, ...]], ...]
+    firstresult: bool
+
+    def run(self, kwargs: dict[str, Any]) -> Any:
+        """What pluggy's ``_multicall`` returns for plain implementations."""
+        if self.firstresult:
+            for function, names in self.calls:
+                answer = function(*[kwargs[name] for name in names])
+                if answer is not None:
+                    return answer
+            return None
+        answers = []
+        for function, names in self.calls:
+            answer = function(*[kwargs[name] for name in names])
+            if answer is not None:
+                answers.append(answer)
+        return answers
+
+
+def _direct_plan(caller: Any) -> _DirectPlan | None:
+    """A plan for ``caller`` (a pluggy hook caller), or ``None`` when pluggy must run it: a
+    wrapper is involved, the hook is historic or its spec has default arguments."""
+    spec = caller.spec
+    if caller.is_historic() or (spec is not None and spec.kwargdefaults):
+        return None
+    impls: list[pluggy.HookImpl] = caller.get_hookimpls()
+    if any(impl.wrapper or impl.hookwrapper for impl in impls):
+        return None
+    firstresult = bool(spec.opts.get("firstresult", False)) if spec is not None else False
+    calls = tuple((impl.function, tuple(impl.argnames)) for impl in reversed(impls))
+    return _DirectPlan(impls, calls, firstresult)
+
+
 class Hooks:
     """Typed calls into the plugins registered with one kernel's plugin manager.
 
     :param engine: the registered name of the selected engine.
     :param fallback: the registered name of the engine's fallback, when one was loaded.
+    :param traced: hook calls of ``pm`` are monitored (``CTXENGINE_TRACE``): every call then goes
+        through pluggy, so the monitor sees it. Monitoring must be set up before the facade is
+        built (the kernel does so).
     """
 
     def __init__(
-        self, pm: pluggy.PluginManager, *, engine: str | None = None, fallback: str | None = None
+        self,
+        pm: pluggy.PluginManager,
+        *,
+        engine: str | None = None,
+        fallback: str | None = None,
+        traced: bool = False,
     ) -> None:
         self._pm = pm
+        self._traced = traced
+        # caller key -> its direct plan, or None when pluggy must run it.
+        self._plans: dict[str, _DirectPlan | None] = {}
         self.fallback = fallback if fallback is not None and pm.has_plugin(fallback) else None
         self._callers: dict[str, Any] = {}
         if self.fallback is not None:
@@ -192,17 +261,31 @@ class Hooks:
         """``pm.hook.<hook>(**kwargs)``: (result, failures of guarded plugins, whether the call
         itself raised, e.g. in a wrapper). Engine hooks skip the fallback engine;
         ``caller_key`` names another subset of the plugins."""
-        caller = self._callers.get(caller_key or hook) or getattr(self._pm.hook, hook)
+        key = caller_key or hook
+        caller = self._callers.get(key) or getattr(self._pm.hook, hook)
+        plan = None if self._traced else self._plan(key, caller)
         previous = _failures.items
         _failures.items = []
         try:
             try:
-                return caller(**kwargs), _failures.items, False
+                answer = caller(**kwargs) if plan is None else plan.run(kwargs)
+                return answer, _failures.items, False
             except Exception as exc:
                 log.exception("the %s hook call failed (in a wrapper); using the safe answer", hook)
                 return None, [*_failures.items, HookFailure("<wrapper>", hook, exc)], True
         finally:
             _failures.items = previous
+
+    def _plan(self, key: str, caller: Any) -> _DirectPlan | None:
+        """The direct plan of ``caller``, made again when its implementations changed since."""
+        if key in self._plans:
+            plan = self._plans[key]
+            # None: pluggy runs this hook, which is right whatever was registered since.
+            # get_hookimpls() copies a short list; comparing it compares identities.
+            if plan is None or plan.impls == caller.get_hookimpls():
+                return plan
+        plan = self._plans[key] = _direct_plan(caller)
+        return plan
 
     def should_compress(
         self,

@@ -288,7 +288,10 @@ class Kernel:
         self._pm = pm
         fallback = self.selection.fallback
         self.hooks = Hooks(
-            pm, engine=self.selection.engine.name, fallback=fallback.name if fallback else None
+            pm,
+            engine=self.selection.engine.name,
+            fallback=fallback.name if fallback else None,
+            traced=trace,
         )
         self.engine_entry = self.selection.engine
         notices = list(self.selection.notices)

@@ -1,0 +1,148 @@
+"""Hooks whose implementations are all plain ones are called without pluggy's machinery
+(``ctxengine._kernel.hooks``): the answers, their order and failure isolation must be pluggy's,
+a plugin registered later must be heard, and a wrapper or tracing must send the call through
+pluggy again."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Generator
+from typing import Any
+
+import pluggy
+import pytest
+
+import ctxengine
+from ctxengine import hookimpl, hookspecs
+from ctxengine._kernel.hooks import Hooks, guarded
+
+
+class Answers:
+    """Plain implementations that record their calls into a shared list."""
+
+    def __init__(self, name: str, answer: object, calls: list[str]) -> None:
+        self.name, self.answer, self.calls = name, answer, calls
+
+    @hookimpl
+    def should_compress(self, message_count: int) -> object:
+        self.calls.append(f"{self.name}:{message_count}")
+        return self.answer
+
+    @hookimpl
+    def session_start(self, ctx: object) -> None:
+        self.calls.append(f"start:{self.name}:{ctx}")
+
+
+class First(Answers):
+    @hookimpl(tryfirst=True)
+    def should_compress(self, message_count: int) -> object:
+        self.calls.append(f"{self.name}:{message_count}")
+        return self.answer
+
+
+class Raises:
+    @hookimpl(tryfirst=True)
+    def should_compress(self) -> object:
+        raise RuntimeError("broken plugin")
+
+
+class Wraps:
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    @hookimpl(wrapper=True)
+    def should_compress(self) -> Generator[None, object, object]:
+        self.calls.append("wrapper")
+        answer = yield
+        return answer
+
+
+def manager(*plugins: tuple[str, object]) -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    for name, plugin in plugins:
+        pm.register(guarded(pm, plugin, name), name=name)
+    return pm
+
+
+ARGS: dict[str, Any] = {
+    "ctx": "ctx",
+    "prompt_tokens": 1,
+    "measured": False,
+    "stage": "agent",
+    "force": False,
+    "message_count": 5,
+    "prompt": None,
+}
+
+
+def test_a_direct_call_answers_as_pluggy_does() -> None:
+    calls: list[str] = []
+    pm = manager(
+        ("none", First("none", None, calls)),
+        ("yes", Answers("yes", True, calls)),
+        ("no", Answers("no", False, calls)),
+    )
+    expected = pm.hook.should_compress(**ARGS)
+    expected_calls = list(calls)
+    calls.clear()
+    hooks = Hooks(pm)
+    answer, failures, raised = hooks._call("should_compress", **ARGS)
+    assert (answer, failures, raised) == (expected, [], False)
+    assert calls == expected_calls  # the same order, stopping at the first answer
+    assert "should_compress" in hooks._plans and hooks._plans["should_compress"] is not None
+
+    calls.clear()
+    hooks.session_start("ctx")  # a broadcast reaches every plugin
+    assert sorted(calls) == ["start:no:ctx", "start:none:ctx", "start:yes:ctx"]
+
+
+def test_a_failing_plugin_is_isolated_on_the_direct_path() -> None:
+    calls: list[str] = []
+    hooks = Hooks(manager(("broken", Raises()), ("yes", Answers("yes", True, calls))))
+    answer, failures, raised = hooks._call("should_compress", **ARGS)
+    assert answer is True and not raised
+    assert [(f.plugin, f.hook) for f in failures] == [("broken", "should_compress")]
+
+
+def test_a_plugin_registered_after_the_first_call_is_heard() -> None:
+    calls: list[str] = []
+    pm = manager(("no", Answers("no", False, calls)))
+    hooks = Hooks(pm)
+    assert hooks._call("should_compress", **ARGS)[0] is False
+    pm.register(guarded(pm, First("late", True, calls), "late"), name="late")
+    assert hooks._call("should_compress", **ARGS)[0] is True
+    assert calls == ["no:5", "late:5"]
+
+
+def test_a_wrapper_sends_the_call_through_pluggy() -> None:
+    calls: list[str] = []
+    pm = manager(("yes", Answers("yes", True, calls)))
+    hooks = Hooks(pm)
+    assert hooks._call("should_compress", **ARGS)[0] is True  # planned directly
+    pm.register(Wraps(calls), name="wraps")
+    assert hooks._call("should_compress", **ARGS)[0] is True
+    assert calls == ["yes:5", "wrapper", "yes:5"]
+    assert hooks._plans["should_compress"] is None
+
+
+def test_tracing_sees_the_calls_of_plain_implementations(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The built-in plugins have no wrappers: with CTXENGINE_TRACE their calls still go through
+    pluggy's monitoring."""
+    monkeypatch.setenv("CTXENGINE_TRACE", "1")
+    caplog.set_level(logging.INFO, logger="ctxengine")
+    kernel = ctxengine.load({"auxiliary": {"compression": {"provider": "extractive"}}})
+    session = kernel.session("s")
+    messages = [{"role": "user", "content": "hello"}]
+    session.should_compress(messages)
+    session.prepare({"model": "m", "messages": messages})
+    session.update_usage({"input_tokens": 10, "output_tokens": 2})
+    kernel.close()
+    traced = {
+        r.getMessage().split()[1].split("(")[0]
+        for r in caplog.records
+        if r.getMessage().startswith("hook ")
+    }
+    assert {"should_compress", "cache_strategy", "update_usage"} <= traced
