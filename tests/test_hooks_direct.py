@@ -93,7 +93,7 @@ def test_a_direct_call_answers_as_pluggy_does() -> None:
     assert "should_compress" in hooks._plans and hooks._plans["should_compress"] is not None
 
     calls.clear()
-    hooks.session_start("ctx")  # a broadcast reaches every plugin
+    hooks._call("session_start", ctx="ctx")  # a broadcast reaches every plugin
     assert sorted(calls) == ["start:no:ctx", "start:none:ctx", "start:yes:ctx"]
 
 

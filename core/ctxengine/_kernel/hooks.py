@@ -1,12 +1,13 @@
 """The typed facade between the kernel and pluggy: the only place that calls ``pm.hook``.
 
 Every call is pluggy's: ``CTXENGINE_TRACE=1`` traces it and ``wrapper=True`` /
-``hookwrapper=True`` / ``tryfirst`` / ``trylast`` implementations behave as pluggy documents. A hook
-whose implementations are all plain ones (no wrappers) and that nobody traces is called *directly*:
-the facade calls the same guarded functions in pluggy's order with pluggy's rules (first non-``None``
-answer for ``firstresult`` hooks, else every non-``None`` answer), without pluggy's per-call
-machinery, which costs more than the built-in plugins' work on every request. The plan is checked
-against the hook's current implementations on every call, so a plugin registered later is heard.
+``hookwrapper=True`` / ``tryfirst`` / ``trylast`` implementations behave as pluggy documents.
+A hook whose implementations are all plain ones (no wrappers) and that nobody traces is called
+*directly*: the facade calls the same guarded functions in pluggy's order with pluggy's rules
+(the first non-``None`` answer for ``firstresult`` hooks, else every non-``None`` answer),
+without pluggy's per-call machinery, which costs more than the built-in plugins' own work on
+every request. The plan is checked against the hook's current implementations on every call,
+so a plugin registered later is heard.
 Failure isolation comes from :func:`guarded`: each plugin is registered as a stand-in whose
 ordinary hook implementations catch what the plugin raises, log it with the plugin's name and
 answer ``None`` (pluggy then asks the next implementation), so one broken plugin never silences

@@ -291,16 +291,24 @@ def _json_length(value: Any) -> int:
     """``len(dumps_arguments(value))`` without building the text, except that characters JSON
     escapes (quotes, backslashes, newlines) count once: scanning for them would cost more than
     the whole estimate."""
+    # Plain loops with strings measured inline: this runs for every tool input of every new
+    # message, and generator expressions cost a frame per item.
     kind = type(value)
     if kind is str:
         return len(value) + 2
     if kind is dict:
-        if not all(type(key) is str for key in value):
-            return len(dumps_arguments(value))  # json.dumps spells non-string keys its own way
-        # "{" key ": " value (", " key ": " value)* "}"
-        return sum(_json_length(k) + _json_length(v) + 4 for k, v in value.items()) or 2
+        # "{" key ": " value (", " key ": " value)* "}": each pair costs its key's quotes and 4
+        total = 0
+        for key, item in value.items():
+            if type(key) is not str:
+                return len(dumps_arguments(value))  # json.dumps spells such keys its own way
+            total += len(key) + 6 + (len(item) + 2 if type(item) is str else _json_length(item))
+        return total or 2
     if kind is list or kind is tuple:
-        return sum(_json_length(item) + 2 for item in value) or 2
+        total = 0
+        for item in value:
+            total += (len(item) + 2 if type(item) is str else _json_length(item)) + 2
+        return total or 2
     if kind is int:
         return len(str(value))
     if kind is float and math.isfinite(value):
