@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+import ctxengine
 from ctxengine._accounting.cache_stats import cost_of
 from ctxengine._accounting.cachesim import PromptCacheSimulator
 from ctxengine._accounting.models import lookup_model
@@ -136,3 +137,54 @@ def test_markers_and_string_forms_do_not_change_the_prefix(sim: PromptCacheSimul
     # Messages marked in the first request are plain strings now; the prefix is the same.
     second = sim.send(request(messages), now=30)
     assert second.cache_read_tokens > 0
+
+
+def test_blocks_after_a_marked_block_read_the_prefix_cached_up_to_it(
+    sim: PromptCacheSimulator,
+) -> None:
+    # A cache-aware summary call: the agent's request with one more block after the marked one
+    # of its last message. The API caches per block, so the prefix up to the marked block is
+    # read and only the appended block is new; nothing is written (no breakpoint after it).
+    agent = request(turn_messages(7))
+    first = sim.send(agent, now=0)
+    summary = ctxengine.with_instruction(agent, "Write a hand-off summary. " * 20)
+    usage = sim.send(summary, now=30)
+    assert usage.cache_read_tokens == first.prompt_tokens
+    assert usage.cache_write_tokens == 0
+    assert 0 < usage.input_tokens == usage.prompt_tokens - first.prompt_tokens
+    # The instruction turned into a marked block of its own would be written, once.
+    marked_last = {
+        **summary,
+        "messages": [
+            *summary["messages"][:-1],
+            {
+                **summary["messages"][-1],
+                "content": [
+                    *summary["messages"][-1]["content"][:-1],
+                    *marked(summary["messages"][-1]["content"][-1]["text"]),
+                ],
+            },
+        ],
+    }
+    again = sim.send(marked_last, now=60)
+    assert again.cache_read_tokens == first.prompt_tokens
+    assert again.cache_write_5m_tokens == usage.input_tokens
+
+
+def test_a_marker_inside_the_system_prompt_caches_the_part_before_it(
+    sim: PromptCacheSimulator,
+) -> None:
+    # tool_turns marks the stable part of a list system prompt: when only its last block
+    # changes, the part up to the inner marker is still read.
+    stable = {"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}
+
+    def with_system(changing: str) -> dict[str, Any]:
+        system = [stable, *marked(f"Today is {changing}. " * 30)]
+        return {"system": system, "messages": request(turn_messages(3))["messages"]}
+
+    first = sim.send(with_system("Monday"), now=0)
+    assert first.cache_write_5m_tokens == first.prompt_tokens  # both breakpoints, written once
+    second = sim.send(with_system("Tuesday"), now=30)
+    stable_tokens = TokenCounter().count_system([stable])
+    assert second.cache_read_tokens == stable_tokens
+    assert second.cache_write_5m_tokens == second.prompt_tokens - second.cache_read_tokens

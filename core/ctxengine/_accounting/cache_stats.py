@@ -8,6 +8,7 @@ what the same traffic would have cost with no caching at all.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import attrs
@@ -122,6 +123,32 @@ def _percent(ratio: float) -> str:
     return f"{percent}%"
 
 
+_TOKEN_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "reasoning_tokens",
+    "cache_missed_tokens",
+    "cleared_input_tokens",
+    "cleared_tool_uses",
+    "cleared_thinking_turns",
+)
+"""The :class:`Usage` counts a session sums, in the order :meth:`SessionCacheStats.dump` keeps
+them (appending is fine; reordering breaks totals another process dumped)."""
+_COST_FIELDS = tuple(field.name for field in attrs.fields(CacheCost))
+"""Every part of a :class:`CacheCost`, in its constructor's order."""
+_TOKEN_VALUES = operator.attrgetter(*_TOKEN_FIELDS)
+_COST_VALUES = operator.attrgetter(*_COST_FIELDS)
+
+
+def _accumulate(totals: list[Any], values: tuple[Any, ...]) -> None:
+    """Add ``values`` to ``totals`` element by element, in place (runs on every response)."""
+    for index, value in enumerate(values):
+        totals[index] += value
+
+
 @attrs.define
 class SessionCacheStats:
     """Running totals of one session's responses.
@@ -132,9 +159,9 @@ class SessionCacheStats:
     """
 
     responses: int = 0
-    # input, output, cache read, 5m and 1h writes, reasoning, missed, then the three cleared_*.
-    _tokens: list[int] = attrs.field(factory=lambda: [0] * 10, repr=False)
-    _costs: list[float] = attrs.field(factory=lambda: [0.0] * 7, repr=False)
+    # The sums of _TOKEN_FIELDS and of _COST_FIELDS, in their order (what dump writes).
+    _tokens: list[int] = attrs.field(factory=lambda: [0] * len(_TOKEN_FIELDS), repr=False)
+    _costs: list[float] = attrs.field(factory=lambda: [0.0] * len(_COST_FIELDS), repr=False)
     _miss_reason: str | None = attrs.field(default=None, repr=False)
     """The latest cache-miss reason, as a sum of :class:`Usage` keeps it."""
     _compaction: Usage | None = attrs.field(default=None, repr=False)
@@ -143,30 +170,13 @@ class SessionCacheStats:
         """Count one response; returns its cost."""
         response_cost = cost_of(usage, model)
         self.responses += 1
-        tokens = self._tokens
-        tokens[0] += usage.input_tokens
-        tokens[1] += usage.output_tokens
-        tokens[2] += usage.cache_read_tokens
-        tokens[3] += usage.cache_write_5m_tokens
-        tokens[4] += usage.cache_write_1h_tokens
-        tokens[5] += usage.reasoning_tokens
-        tokens[6] += usage.cache_missed_tokens
+        _accumulate(self._tokens, _TOKEN_VALUES(usage))
+        _accumulate(self._costs, _COST_VALUES(response_cost))
         if usage.cache_miss_reason:
             self._miss_reason = usage.cache_miss_reason
-        tokens[7] += usage.cleared_input_tokens
-        tokens[8] += usage.cleared_tool_uses
-        tokens[9] += usage.cleared_thinking_turns
         if usage.compaction is not None:  # rare: a response whose server compacted
             done = self._compaction
             self._compaction = usage.compaction if done is None else done + usage.compaction
-        costs = self._costs
-        costs[0] += response_cost.input_cost
-        costs[1] += response_cost.cache_read_cost
-        costs[2] += response_cost.cache_write_5m_cost
-        costs[3] += response_cost.cache_write_1h_cost
-        costs[4] += response_cost.output_cost
-        costs[5] += response_cost.total
-        costs[6] += response_cost.uncached_total
         return response_cost
 
     def dump(self) -> dict[str, Any]:
@@ -213,20 +223,10 @@ class SessionCacheStats:
     @property
     def usage(self) -> Usage:
         """The sum of every response's usage."""
-        tokens = self._tokens
         return Usage(
-            input_tokens=tokens[0],
-            output_tokens=tokens[1],
-            cache_read_tokens=tokens[2],
-            cache_write_5m_tokens=tokens[3],
-            cache_write_1h_tokens=tokens[4],
-            reasoning_tokens=tokens[5],
+            **dict(zip(_TOKEN_FIELDS, self._tokens, strict=True)),
             cache_miss_reason=self._miss_reason,
-            cache_missed_tokens=tokens[6],
             compaction=self._compaction,
-            cleared_input_tokens=tokens[7],
-            cleared_tool_uses=tokens[8],
-            cleared_thinking_turns=tokens[9],
         )
 
     @property

@@ -11,6 +11,11 @@ The model of the provider (documented behaviour, simplified to message granulari
   one of its breakpoints (the API checks about 20 block boundaries back), if it has not expired;
   a read refreshes the entry's lifetime;
 - markers do not change the prefix: a piece's identity is its content without ``cache_control``;
+- a marker on a block that is not the last of its message (or of a list ``system``) ends a
+  breakpoint inside it: the message is then several pieces, cut after each marked block, and the
+  piece up to a cut has the identity of the message truncated there. So a request that appends
+  blocks after a marked one (a cache-aware summary call's instruction) reads the prefix an
+  earlier request cached up to that block, as the API does at block granularity;
 - a top-level ``cache_control`` on the request (Anthropic's automatic caching) is a breakpoint on
   the last piece, with its TTL, and counts like any other;
 - :meth:`PromptCacheSimulator.fingerprint` and :func:`miss_reason` say why a request could not
@@ -20,15 +25,15 @@ The model of the provider (documented behaviour, simplified to message granulari
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from ctxengine._accounting.tokens import PrefixCounter, TokenCounter
+from ctxengine._accounting.ttl import TTL_SECONDS
 from ctxengine._accounting.usage import Usage
 
-TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 DEFAULT_LOOKBACK = 20
 
 
@@ -62,6 +67,15 @@ def _marker_ttl(obj: Any) -> str | None:
         for value in obj:
             found = _marker_ttl(value) or found
     return found
+
+
+def _inner_cuts(blocks: Sequence[Any]) -> list[int]:
+    """Where ``blocks`` are cut into pieces: after each marked block but the last one."""
+    return [
+        index + 1
+        for index, block in enumerate(blocks[:-1])
+        if isinstance(block, Mapping) and isinstance(block.get("cache_control"), Mapping)
+    ]
 
 
 @attrs.frozen
@@ -99,35 +113,87 @@ class PromptCacheSimulator:
         self._cache: dict[int, _Entry] = {}
         # id(piece) -> (piece kept alive so the id is not reused, marker-free key, marker TTL)
         self._keys: dict[int, tuple[object, str, str | None]] = {}
+        # id(message) -> (message kept alive, its pieces)
+        self._split: dict[int, tuple[object, tuple[Piece, ...]]] = {}
         self._memo_limit = memo_limit
 
     def _identity(self, obj: object) -> tuple[str, str | None]:
         known = self._keys.get(id(obj))
         if known is not None and known[0] is obj:
             return known[1], known[2]
-        plain = _strip_markers(obj)
-        if isinstance(plain, str):  # a string system prompt is one text block too
-            plain = [{"type": "text", "text": plain}]
-        key = json.dumps(plain, sort_keys=True, ensure_ascii=False)
+        key = self._key(obj)
         ttl = _marker_ttl(obj)
         if len(self._keys) >= self._memo_limit:  # requests parsed afresh never repeat objects
             self._keys.clear()
         self._keys[id(obj)] = (obj, key, ttl)
         return key, ttl
 
+    @staticmethod
+    def _key(obj: object) -> str:
+        """The marker-free identity of ``obj`` (not memoised)."""
+        plain = _strip_markers(obj)
+        if isinstance(plain, str):  # a string system prompt is one text block too
+            plain = [{"type": "text", "text": plain}]
+        return json.dumps(plain, sort_keys=True, ensure_ascii=False)
+
     def pieces(self, request: Mapping[str, Any]) -> list[Piece]:
-        """The request in cache order: tools, system, then messages (OpenAI system included)."""
+        """The request in cache order: tools, system, then messages (OpenAI system included);
+        a message or list system prompt with a marker before its last block is cut after each
+        marked block (see the module docstring)."""
         pieces: list[Piece] = []
         tools = request.get("tools")
         if tools:
             pieces.append(Piece(*self._identity(tools), tokens=self._counter.count_tools(tools)))
         system = request.get("system")
         if system:
-            pieces.append(Piece(*self._identity(system), tokens=self._counter.count_system(system)))
+            if isinstance(system, list) and _inner_cuts(system):
+                pieces.extend(self._cut(system, system, self._counter.count_system))
+            else:
+                tokens = self._counter.count_system(system)
+                pieces.append(Piece(*self._identity(system), tokens=tokens))
         for message in request.get("messages") or ():
-            key, ttl = self._identity(message)
-            pieces.append(Piece(key, ttl, tokens=self._counter.count_message(message)))
+            pieces.extend(self._message_pieces(message))
         return pieces
+
+    def _message_pieces(self, message: Any) -> tuple[Piece, ...]:
+        known = self._split.get(id(message))
+        if known is not None and known[0] is message:
+            return known[1]
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and _inner_cuts(content):
+
+            def count(blocks: list[Any]) -> int:
+                return self._counter.count_message({**message, "content": blocks})
+
+            out = tuple(self._cut(message, content, count))
+        else:
+            key, ttl = self._identity(message)
+            out = (Piece(key, ttl, tokens=self._counter.count_message(message)),)
+        if len(self._split) >= self._memo_limit:
+            self._split.clear()
+        self._split[id(message)] = (message, out)
+        return out
+
+    def _cut(self, whole: Any, blocks: list[Any], count: Callable[[list[Any]], int]) -> list[Piece]:
+        """``whole`` (a message, or a list system prompt) whose ``blocks`` carry a marker before
+        the last one, as one piece per marked block and one for the rest. Each piece's tokens
+        are what its blocks add to the count of those before them (``count`` of a block list)."""
+        out: list[Piece] = []
+        before = 0
+        cuts = _inner_cuts(blocks)
+        for cut in cuts:
+            part = blocks[:cut]
+            upto = part if whole is blocks else {**whole, "content": part}
+            tokens = count(part)
+            key = self._key(upto)
+            out.append(Piece(key, _marker_ttl(blocks[cut - 1]), tokens=max(0, tokens - before)))
+            before = tokens
+        key = self._identity(whole)[0]
+        rest = blocks[cuts[-1] :]
+        outside = {} if whole is blocks else {k: v for k, v in whole.items() if k != "content"}
+        rest_ttl = _marker_ttl(rest) or _marker_ttl(outside)
+        out.append(Piece(key, rest_ttl, tokens=max(0, count(blocks) - before)))
+        return out
 
     def send(self, request: Mapping[str, Any], now: float) -> Usage:
         """Simulate sending ``request`` at time ``now`` (seconds); returns the prompt usage.

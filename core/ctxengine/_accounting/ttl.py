@@ -44,6 +44,8 @@ Policy = Literal["5m", "1h", "checkpoint"]
 
 SHORT_SECONDS = 300.0
 LONG_SECONDS = 3600.0
+TTL_SECONDS = {"5m": SHORT_SECONDS, "1h": LONG_SECONDS}
+"""How long a cache entry written (or last read) with each TTL lives, in seconds."""
 MAX_CHECKPOINT_INTERVAL = 8
 """A checkpoint this many requests back counts as lost: the provider looks back only about 20
 blocks from each breakpoint, and a request adds a couple of messages."""

@@ -61,7 +61,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import attrs
 
@@ -419,6 +419,34 @@ BREAKDOWN_KEYS = ("cache_reads", "cache_writes", "uncached_input", "summary_call
 """Where the money goes (:meth:`ScenarioResult.breakdown`), in the order reports show it."""
 
 
+Number = TypeVar("Number", int, float)
+
+
+class _TurnSum(Generic[Number]):
+    """A :class:`ScenarioResult` figure: one :class:`TurnRecord` attribute summed over the
+    result's turns (read-only, computed when read)."""
+
+    def __init__(self, attribute: str, kind: type[Number], doc: str | None = None) -> None:
+        self._attribute = attribute
+        self._zero: Number = kind()
+        self.__doc__ = doc or f"The turns' ``{attribute}``, summed."
+
+    @overload
+    def __get__(self, result: None, owner: type[Any]) -> _TurnSum[Number]: ...
+
+    @overload
+    def __get__(self, result: ScenarioResult, owner: type[Any]) -> Number: ...
+
+    def __get__(self, result: ScenarioResult | None, owner: type[Any]) -> Number | _TurnSum[Number]:
+        if result is None:
+            return self
+        attribute = self._attribute
+        total = self._zero
+        for turn in result.turns:
+            total += getattr(turn, attribute)
+        return total
+
+
 @attrs.frozen
 class ScenarioResult:
     """A whole session under one scenario.
@@ -453,56 +481,35 @@ class ScenarioResult:
     def compaction(self) -> bool:
         return self.scenario.compaction
 
-    @property
-    def prompt_tokens(self) -> int:
-        return sum(t.prompt_tokens for t in self.turns)
-
-    @property
-    def cache_read_tokens(self) -> int:
-        return sum(t.cache_read_tokens for t in self.turns)
-
-    @property
-    def cache_write_tokens(self) -> int:
-        return sum(t.cache_write_tokens for t in self.turns)
-
-    @property
-    def read_cost(self) -> float:
-        """Prompt tokens read from the cache (0.1x)."""
-        return sum(t.read_cost for t in self.turns)
-
-    @property
-    def write_cost(self) -> float:
-        """Prompt tokens written to the cache (1.25x / 2x)."""
-        return sum(t.write_cost for t in self.turns)
+    prompt_tokens = _TurnSum("prompt_tokens", int)
+    cache_read_tokens = _TurnSum("cache_read_tokens", int)
+    cache_write_tokens = _TurnSum("cache_write_tokens", int)
+    read_cost = _TurnSum("read_cost", float, "Prompt tokens read from the cache (0.1x).")
+    write_cost = _TurnSum("write_cost", float, "Prompt tokens written to the cache (1.25x / 2x).")
+    summary_input_cost = _TurnSum(
+        "summary_input_cost", float, "The prompt side of the summary calls."
+    )
+    summary_output_cost = _TurnSum("summary_output_cost", float)
+    cleared_tokens = _TurnSum(
+        "cleared_tokens",
+        int,
+        "Input tokens the server's context editing cleared, over every request.",
+    )
+    cost = _TurnSum(
+        "total_cost",
+        float,
+        "Everything: the agent's requests and the summary calls, input and output.",
+    )
 
     @property
     def summary_calls(self) -> int:
         return sum(1 for t in self.turns if t.summary_prompt_tokens)
 
     @property
-    def summary_input_cost(self) -> float:
-        """The prompt side of the summary calls."""
-        return sum(t.summary_input_cost for t in self.turns)
-
-    @property
-    def summary_output_cost(self) -> float:
-        return sum(t.summary_output_cost for t in self.turns)
-
-    @property
     def compaction_cost(self) -> float:
         """What the compactions themselves cost: their summary calls, input and output (the
         server's compaction iterations for the native engine)."""
         return self.summary_input_cost + self.summary_output_cost
-
-    @property
-    def cleared_tokens(self) -> int:
-        """Input tokens the server's context editing cleared, over every request."""
-        return sum(t.cleared_tokens for t in self.turns)
-
-    @property
-    def cost(self) -> float:
-        """Everything: the agent's requests and the summary calls, input and output."""
-        return sum(t.total_cost for t in self.turns)
 
     @property
     def input_cost(self) -> float:

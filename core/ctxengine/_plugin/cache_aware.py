@@ -26,6 +26,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ctxengine._accounting.ttl import TTL_SECONDS
+from ctxengine._messages.markers import (
+    carries_marker,
+    detect_request_format,
+    mark_message,
+    marker_positions,
+    top_level_ttl,
+)
 from ctxengine._summarize.providers import SummaryProvider, fits
 
 if TYPE_CHECKING:
@@ -51,11 +59,16 @@ class CacheAwareProvider(SummaryProvider, Protocol):
 
 
 def with_instruction(request: Mapping[str, Any], instruction: str) -> dict[str, Any]:
-    """``request`` with ``instruction`` as the last user turn; nothing before it changes.
+    """``request`` with ``instruction`` as the last user turn, after the request's last
+    breakpoint; nothing before it changes.
 
     After a user message (the usual end: a question or tool results) the instruction becomes one
     more text block of that message, so roles still alternate; after an assistant message it is a
-    new user message.
+    new user message. A top-level automatic ``cache_control``, which the API applies to the last
+    cacheable block, would move to the instruction and write it to the cache for a request that
+    is never sent again (and miss the prefix the agent's request cached there): it becomes an
+    explicit marker where the agent's request had it, on its last message (or is dropped when
+    that message already carries a marker), so the same prefix is read and nothing is written.
 
     :raises ValueError: when ``request`` has no messages or ``instruction`` is blank.
     """
@@ -64,9 +77,18 @@ def with_instruction(request: Mapping[str, Any], instruction: str) -> dict[str, 
     messages = request.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ValueError("the request to extend has no messages")
-    block = {"type": "text", "text": instruction}
-    last = messages[-1]
+    out_request = dict(request)
     out = list(messages)
+    automatic = top_level_ttl(request.get("cache_control"))
+    if automatic is not None and isinstance(out[-1], dict):
+        pinned = out[-1] if carries_marker(out[-1]) else None
+        if pinned is None:
+            pinned = mark_message(out[-1], automatic, detect_request_format(request), tool=True)
+        if pinned is not None:
+            out[-1] = pinned
+            del out_request["cache_control"]
+    block = {"type": "text", "text": instruction}
+    last = out[-1]
     if isinstance(last, Mapping) and last.get("role") == "user":
         content = last.get("content")
         if isinstance(content, str):
@@ -78,7 +100,8 @@ def with_instruction(request: Mapping[str, Any], instruction: str) -> dict[str, 
         out[-1] = {**last, "content": [*blocks, block]}
     else:
         out.append({"role": "user", "content": [block]})
-    return {**request, "messages": out}
+    out_request["messages"] = out
+    return out_request
 
 
 def reusable_request(
@@ -97,7 +120,8 @@ def reusable_request(
     :param max_tokens: the summary's budget, which must fit the provider's window too.
     :returns: ``None`` when ``auxiliary.compression.cache_aware`` is off, the provider cannot send
         whole requests or does not serve the main model on the main route, there is no prepared
-        request, it is not a prefix of ``messages``, or it does not fit the provider's window.
+        request, it is not a prefix of ``messages``, it does not fit the provider's window, or
+        what it cached has expired (:func:`still_cached`).
     """
     if not ctx.config.auxiliary.compression.cache_aware:
         return None
@@ -113,4 +137,33 @@ def reusable_request(
         return None
     if not fits(provider, round(prepared.tokens * ctx.tokens.ratio) + extra_tokens, max_tokens):
         return None
+    if not still_cached(prepared, ctx.clock()):
+        return None
     return prepared
+
+
+def still_cached(prepared: PreparedRequest, now: float) -> bool:
+    """Whether the prefix ``prepared`` cached up to its last breakpoint is still in the
+    provider's cache at ``now`` (``ctx.clock()`` seconds): less time has passed since it was sent
+    than that breakpoint's TTL (a top-level automatic marker is the last one).
+
+    A request without any breakpoint counts as cached on OpenAI-format routes, whose provider
+    caches prefixes by itself (5 minutes, or a day with ``prompt_cache_retention: 24h``), and as
+    not cached in Anthropic format, which caches nothing unmarked. When it is not cached, a
+    cache-aware summary call would pay (or write) the whole conversation, more than the bounded
+    summariser input costs.
+    """
+    request = prepared.request
+    ttl = top_level_ttl(request.get("cache_control"))
+    if ttl is None:
+        markers = marker_positions(request)
+        if markers:
+            last = markers[-1][1]
+            ttl = str(last.get("ttl", "5m")) if isinstance(last, Mapping) else "5m"
+    if ttl is None:
+        if prepared.format != "openai":
+            return False
+        lives = 86_400.0 if request.get("prompt_cache_retention") == "24h" else TTL_SECONDS["5m"]
+    else:
+        lives = TTL_SECONDS.get(ttl, TTL_SECONDS["5m"])
+    return now - prepared.sent_at < lives

@@ -107,6 +107,84 @@ def test_the_instruction_after_an_assistant_message_is_a_new_user_turn() -> None
         ctxengine.with_instruction(request, "  ")
 
 
+def test_a_top_level_marker_stays_where_the_agents_request_had_it() -> None:
+    # The API applies a top-level cache_control to the last cacheable block: with the
+    # instruction appended that would be the instruction (a write nobody reads, and a miss of
+    # the block the agent's request cached). It becomes an explicit marker on that block.
+    last = {"role": "user", "content": [{"type": "text", "text": "Run the tests."}]}
+    request = {
+        "model": MODEL,
+        "cache_control": {"type": "ephemeral", "ttl": "1h"},
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "ok"},
+            last,
+        ],
+    }
+    out = ctxengine.with_instruction(request, "Summarise.")
+    assert "cache_control" not in out
+    assert out["messages"][:2] == request["messages"][:2]
+    assert out["messages"][-1]["content"] == [
+        {
+            "type": "text",
+            "text": "Run the tests.",
+            "cache_control": {"type": "ephemeral", "ttl": "1h"},
+        },
+        {"type": "text", "text": "Summarise."},
+    ]
+    assert marker_positions(out) == [("messages[2].content[0]", {"type": "ephemeral", "ttl": "1h"})]
+    assert request["cache_control"] == {"type": "ephemeral", "ttl": "1h"}  # caller's untouched
+    # A last message that already carries a marker keeps it; the top-level one is dropped
+    # (it closed the same prefix).
+    marked = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "done", "cache_control": {"type": "ephemeral"}}],
+    }
+    out = ctxengine.with_instruction({**request, "messages": [*request["messages"], marked]}, "S.")
+    assert "cache_control" not in out
+    assert out["messages"][3] == marked
+    assert len(marker_positions(out)) == 1
+
+
+@pytest.mark.parametrize(
+    ("ttl", "wait", "aware"),
+    [("5m", 299.0, True), ("5m", 301.0, False), ("1h", 301.0, True), ("1h", 3601.0, False)],
+)
+def test_the_summary_call_is_cache_aware_only_while_the_agents_prefix_is_cached(
+    api: FakeAPI, ttl: str, wait: float, aware: bool
+) -> None:
+    # Once the prefix the agent's request cached has expired, resending it would write the whole
+    # conversation (1.25x or 2x), far more than the bounded summariser input at 1x.
+    anthropic = pytest.importorskip("anthropic")
+    client = anthropic.Anthropic(api_key="test-key", base_url=api.base_url, max_retries=0)
+    system, messages = samples.conversation("anthropic")
+    now = [0.0]
+    kernel = ctxengine.load(
+        {
+            "model": {"name": MODEL, "base_url": api.base_url, "context_length": 60_000},
+            "prompt_caching": {"enabled": True, "cache_ttl": ttl},
+            "auxiliary": {
+                "compression": {
+                    "provider": "anthropic",
+                    "model": MODEL,
+                    "base_url": api.base_url,
+                    "api_key": "test-key",
+                }
+            },
+        },
+        env={},
+        clock=lambda: now[0],
+    )
+    with kernel:
+        session = kernel.session("s")
+        agent_turn(client, session, system, messages[:-1])
+        now[0] = wait
+        result = session.compress(messages, system, force=True)
+    assert result.status == "compacted", result.reason
+    assert ("cache-aware" in result.reason) is aware
+    assert fresh_prompt_sent(api) is not aware
+
+
 def turn_then_compact(
     api: FakeAPI,
     edit: Callable[[list[Any]], list[Any]] = list,
