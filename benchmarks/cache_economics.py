@@ -8,12 +8,14 @@ Sonnet 4.6, the compressor, prompt caching on):
   summary calls priced both ways: a fresh summariser prompt and cache-aware (30 s gaps);
 - compaction + caching with each strategy (``system_and_3``, ``tool_turns``; 30 s gaps);
 - compaction + caching with each TTL policy (5m, 1h, auto) under short (30 s), long (20 min)
-  and mixed gaps (30 s inside the agent loop, 20 minutes before each message from the person).
+  and mixed gaps (30 s inside the agent loop, 20 minutes before each message from the person);
+- the summary calls both ways under mixed gaps (a compaction after a long pause finds the agent's
+  prefix expired, and the cache-aware call gives way to the fresh prompt);
 
 and prints, per file and for the long Claude Code sessions (250 messages or more): the summary
-calls' input cost both ways, the input-cost saving against the baseline with the summary calls
-included, auto TTL against the better fixed TTL (the worst session and the total), and the two
-strategies side by side. Exits non-zero only when something crashes.
+calls' input cost both ways (30 s and mixed gaps), the input-cost saving against the baseline
+with the summary calls included, auto TTL against the better fixed TTL (the worst session and
+the total), and the two strategies side by side. Exits non-zero only when something crashes.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ AT_30S: tuple[Scenario, ...] = (
     variant("system_and_3", strategy="system_and_3"),
     variant("tool_turns", strategy="tool_turns"),
 )
+SUMMARY_SCENARIOS = tuple(s for s in AT_30S if s.summaries != "configured")
 TTL_SCENARIOS = tuple(variant(f"ttl={ttl}", ttl=ttl) for ttl in ("5m", "1h", "auto"))
 GAPS = ("short", "long", "mixed")
 
@@ -74,6 +77,10 @@ def measure(record: ConversationRecord, config: Config) -> dict[str, Any]:
         for scenario in TTL_SCENARIOS:
             result = replay_scenario(record, config, scenario, gaps=Gaps.parse(gaps))
             row[f"{gaps}:{scenario.name}"] = result.input_cost
+    # Summary calls after a person's pause: the agent's prefix may have expired by then.
+    for scenario in SUMMARY_SCENARIOS:
+        result = replay_scenario(record, config, scenario, gaps=Gaps.parse("mixed"))
+        row[f"mixed:{scenario.name}:summary_input"] = result.summary_input_cost
     return row
 
 
@@ -98,6 +105,15 @@ def report(rows: dict[str, dict[str, dict[str, Any]]], out: Any) -> None:
         calls = sum(r["fresh:summary_calls"] for r in group)
         fall = 1 - aware / fresh if fresh else 0.0
         out.write(f"  {name}: {calls} calls, ${fresh:.4f} -> ${aware:.4f} ({fall:.1%} less)\n")
+
+    out.write(
+        "\nthe same on mixed gaps (a compaction after a person's pause may find the cache cold)\n"
+    )
+    for name, group in groups.items():
+        fresh = sum(r["mixed:fresh:summary_input"] for r in group)
+        aware = sum(r["mixed:cache-aware:summary_input"] for r in group)
+        fall = 1 - aware / fresh if fresh else 0.0
+        out.write(f"  {name}: ${fresh:.4f} -> ${aware:.4f} ({fall:.1%} less)\n")
 
     out.write("\ninput cost saved against no compaction, no caching (summary calls included)\n")
     for name, group in groups.items():
