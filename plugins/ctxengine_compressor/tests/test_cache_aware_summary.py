@@ -4,6 +4,7 @@ prefix."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,7 +27,12 @@ def api() -> Iterator[FakeAPI]:
 
 
 def kernel_for(
-    api: FakeAPI, sleep: Callable[[float], None] | None = None, **summary: Any
+    api: FakeAPI,
+    sleep: Callable[[float], None] | None = None,
+    *,
+    clock: Callable[[], float] | None = None,
+    cache_ttl: str = "5m",
+    **summary: Any,
 ) -> ctxengine.Kernel:
     def no_pause(seconds: float) -> None:
         raise AssertionError(f"the failure policy paused {seconds} s where no retry was due")
@@ -34,7 +40,7 @@ def kernel_for(
     return ctxengine.load(
         {
             "model": {"name": MODEL, "base_url": api.base_url, "context_length": 60_000},
-            "prompt_caching": {"enabled": True},
+            "prompt_caching": {"enabled": True, "cache_ttl": cache_ttl},
             "auxiliary": {
                 "compression": {
                     "provider": "anthropic",
@@ -47,6 +53,7 @@ def kernel_for(
         },
         env={},
         sleep=sleep or no_pause,
+        clock=clock or time.monotonic,
     )
 
 
@@ -159,22 +166,7 @@ def test_the_summary_call_is_cache_aware_only_while_the_agents_prefix_is_cached(
     client = anthropic.Anthropic(api_key="test-key", base_url=api.base_url, max_retries=0)
     system, messages = samples.conversation("anthropic")
     now = [0.0]
-    kernel = ctxengine.load(
-        {
-            "model": {"name": MODEL, "base_url": api.base_url, "context_length": 60_000},
-            "prompt_caching": {"enabled": True, "cache_ttl": ttl},
-            "auxiliary": {
-                "compression": {
-                    "provider": "anthropic",
-                    "model": MODEL,
-                    "base_url": api.base_url,
-                    "api_key": "test-key",
-                }
-            },
-        },
-        env={},
-        clock=lambda: now[0],
-    )
+    kernel = kernel_for(api, clock=lambda: now[0], cache_ttl=ttl)
     with kernel:
         session = kernel.session("s")
         agent_turn(client, session, system, messages[:-1])
