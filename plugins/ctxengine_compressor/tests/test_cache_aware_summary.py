@@ -119,7 +119,7 @@ def test_a_top_level_marker_stays_where_the_agents_request_had_it() -> None:
     # instruction appended that would be the instruction (a write nobody reads, and a miss of
     # the block the agent's request cached). It becomes an explicit marker on that block.
     last = {"role": "user", "content": [{"type": "text", "text": "Run the tests."}]}
-    request = {
+    request: dict[str, Any] = {
         "model": MODEL,
         "cache_control": {"type": "ephemeral", "ttl": "1h"},
         "messages": [
