@@ -294,16 +294,21 @@ def _clearable_tool_uses(
 ) -> set[tuple[int, int]]:
     uses: list[tuple[int, int, str, str]] = []  # message, block, id, tool name
     results: dict[str, tuple[int, int]] = {}
+    # This walks every block of every request that has edits: `type(x) is dict` first, because
+    # the Mapping ABC check costs several times more and almost every message is a plain dict.
     for i, message in enumerate(messages):
-        content = message.get("content") if isinstance(message, Mapping) else None
+        plain = type(message) is dict or isinstance(message, Mapping)
+        content = message.get("content") if plain else None
         if not isinstance(content, list):
             continue
+        assistant = message.get("role") == "assistant"
         for j, block in enumerate(content):
-            if not isinstance(block, Mapping):
+            if type(block) is not dict and not isinstance(block, Mapping):
                 continue
-            if block.get("type") == "tool_use" and message.get("role") == "assistant":
+            kind = block.get("type")
+            if kind == "tool_use" and assistant:
                 uses.append((i, j, str(block.get("id")), str(block.get("name"))))
-            elif block.get("type") == "tool_result":
+            elif kind == "tool_result":
                 results.setdefault(str(block.get("tool_use_id")), (i, j))
     keep = _count_value(edit.get("keep"), DEFAULT_KEEP_TOOL_USES)
     excluded = {str(name) for name in edit.get("exclude_tools") or ()}
@@ -345,7 +350,7 @@ def _is_thinking(block: object) -> bool:
 
 
 def _marked(block: object) -> bool:
-    if not isinstance(block, Mapping):
+    if type(block) is not dict and not isinstance(block, Mapping):  # see _clearable_tool_uses
         return False
     if block.get("cache_control") is not None:
         return True
