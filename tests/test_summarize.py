@@ -17,6 +17,7 @@ from ctxengine._summarize import (
     ABORT_KINDS,
     FALLBACK_KINDS,
     AnthropicProvider,
+    HostModel,
     MainProvider,
     OpenAIProvider,
     ProviderConfigError,
@@ -335,7 +336,9 @@ def test_main_provider_calls_the_host_callable() -> None:
         return "<think>x</think>## Goal\nHost summary"
 
     settings = SummaryProviderSettings(provider="main")
-    provider = resolve_provider(settings, main=host, env={}, main_model="claude-sonnet-4-6")
+    provider = resolve_provider(
+        settings, env={}, host=HostModel(call=host, name="claude-sonnet-4-6")
+    )
     assert isinstance(provider, MainProvider)
     assert provider.complete(SYSTEM, PROMPT, 77) == "## Goal\nHost summary"
     assert calls == [(SYSTEM, PROMPT, 77)]

@@ -71,6 +71,7 @@ from ctxengine._summarize import SummaryProvider, describe_provider
 from ctxengine._summarize.policy import SummaryService
 from ctxengine._summarize.selection import (
     CONFIGURED,
+    HostModel,
     describe_failure_policy,
     resolve_service,
 )
@@ -402,15 +403,18 @@ class Kernel:
     def _summary_service(self, primary: object = CONFIGURED) -> SummaryProvider | None:
         """The ``auxiliary.compression`` chain for this kernel's host and main model, led by
         ``primary`` when a host handed one in (see :func:`resolve_service`)."""
+        host = HostModel(
+            call=self.main_summarizer,
+            request=self.main_request,
+            name=self.config.model.name,
+            base_url=self.config.model.base_url,
+            window=self.model.context_length,
+            models=self.config.models,
+        )
         return resolve_service(
             self.config.auxiliary.compression,
-            main=self.main_summarizer,
             env=self.env,
-            main_model=self.config.model.name,
-            main_request=self.main_request,
-            main_base_url=self.config.model.base_url,
-            models=self.config.models,
-            main_window=self.model.context_length,
+            host=host,
             primary=primary,
             clock=self.clock,
             sleep=self.sleep,

@@ -253,35 +253,49 @@ def serves_main_route(
     return endpoint(base_url, default) == endpoint(main_base_url, main_default)
 
 
+@attrs.frozen
+class HostModel:
+    """What the summary providers need to know of the host and its main model.
+
+    :ivar call: the host's own model as ``(system, prompt, max_tokens) -> text`` (provider
+        ``main``).
+    :ivar request: the host's request sender (provider ``main``'s cache-aware summaries).
+    :ivar name: the main model's name, for the ``main`` provider and to tell whether an SDK
+        provider serves the main model.
+    :ivar base_url: where the main model is served (``model.base_url``).
+    :ivar window: the main model's window as the kernel sees it (provider ``main``'s window).
+    :ivar models: the ``models.<name>`` overrides (an SDK summary model's window).
+    """
+
+    call: MainCallable | None = None
+    request: MainRequestCallable | None = None
+    name: str | None = None
+    base_url: str | None = None
+    window: int | None = None
+    models: Mapping[str, ModelOverride] | None = None
+
+
+NO_HOST = HostModel()
+"""A host that gave nothing: no ``main`` provider, windows from the model table."""
+
+
 def resolve_provider(
     settings: SummaryProviderSettings,
     *,
-    main: MainCallable | None = None,
     env: Mapping[str, str] | None = None,
-    main_model: str | None = None,
-    main_request: MainRequestCallable | None = None,
-    main_base_url: str | None = None,
-    models: Mapping[str, ModelOverride] | None = None,
-    main_window: int | None = None,
+    host: HostModel = NO_HOST,
 ) -> SummaryProvider | None:
     """Build the configured summary provider; ``None`` means the extractive local digest.
 
     No SDK is imported and no network is touched here; clients are made on the first call.
 
-    :param main: the host's own model as ``(system, prompt, max_tokens) -> text`` (provider
-        ``main``).
-    :param main_model: the host model's name, used for the ``main`` provider's window and to
-        tell whether an SDK provider serves the main model.
-    :param main_request: the host's request sender (provider ``main``'s cache-aware summaries).
-    :param main_base_url: where the main model is served (``model.base_url``).
-    :param models: the ``models.<name>`` overrides (a summary model's window).
-    :param main_window: the main model's window (provider ``main``'s window).
+    :param host: the host's model callable, request sender and main model.
     :raises ProviderConfigError: when an explicitly chosen provider cannot work (missing key,
         missing model for a compatible endpoint, no ``main`` callable), naming what to set.
     :raises ImportError: for provider ``openai`` without the openai package; the message holds
         the ``pip install`` line.
     """
-    choice = choose(settings, env, main_available=main is not None)
+    choice = choose(settings, env, main_available=host.call is not None)
     if choice.problem is not None:
         if choice.provider == "openai" and "not installed" in choice.problem:
             raise ImportError(choice.problem)
@@ -291,24 +305,24 @@ def resolve_provider(
     if choice.provider == "extractive":
         return None
     if choice.provider == "main":
-        assert main is not None  # choose() reports a problem otherwise
-        name = main_model or settings.model
+        assert host.call is not None  # choose() reports a problem otherwise
+        name = host.name or settings.model
         return MainProvider(
-            call=main,
+            call=host.call,
             model=name or "main",
             context_length=summary_context_length(
-                settings, name, models=models, main_window=main_window
+                settings, name, models=host.models, main_window=host.window
             ),
-            send=main_request,
+            send=host.request,
         )
     assert choice.model is not None and choice.api_key is not None
-    window = summary_context_length(settings, choice.model, models=models)
+    window = summary_context_length(settings, choice.model, models=host.models)
     serves_main = serves_main_route(
         choice.provider,
         choice.model,
         choice.base_url,
-        main_model=main_model,
-        main_base_url=main_base_url,
+        main_model=host.name,
+        main_base_url=host.base_url,
     )
     if choice.provider == "anthropic":
         assert choice.base_url is not None
@@ -388,13 +402,8 @@ CONFIGURED: object = object()
 def resolve_service(
     settings: SummaryProviderSettings,
     *,
-    main: MainCallable | None = None,
     env: Mapping[str, str] | None = None,
-    main_model: str | None = None,
-    main_request: MainRequestCallable | None = None,
-    main_base_url: str | None = None,
-    models: Mapping[str, ModelOverride] | None = None,
-    main_window: int | None = None,
+    host: HostModel = NO_HOST,
     primary: SummaryProvider | object | None = CONFIGURED,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
@@ -404,7 +413,7 @@ def resolve_service(
     The chain is the provider (``primary`` when a host handed one in, else the one
     :func:`resolve_provider` builds), then each of ``settings.fallback`` built with its own
     defaults and environment variables (``model``, ``base_url`` and ``api_key`` are the primary
-    provider's; the host's ``main``, ``main_request`` and main model are everyone's). A primary
+    provider's; ``host`` is everyone's). A primary
     that resolves to ``extractive`` (``auto`` found no model) leaves the fallbacks to write
     summaries; ``None`` only when no model is left at all.
 
@@ -414,16 +423,7 @@ def resolve_service(
     """
 
     def build(wanted: SummaryProviderSettings) -> SummaryProvider | None:
-        return resolve_provider(
-            wanted,
-            main=main,
-            env=env,
-            main_model=main_model,
-            main_request=main_request,
-            main_base_url=main_base_url,
-            models=models,
-            main_window=main_window,
-        )
+        return resolve_provider(wanted, env=env, host=host)
 
     first = build(settings) if primary is CONFIGURED else primary
     chain: list[SummaryProvider] = []
