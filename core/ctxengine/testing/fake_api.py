@@ -252,6 +252,14 @@ class FakeAPI:
         """``http://127.0.0.1:PORT/v1``: the OpenAI SDK's ``base_url`` (it appends no ``/v1``)."""
         return f"{self.base_url}/v1"
 
+    @property
+    def gateway_url(self) -> str:
+        """``http://127.0.0.1:PORT/anthropic``: the fake as an Anthropic-compatible gateway (the
+        Anthropic SDK's ``base_url``). ctxengine takes such a URL for the
+        ``anthropic-compatible`` route, where server-side context editing applies; a plain
+        ``127.0.0.1`` URL is an OpenAI-compatible route to it."""
+        return f"{self.base_url}{_GATEWAY_PREFIX}"
+
     # -- inspection ------------------------------------------------------------------------
 
     @property
@@ -469,6 +477,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         fake = self.server.fake
         path = self.path.split("?", 1)[0]
+        if path.startswith(_GATEWAY_PREFIX + "/"):  # served the same as without the prefix
+            path = path[len(_GATEWAY_PREFIX) :]
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -814,6 +824,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 _MODELS_PATH = "/v1/models/"
+_GATEWAY_PREFIX = "/anthropic"
 _COMPACT_PATH = "/responses/compact"
 _ITERATION_KEYS = (
     "input_tokens",

@@ -94,6 +94,50 @@ def test_the_summary_call_reads_the_agents_cached_prefix(api: FakeAPI) -> None:
     assert result.summary and "## Goal" in result.summary
 
 
+def test_the_summary_call_keeps_the_agents_context_edits_and_reads_its_cache(api: FakeAPI) -> None:
+    # On a route with server-side context editing the agent's cached prefix is the conversation
+    # as the server left it after clearing old tool results: the summary call must ask for the
+    # same edits to read that prefix (and to see what the agent saw).
+    anthropic = pytest.importorskip("anthropic")
+    client = anthropic.Anthropic(api_key="test-key", base_url=api.gateway_url, max_retries=0)
+    system, messages = samples.conversation("anthropic")
+    history = messages[:-1]
+    kernel = ctxengine.load(
+        {
+            "model": {"name": MODEL, "base_url": api.gateway_url, "context_length": 60_000},
+            "prompt_caching": {"enabled": True},
+            "context_editing": {"clear_tool_uses": True, "trigger": 0.02, "keep_tool_uses": 1},
+            "auxiliary": {
+                "compression": {
+                    "provider": "anthropic",
+                    "model": MODEL,
+                    "base_url": api.gateway_url,
+                    "api_key": "test-key",
+                }
+            },
+        },
+        env={},
+    )
+    with kernel:
+        session = kernel.session("s")
+        assert session.ctx.route == "anthropic-compatible"
+        sent = session.prepare({"model": MODEL, "system": system, "messages": history})
+        response = client.messages.create(**sent, max_tokens=256)
+        session.update_usage(response)
+        assert normalize_usage(response).cleared_tool_uses > 0  # the server did clear
+        history = [*history, messages[-1], {"role": "user", "content": "Carry on."}]
+        result = session.compress(history, system, force=True)
+        provider = kernel.summary_provider()
+    assert result.status == "compacted", result.reason
+    assert "cache-aware" in result.reason
+    summary_body = api.requests[-1].body
+    assert summary_body["context_management"] == sent["extra_body"]["context_management"]
+    assert summary_body["messages"][:-1] == sent["messages"][:-1]
+    usage = normalize_usage(getattr(provider, "last_usage", None))
+    assert usage.cache_write_tokens == 0
+    assert usage.cache_read_tokens > 0.85 * usage.prompt_tokens
+
+
 def test_the_instruction_after_an_assistant_message_is_a_new_user_turn() -> None:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
     messages.append({"role": "assistant", "content": "hello"})
