@@ -299,10 +299,61 @@ def test_every_bundled_session_prepares_valid_requests_with_clearing(path: Path)
                 assert set(check_anthropic_request(body)) <= set(check_anthropic_request(request))
                 assert check_native(body, headers, lambda model: True) == []
                 moved += _conflicts_without_composition(request, edits)
+                # The session reads each message's blocks from its memo; the markers end up
+                # where the stateless composition of the same steps puts them.
+                alone = apply_system_and_3(request, ttl="5m", native=True)
+                expected = keep_markers_off_cleared({**alone, "context_management": management})
+                assert marker_positions(prepared) == marker_positions(expected), end
     # The composition was needed: the strategy alone would have marked blocks that get cleared.
     assert moved > 0
     if path.name.startswith("claude_code_spotter.anthropic"):
         assert thought > 0  # its recorded thinking blocks were clearable
+
+
+def test_an_in_place_edit_changes_what_the_session_keeps_markers_off() -> None:
+    # The session remembers each message's clearable blocks with its memo entry: a block edited
+    # in place is a new content, read again. Here everything but the opening turn may be
+    # cleared, so the breakpoints have nowhere to go; once an older result is edited into plain
+    # text in place (a message the strategy does not mark), it is the safe block they move to.
+    edit = {
+        "type": "clear_tool_uses_20250919",
+        "keep": {"type": "tool_uses", "value": 0},
+        "clear_tool_inputs": True,
+    }
+    messages = tool_chat("read", "read", "read")
+    request = {"model": "claude-sonnet-4-6", "messages": messages}
+    with _kernel() as k:
+        session = k.session("s")
+        first = session.prepare({**request, "context_management": {"edits": [edit]}})
+        assert marker_positions(first) == []
+        messages[2]["content"][0] = {"type": "text", "text": "plain"}
+        second = session.prepare({**request, "context_management": {"edits": [edit]}})
+    assert marker_positions(second) == [("messages[2].content[0]", EPH)]
+    assert second["messages"] == keep_markers_off_cleared(second)["messages"]
+
+
+def test_the_hosts_own_edits_keep_markers_off_what_they_clear() -> None:
+    # No context_editing configured: the edits are the host's, and still no breakpoint may sit
+    # on a block they clear (the server would drop it with the block).
+    edit = {"type": "clear_tool_uses_20250919", "keep": {"type": "tool_uses", "value": 0}}
+    messages = tool_chat("read", "read", "read")
+    request = {"model": "claude-sonnet-4-6", "messages": messages}
+    kernel = ctxengine.load(
+        {
+            "model": {"name": "claude-sonnet-4-6"},
+            "auxiliary": {"compression": {"provider": "extractive"}},
+        },
+        env={},
+    )
+    with kernel:
+        plain = kernel.session("a").prepare(request)
+        edited = kernel.session("b").prepare({**request, "context_management": {"edits": [edit]}})
+    assert ("messages[6].content[0]", EPH) in marker_positions(plain)  # a tool result
+    cleared = clearable_blocks(edited["messages"], [edit])
+    assert cleared and not any(
+        (int(where[9 : where.index("]")]), int(where.rsplit("[", 1)[1][:-1])) in cleared
+        for where, _ in marker_positions(edited)
+    )
 
 
 def test_applied_edits_reach_the_usage_record() -> None:

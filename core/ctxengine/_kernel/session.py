@@ -42,7 +42,12 @@ from ctxengine._kernel.hooks import Hooks
 from ctxengine._kernel.hygiene import HygieneReport, run_hygiene
 from ctxengine._kernel.session_state import KernelState, SharedSessionLock
 from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
-from ctxengine._messages.editing import keep_markers_off_cleared, with_edits
+from ctxengine._messages.editing import (
+    markers_kept_off_cleared,
+    remembered_edit_blocks,
+    request_edits,
+    with_edits,
+)
 from ctxengine._messages.markers import detect_request_format
 from ctxengine._messages.memo import MemoEntry, MessageView
 from ctxengine._messages.read import detect_format
@@ -500,8 +505,9 @@ class Session:
         ``diagnostics`` when the configuration asks for them; a value the host set is kept.
         Anthropic requests also get the server-side context edits the ``context_editing``
         settings ask for and the declaration of a compaction block they open with (see
-        :mod:`ctxengine._kernel.editing`), and no breakpoint stays on a block those edits may
-        clear.
+        :mod:`ctxengine._kernel.editing`), and no breakpoint stays on a block those edits, or
+        edits the host wrote itself, may clear (each message's clearable blocks are kept with
+        its memo entry, so only new and marked messages are read).
 
         :raises ValueError: a message is not a dict (the message names its index).
         """
@@ -510,6 +516,7 @@ class Session:
             memo = self.ctx.tokens.memo
             messages = prepared.get("messages")
             tokens = 0
+            view = None
             if isinstance(messages, list):
                 view = memo.view_of(messages)
                 self._prepared = self._request(view, prepared.get("system"), prepared.get("tools"))
@@ -532,8 +539,14 @@ class Session:
                     self._ttl_wall = self._services.wall_clock()
                     settings = attrs.evolve(settings, ttl=choice.ttl, stable_ttl=choice.stable_ttl)
                 prepared = self._hooks.cache_strategy(self.ctx, prepared, settings)
-            if edits:
-                prepared = keep_markers_off_cleared(prepared)
+            if edits or request_edits(prepared):  # the host's own edits clear blocks too
+                sent = prepared.get("messages")
+                prepared = markers_kept_off_cleared(
+                    prepared,
+                    remembered_edit_blocks(view, sent)
+                    if view is not None and isinstance(sent, list)
+                    else None,
+                )
             if isinstance(messages, list):
                 fmt = detect_request_format(prepared)
                 self._add_options(prepared, fmt, marked=settings is not None)

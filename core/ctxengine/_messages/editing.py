@@ -33,11 +33,14 @@ mutates its input.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ctxengine._messages.conversation import Message
 from ctxengine._messages.markers import can_carry_marker
+
+if TYPE_CHECKING:
+    from ctxengine._messages.memo import MessageView
 
 __all__ = [
     "CLEAR_THINKING_EDIT",
@@ -48,12 +51,17 @@ __all__ = [
     "CONTEXT_MANAGEMENT_BETA",
     "DEFAULT_KEEP_TOOL_USES",
     "EDIT_BETAS",
+    "EditBlock",
     "clearable_blocks",
+    "clearable_in",
     "compaction_blocks",
+    "edit_blocks",
     "edit_problems",
     "is_compaction_block",
     "keep_markers_off_cleared",
     "latest_compaction",
+    "markers_kept_off_cleared",
+    "remembered_edit_blocks",
     "request_betas",
     "request_edits",
     "with_edits",
@@ -266,6 +274,74 @@ def _count_value(value: object, default: int) -> int:
     return default
 
 
+EditBlock = tuple[int, str, str, str]
+"""A block of one message that context edits look at: ``(block index, kind, id, tool name)``
+with kind ``"tool_use"`` (an assistant's: its id and name), ``"tool_result"`` (id: its
+``tool_use_id``; name ``""``) or ``"thinking"`` (an assistant's thinking or redacted thinking;
+id and name ``""``)."""
+
+
+def edit_blocks(message: object) -> tuple[EditBlock, ...]:
+    """The blocks of ``message`` that :func:`clearable_blocks` reads, in order.
+
+    What a message holds for the edits depends on its content only, so a caller that has seen
+    the same content before (the session's message memo) may keep the answer and pass it back
+    instead of walking the message again on every request."""
+    # `type(x) is dict` first: the Mapping ABC check costs several times more, and almost every
+    # message and block is a plain dict.
+    if type(message) is not dict and not isinstance(message, Mapping):
+        return ()
+    content = message.get("content")
+    if not isinstance(content, list):
+        return ()
+    assistant = message.get("role") == "assistant"
+    found: list[EditBlock] = []
+    for j, block in enumerate(content):
+        if type(block) is not dict and not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "tool_result":
+            found.append((j, "tool_result", str(block.get("tool_use_id")), ""))
+        elif not assistant:
+            continue
+        elif kind == "tool_use":
+            found.append((j, "tool_use", str(block.get("id")), str(block.get("name"))))
+        elif kind in ("thinking", "redacted_thinking"):
+            found.append((j, "thinking", "", ""))
+    return tuple(found)
+
+
+def remembered_edit_blocks(
+    view: MessageView, sent: Sequence[Any]
+) -> tuple[list[tuple[EditBlock, ...]], list[int]]:
+    """:func:`edit_blocks` of each message of ``sent``, kept in the memo entries of ``view``, and
+    the indices of the messages of ``sent`` that may carry a ``cache_control`` marker.
+
+    ``sent`` is the message list of a request prepared from the list ``view`` resolved: a message
+    that is still the object the view resolved (everything the cache strategy did not mark)
+    takes its entry's blocks, computed once per message content and session, and may carry a
+    marker only if its entry says so; any other message is read, and may. So a request with
+    context edits walks the blocks of its new and marked messages only, not of the whole
+    conversation."""
+    items, entries = view.items, view.entries
+    known = min(len(entries), view.length)
+    blocks: list[tuple[EditBlock, ...]] = []
+    marked: list[int] = []
+    for i, message in enumerate(sent):
+        if i < known and message is items[i]:
+            entry = entries[i]
+            found = entry.edit_blocks
+            if found is None:
+                found = entry.edit_blocks = edit_blocks(entry.snapshot)
+            blocks.append(found)
+            if entry.marked:
+                marked.append(i)
+        else:
+            blocks.append(edit_blocks(message))
+            marked.append(i)
+    return blocks, marked
+
+
 def clearable_blocks(
     messages: Sequence[Message], edits: Iterable[Mapping[str, Any]]
 ) -> frozenset[tuple[int, int]]:
@@ -279,37 +355,35 @@ def clearable_blocks(
     clears only once its trigger is reached; the set ignores the trigger, so a breakpoint kept off
     it is safe on every later request too.
     """
+    return clearable_in([edit_blocks(message) for message in messages], edits)
+
+
+def clearable_in(
+    blocks: Sequence[tuple[EditBlock, ...]], edits: Iterable[Mapping[str, Any]]
+) -> frozenset[tuple[int, int]]:
+    """:func:`clearable_blocks` from each message's :func:`edit_blocks` (``blocks[i]`` for
+    message ``i``)."""
     cleared: set[tuple[int, int]] = set()
     for edit in edits:
         kind = edit.get("type")
         if kind == CLEAR_TOOL_USES_EDIT:
-            cleared |= _clearable_tool_uses(messages, edit)
+            cleared |= _clearable_tool_uses(blocks, edit)
         elif kind == CLEAR_THINKING_EDIT:
-            cleared |= _clearable_thinking(messages, edit.get("keep"))
+            cleared |= _clearable_thinking(blocks, edit.get("keep"))
     return frozenset(cleared)
 
 
 def _clearable_tool_uses(
-    messages: Sequence[Message], edit: Mapping[str, Any]
+    blocks: Sequence[tuple[EditBlock, ...]], edit: Mapping[str, Any]
 ) -> set[tuple[int, int]]:
     uses: list[tuple[int, int, str, str]] = []  # message, block, id, tool name
     results: dict[str, tuple[int, int]] = {}
-    # This walks every block of every request that has edits: `type(x) is dict` first, because
-    # the Mapping ABC check costs several times more and almost every message is a plain dict.
-    for i, message in enumerate(messages):
-        plain = type(message) is dict or isinstance(message, Mapping)
-        content = message.get("content") if plain else None
-        if not isinstance(content, list):
-            continue
-        assistant = message.get("role") == "assistant"
-        for j, block in enumerate(content):
-            if type(block) is not dict and not isinstance(block, Mapping):
-                continue
-            kind = block.get("type")
-            if kind == "tool_use" and assistant:
-                uses.append((i, j, str(block.get("id")), str(block.get("name"))))
+    for i, found in enumerate(blocks):
+        for j, kind, ident, name in found:
+            if kind == "tool_use":
+                uses.append((i, j, ident, name))
             elif kind == "tool_result":
-                results.setdefault(str(block.get("tool_use_id")), (i, j))
+                results.setdefault(ident, (i, j))
     keep = _count_value(edit.get("keep"), DEFAULT_KEEP_TOOL_USES)
     excluded = {str(name) for name in edit.get("exclude_tools") or ()}
     inputs = edit.get("clear_tool_inputs")
@@ -324,26 +398,19 @@ def _clearable_tool_uses(
     return cleared
 
 
-def _clearable_thinking(messages: Sequence[Message], keep: object) -> set[tuple[int, int]]:
+def _clearable_thinking(
+    blocks: Sequence[tuple[EditBlock, ...]], keep: object
+) -> set[tuple[int, int]]:
     if keep == "all" or (isinstance(keep, Mapping) and keep.get("type") == "all"):
         return set()
     turns = [
-        i
-        for i, message in enumerate(messages)
-        if isinstance(message, Mapping)
-        and message.get("role") == "assistant"
-        and any(_is_thinking(b) for b in message.get("content") or () if isinstance(b, Mapping))
+        [(i, j) for j, kind, _, _ in found if kind == "thinking"] for i, found in enumerate(blocks)
     ]
+    turns = [thinking for thinking in turns if thinking]
     cleared: set[tuple[int, int]] = set()
-    for i in turns[: max(0, len(turns) - _count_value(keep, 1))]:
-        for j, block in enumerate(messages[i].get("content") or ()):
-            if _is_thinking(block):
-                cleared.add((i, j))
+    for thinking in turns[: max(0, len(turns) - _count_value(keep, 1))]:
+        cleared.update(thinking)
     return cleared
-
-
-def _is_thinking(block: object) -> bool:
-    return isinstance(block, Mapping) and block.get("type") in ("thinking", "redacted_thinking")
 
 
 # --- keeping breakpoints off what the server clears ----------------------------------------------
@@ -376,18 +443,36 @@ def keep_markers_off_cleared(request: Mapping[str, Any]) -> dict[str, Any]:
     breakpoints than before. A request without edits, or whose breakpoints are all safe, comes
     back as an equal dict sharing every message. Copy-on-write.
     """
+    return markers_kept_off_cleared(request, None)
+
+
+def markers_kept_off_cleared(
+    request: Mapping[str, Any],
+    known: tuple[Sequence[tuple[EditBlock, ...]], Collection[int]] | None,
+) -> dict[str, Any]:
+    """:func:`keep_markers_off_cleared`, given what :func:`remembered_edit_blocks` knows of the
+    request's messages (their blocks, and which of them may carry markers) when the caller has
+    it; ``None``: read from the messages."""
     out = dict(request)
     messages = request.get("messages")
     edits = request_edits(request)
     if not edits or not isinstance(messages, list):
         return out
-    cleared = clearable_blocks(messages, edits)
-    if not cleared:
+    if known is None:
+        blocks: Sequence[tuple[EditBlock, ...]] = [edit_blocks(message) for message in messages]
+        may_be_marked: Collection[int] = range(len(messages))
+    else:
+        blocks, may_be_marked = known
+    cleared = clearable_in(blocks, edits)
+    if not cleared or not may_be_marked:
         return out
+    if not isinstance(may_be_marked, range):
+        may_be_marked = set(may_be_marked)
     conflicts = sorted(
         (i, j)
         for i, j in cleared
-        if _marked(messages[i]["content"][j])  # clearable positions are list blocks
+        # clearable positions are list blocks
+        if i in may_be_marked and _marked(messages[i]["content"][j])
     )
     if not conflicts:
         return out

@@ -41,10 +41,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxengine._messages.markers import carries_marker
 from ctxengine._messages.read import text_size
+
+if TYPE_CHECKING:
+    from ctxengine._messages.editing import EditBlock
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
@@ -101,9 +104,11 @@ class MemoEntry:
     :ivar marked: it carries a ``cache_control`` marker somewhere
         :func:`ctxengine.messages.strip_cache_markers` would remove it.
     :ivar tokens: its exact token count, once the session's counter has computed it.
+    :ivar edit_blocks: its :func:`ctxengine._messages.editing.edit_blocks`, once a request with
+        server-side context edits needed them.
     """
 
-    __slots__ = ("chars", "images", "marked", "snapshot", "tokens")
+    __slots__ = ("chars", "edit_blocks", "images", "marked", "snapshot", "tokens")
 
     def __init__(self, snapshot: dict[str, Any], chars: int, images: int, marked: bool) -> None:
         self.snapshot = snapshot
@@ -111,6 +116,7 @@ class MemoEntry:
         self.images = images
         self.marked = marked
         self.tokens: int | None = None
+        self.edit_blocks: tuple[EditBlock, ...] | None = None
 
 
 def _content_key(entry: MemoEntry) -> tuple[Any, ...]:
