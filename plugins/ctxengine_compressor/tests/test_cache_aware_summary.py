@@ -32,20 +32,27 @@ def kernel_for(
     *,
     clock: Callable[[], float] | None = None,
     cache_ttl: str = "5m",
+    base_url: str | None = None,
+    context_editing: dict[str, Any] | None = None,
     **summary: Any,
 ) -> ctxengine.Kernel:
+    """A kernel whose main model and summaries go to ``api`` (at ``base_url``, default its
+    plain URL: an OpenAI-compatible route, where no context edits are added)."""
+
     def no_pause(seconds: float) -> None:
         raise AssertionError(f"the failure policy paused {seconds} s where no retry was due")
 
+    url = base_url or api.base_url
     return ctxengine.load(
         {
-            "model": {"name": MODEL, "base_url": api.base_url, "context_length": 60_000},
+            "model": {"name": MODEL, "base_url": url, "context_length": 60_000},
             "prompt_caching": {"enabled": True, "cache_ttl": cache_ttl},
+            "context_editing": context_editing or {},
             "auxiliary": {
                 "compression": {
                     "provider": "anthropic",
                     "model": MODEL,
-                    "base_url": api.base_url,
+                    "base_url": url,
                     "api_key": "test-key",
                     **summary,
                 }
@@ -64,12 +71,18 @@ def agent_turn(client: Any, session: ctxengine.Session, system: Any, messages: l
     return request
 
 
-def test_the_summary_call_reads_the_agents_cached_prefix(api: FakeAPI) -> None:
+@pytest.mark.parametrize("clearing", [False, True], ids=["plain", "context-editing"])
+def test_the_summary_call_reads_the_agents_cached_prefix(api: FakeAPI, clearing: bool) -> None:
+    # With clearing, the fake is an Anthropic-compatible gateway whose server clears old tool
+    # results: the agent's cached prefix is the conversation as those edits left it, so the
+    # summary call must ask for the same edits to read it (and it sees what the agent saw).
     anthropic = pytest.importorskip("anthropic")
-    client = anthropic.Anthropic(api_key="test-key", base_url=api.base_url, max_retries=0)
+    url = api.gateway_url if clearing else api.base_url
+    client = anthropic.Anthropic(api_key="test-key", base_url=url, max_retries=0)
     system, messages = samples.conversation("anthropic")
     history = messages[:-1]  # ends with the user's question
-    with kernel_for(api) as kernel:
+    edits = {"clear_tool_uses": True, "trigger": 0.02, "keep_tool_uses": 1} if clearing else None
+    with kernel_for(api, base_url=url, context_editing=edits) as kernel:
         session = kernel.session("s")
         sent = agent_turn(client, session, system, history)
         history = [*history, messages[-1], {"role": "user", "content": "Carry on."}]
@@ -84,58 +97,21 @@ def test_the_summary_call_reads_the_agents_cached_prefix(api: FakeAPI) -> None:
     assert summary_body["messages"][:-1] == sent["messages"][:-1]
     assert summary_body["messages"][-1]["content"][:-1] == sent["messages"][-1]["content"]
     assert marker_positions(summary_body) == marker_positions(sent)
+    if clearing:
+        assert session.ctx.route == "anthropic-compatible"
+        assert api.replies[0].body["context_management"]["applied_edits"]  # the server cleared
+        assert summary_body["context_management"] == sent["extra_body"]["context_management"]
+    else:
+        assert "context_management" not in summary_body
     instruction = summary_body["messages"][-1]["content"][-1]["text"]
     assert instruction.startswith("Context compaction")
     assert "<kept-from>" in instruction  # where the verbatim tail begins
     assert validate(summary_body["messages"], "anthropic", system=summary_body["system"]) == []
     usage = normalize_usage(getattr(provider, "last_usage", None))
     # Everything the agent's request cached is read back; only the instruction is new.
-    assert usage.cache_read_tokens > 0.9 * usage.prompt_tokens
-    assert result.summary and "## Goal" in result.summary
-
-
-def test_the_summary_call_keeps_the_agents_context_edits_and_reads_its_cache(api: FakeAPI) -> None:
-    # On a route with server-side context editing the agent's cached prefix is the conversation
-    # as the server left it after clearing old tool results: the summary call must ask for the
-    # same edits to read that prefix (and to see what the agent saw).
-    anthropic = pytest.importorskip("anthropic")
-    client = anthropic.Anthropic(api_key="test-key", base_url=api.gateway_url, max_retries=0)
-    system, messages = samples.conversation("anthropic")
-    history = messages[:-1]
-    kernel = ctxengine.load(
-        {
-            "model": {"name": MODEL, "base_url": api.gateway_url, "context_length": 60_000},
-            "prompt_caching": {"enabled": True},
-            "context_editing": {"clear_tool_uses": True, "trigger": 0.02, "keep_tool_uses": 1},
-            "auxiliary": {
-                "compression": {
-                    "provider": "anthropic",
-                    "model": MODEL,
-                    "base_url": api.gateway_url,
-                    "api_key": "test-key",
-                }
-            },
-        },
-        env={},
-    )
-    with kernel:
-        session = kernel.session("s")
-        assert session.ctx.route == "anthropic-compatible"
-        sent = session.prepare({"model": MODEL, "system": system, "messages": history})
-        response = client.messages.create(**sent, max_tokens=256)
-        session.update_usage(response)
-        assert normalize_usage(response).cleared_tool_uses > 0  # the server did clear
-        history = [*history, messages[-1], {"role": "user", "content": "Carry on."}]
-        result = session.compress(history, system, force=True)
-        provider = kernel.summary_provider()
-    assert result.status == "compacted", result.reason
-    assert "cache-aware" in result.reason
-    summary_body = api.requests[-1].body
-    assert summary_body["context_management"] == sent["extra_body"]["context_management"]
-    assert summary_body["messages"][:-1] == sent["messages"][:-1]
-    usage = normalize_usage(getattr(provider, "last_usage", None))
     assert usage.cache_write_tokens == 0
-    assert usage.cache_read_tokens > 0.85 * usage.prompt_tokens
+    assert usage.cache_read_tokens > (0.85 if clearing else 0.9) * usage.prompt_tokens
+    assert result.summary and "## Goal" in result.summary
 
 
 def test_the_instruction_after_an_assistant_message_is_a_new_user_turn() -> None:
