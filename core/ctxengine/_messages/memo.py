@@ -41,13 +41,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ctxengine._messages.markers import carries_marker
 from ctxengine._messages.read import text_size
-
-if TYPE_CHECKING:
-    from ctxengine._messages.editing import EditBlock
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
@@ -116,7 +113,8 @@ class MemoEntry:
         self.images = images
         self.marked = marked
         self.tokens: int | None = None
-        self.edit_blocks: tuple[EditBlock, ...] | None = None
+        # ctxengine._messages.editing.EditBlock, spelled out: that module reads the memo.
+        self.edit_blocks: tuple[tuple[int, str, str, str], ...] | None = None
 
 
 def _content_key(entry: MemoEntry) -> tuple[Any, ...]:
