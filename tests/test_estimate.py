@@ -50,6 +50,31 @@ def test_text_size_is_the_length_of_message_text() -> None:
     assert checked > 5_000
 
 
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "text", "text": "some text"},
+        {"type": "thinking", "thinking": "a thought", "signature": "sig"},
+        {"type": "redacted_thinking", "data": "opaque data"},
+        {"type": "refusal", "refusal": "I cannot"},
+        {"type": "compaction", "content": "the summary of what came before"},
+        {"type": "compaction", "content": None, "encrypted_content": "opaque item"},
+        {"type": "compaction", "id": "cmp_1", "encrypted_content": "opaque item"},
+        {"type": "tool_result", "tool_use_id": "t", "content": "result text"},
+        {"type": "tool_result", "content": [{"type": "text", "text": "a"}, {"type": "image"}]},
+        {"type": "image", "source": {"type": "base64", "data": "AAAA"}},
+        {"type": "text", "text": None},
+        {"type": ["not", "a", "kind"], "text": "ignored"},
+    ],
+)
+def test_text_size_reads_every_block_kind_as_message_text_does(block: dict[str, Any]) -> None:
+    """Every block type that costs tokens is measured (a compaction block's summary too: an
+    estimate that missed it would bound a large prompt by almost nothing)."""
+    msg = {"role": "assistant", "content": [{"type": "text", "text": "before"}, block]}
+    chars, _ = text_size(msg)
+    assert chars == len(message_text(msg))
+
+
 def _worst_excess(values: list[int]) -> int:
     """``max(values[j] - values[i] for i < j)``: the worst run of a prefix-sum sequence."""
     worst = -(10**18)

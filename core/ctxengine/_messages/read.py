@@ -63,6 +63,15 @@ OPENAI_PART_TYPES = frozenset({"image_url", "input_audio", "refusal"})
 _OPENAI_KEYS = ("tool_calls", "tool_call_id", "reasoning_content")
 # Content blocks that are images, in either format (OpenAI chat, OpenAI Responses, Anthropic).
 IMAGE_BLOCK_TYPES = frozenset({"image", "image_url", "input_image"})
+BLOCK_TEXT_KEYS: Mapping[str, str] = {
+    "text": "text",
+    "thinking": "thinking",
+    "redacted_thinking": "data",
+    "refusal": "refusal",
+}
+"""For the content blocks whose token-bearing text is one string value, the key holding it (what
+:func:`message_text` reads of them). Every walk that measures blocks reads it from here, so the
+walks cannot disagree about a block type."""
 
 
 @attrs.frozen
@@ -222,6 +231,14 @@ def dumps_arguments(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def compaction_text(block: Mapping[str, Any]) -> str:
+    """The token-bearing text of a compaction block: what the model reads, the summary; a
+    Responses item has only its opaque ``encrypted_content``, the closest local measure of what
+    it costs. "" when neither is a non-empty string."""
+    text = block.get("content") or block.get("encrypted_content")
+    return text if isinstance(text, str) else ""
+
+
 def _result_content_text(content: Any) -> str:
     """Text of an Anthropic ``tool_result`` content (a string or a list of blocks)."""
     return _content_text(content)
@@ -247,22 +264,15 @@ def message_text(msg: Message) -> str:
             if not isinstance(block, dict):
                 continue
             kind = block.get("type")
-            if kind == "text":
-                text = _block_text(block)
-            elif kind == "thinking":
-                text = block.get("thinking") or ""
-            elif kind == "redacted_thinking":
-                text = block.get("data") or ""
+            key = BLOCK_TEXT_KEYS.get(kind) if isinstance(kind, str) else None
+            if key is not None:
+                text = block.get(key)
             elif kind == "tool_use":
                 text = f"{block.get('name', '')} {dumps_arguments(block.get('input', {}))}"
             elif kind == "tool_result":
                 text = _result_content_text(block.get("content"))
-            elif kind == "refusal":
-                text = block.get("refusal") or ""
             elif kind == "compaction":
-                # What the model reads: the summary; a Responses item only has its opaque
-                # content, the closest local measure of what it costs.
-                text = block.get("content") or block.get("encrypted_content") or ""
+                text = compaction_text(block)
             else:
                 text = ""
             if isinstance(text, str) and text:
@@ -364,12 +374,11 @@ def text_size(msg: Message) -> tuple[int, int]:
             if not isinstance(block, dict):
                 continue
             kind = block.get("type")
-            if kind == "text":
-                length = _text_length(block.get("text"))
-            elif kind == "thinking":
-                length = _text_length(block.get("thinking"))
-            elif kind == "redacted_thinking":
-                length = _text_length(block.get("data"))
+            if not isinstance(kind, str):
+                continue
+            key = BLOCK_TEXT_KEYS.get(kind)
+            if key is not None:
+                length = _text_length(block.get(key))
             elif kind == "tool_use":
                 name = block.get("name", "")
                 length = len(name if isinstance(name, str) else f"{name}") + 1
@@ -378,8 +387,8 @@ def text_size(msg: Message) -> tuple[int, int]:
                 inner = block.get("content")
                 length = _content_length(inner)
                 images += image_count(inner)
-            elif kind == "refusal":
-                length = _text_length(block.get("refusal"))
+            elif kind == "compaction":
+                length = len(compaction_text(block))
             else:
                 length = 0
                 if kind in IMAGE_BLOCK_TYPES:
