@@ -10,9 +10,11 @@ import pytest
 
 import ctxengine
 from ctxengine._accounting.tokens import TokenCounter
-from ctxengine._messages.memo import MessageMemo, NotAMessageError, snapshot
+from ctxengine._messages.markers import carries_marker
+from ctxengine._messages.memo import MessageMemo, NotAMessageError, describe, snapshot
+from ctxengine._messages.read import text_size
 from ctxengine.messages import marker_positions
-from ctxengine.testing.transcripts import load_sessions
+from ctxengine.testing.transcripts import load_sessions, transcript_files
 
 
 def messages(n: int) -> list[dict[str, Any]]:
@@ -228,3 +230,205 @@ def test_equality_is_pythons() -> None:
     entry = memo.entry(call)
     call["content"][0]["input"]["n"] = True
     assert memo.entry(call) is entry
+
+
+# -- the walk that describes a new message ------------------------------------------------------
+
+
+class Tagged(dict):  # type: ignore[type-arg]
+    """A dict subclass: the walk hands messages holding one to the general functions."""
+
+
+class Items(list):  # type: ignore[type-arg]
+    """A list subclass, likewise."""
+
+
+class Text(str):
+    """A str subclass: measured like a string, kept as it is."""
+
+
+MARK = {"type": "ephemeral"}
+IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}}
+NESTED_RESULTS = {
+    "role": "user",
+    "content": [
+        {"type": "tool_result", "tool_use_id": "a", "content": "plain result"},
+        {"type": "tool_result", "tool_use_id": "b", "content": Text("str subclass")},
+        {"type": "tool_result", "tool_use_id": "c", "content": None, "is_error": True},
+        {
+            "type": "tool_result",
+            "tool_use_id": "d",
+            "content": [{"type": "text", "text": "seen"}, IMAGE, {"type": "text", "text": ""}],
+        },
+        {
+            "type": "tool_result",
+            "tool_use_id": "e",
+            "content": [
+                {"type": "tool_result", "content": [IMAGE, {"type": "text", "text": "deep"}]},
+                {"type": "text", "text": "x", "cache_control": MARK},
+            ],
+        },
+    ],
+}
+DEEP_MARKER = {
+    "role": "user",
+    "content": [
+        {
+            "type": "tool_result",
+            "content": [{"type": "box", "content": [{"type": "text", "cache_control": MARK}]}],
+        }
+    ],
+}
+TUPLE_MARKER = {"role": "user", "content": [{"type": "tool_result", "content": ({"cache_control": MARK},)}]}
+COMPACTION_MARKER = {"role": "assistant", "content": [{"type": "compaction", "content": [{"cache_control": MARK}]}]}
+UNHASHABLE_TYPE = {"role": "user", "content": [{"type": "tool_result", "content": [{"type": ["unhashable"]}]}]}
+ODD_MESSAGES: list[Any] = [
+    {"role": "user"},
+    {"role": "user", "content": None},
+    {"role": "user", "content": ""},
+    {"role": "user", "content": 7},
+    {"role": "user", "content": []},
+    {"role": "user", "content": ("a", {"type": "text", "text": "in a tuple"})},
+    {"role": "user", "content": Text("a str subclass")},
+    {"role": "user", "content": Items([{"type": "text", "text": "in a list subclass"}])},
+    Tagged(role="user", content=[{"type": "text", "text": "a dict subclass"}]),
+    {"role": "user", "content": "text", "cache_control": MARK},
+    {3: "a key that is not a string", "role": "user", "content": "x", "meta": {"a": [1, (2,)]}},
+    # Blocks that are not dicts, or not plain ones.
+    {"role": "user", "content": ["a string", None, 5, ["a", "list"], ("a", "tuple"), ()]},
+    {"role": "user", "content": [Tagged(type="text", text="a block subclass")]},
+    # Every block type, and block values of odd types.
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "visible", "cache_control": MARK},
+            {"type": "text", "text": ""},
+            {"type": "text", "text": None},
+            {"type": "text", "text": Text("str subclass")},
+            {"type": "text"},
+            {"type": "thinking", "thinking": "a thought", "signature": "sig"},
+            {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "refusal", "refusal": "no"},
+            {"type": "compaction", "content": "the summary"},
+            {"type": "compaction", "content": None, "encrypted_content": "opaque item"},
+            {"type": "unknown", "payload": {"deep": [1, 2]}},
+            {"type": None, "text": "no type"},
+            {"type": 5, "text": "a number type"},
+            {"type": ["unhashable"], "text": "a list type"},
+            {"text": "no type key"},
+            IMAGE,
+            {"type": "image_url", "image_url": {"url": "data:,"}},
+            {"type": "input_image", "image_url": "data:,"},
+        ],
+    },
+    # Tool inputs of every shape.
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "a", "name": "plain", "input": {"path": "/tmp", "n": 3}},
+            {"type": "tool_use", "id": "b", "name": "nested", "input": {"todos": [{"a": 1.5}]}},
+            {"type": "tool_use", "id": "c", "name": "escapes", "input": {"q": 'say "hi"\n'}},
+            {"type": "tool_use", "id": "d", "name": "keys", "input": {1: "int key", "b": None}},
+            {"type": "tool_use", "id": "e", "name": "values", "input": {"f": float("inf")}},
+            {"type": "tool_use", "id": "f", "name": "tuple", "input": {"t": (1, "two")}},
+            {"type": "tool_use", "id": "g", "name": "empty", "input": {}},
+            {"type": "tool_use", "id": "h", "name": "missing"},
+            {"type": "tool_use", "id": "i", "name": "list", "input": [1, "two", {"x": False}]},
+            {"type": "tool_use", "id": "j", "name": "string", "input": "raw"},
+            {"type": "tool_use", "id": "k", "name": 42, "input": Tagged(x="subclass")},
+            {"type": "tool_use", "id": "l", "input": {"booleans": [True, False, None]}},
+        ],
+    },
+    # Tool results: strings, lists with images, results nested in results, markers at depth.
+    NESTED_RESULTS,
+    DEEP_MARKER,
+    TUPLE_MARKER,
+    COMPACTION_MARKER,
+    UNHASHABLE_TYPE,
+    # OpenAI: reasoning and tool calls of every shape.
+    {"role": "assistant", "content": "answer", "reasoning_content": "why"},
+    {"role": "assistant", "content": None, "reasoning_content": ""},
+    {"role": "assistant", "content": None, "reasoning_content": Text("str subclass")},
+    {"role": "assistant", "content": None, "reasoning_content": ["not", "a", "string"]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "1", "type": "function", "function": {"name": "ls", "arguments": '{"a": 1}'}},
+            {"id": "2", "type": "function", "function": {"name": None, "arguments": {"a": [1]}}},
+            {"id": "3", "type": "function", "function": {"name": "no_arguments"}},
+            {"id": "4", "type": "function", "function": "not a dict"},
+            {"id": "5", "type": "function"},
+            {"id": "6", "function": Tagged(name="subclass", arguments="{}")},
+            "not a call",
+            ["a", "list"],
+        ],
+    },
+    {"role": "assistant", "content": None, "tool_calls": []},
+    {"role": "assistant", "content": None, "tool_calls": ({"function": {"name": "t"}},)},
+    {"role": "assistant", "content": None, "tool_calls": Items([{"function": {"name": "s"}}])},
+    {"role": "assistant", "content": None, "tool_calls": [Tagged(function={"name": "d"})]},
+    {"role": "tool", "tool_call_id": "1", "content": "out", "cache_control": MARK},
+]
+
+
+def _same_copy(copied: Any, original: Any, reference: Any) -> None:
+    """``copied`` is built like ``reference`` (``snapshot(original)``): the same types at every
+    level, new containers, and the very objects of ``original`` everywhere else."""
+    assert type(copied) is type(reference)
+    if isinstance(reference, dict):
+        assert copied is not original
+        assert list(copied) == list(reference)
+        for key in reference:
+            _same_copy(copied[key], original[key], reference[key])
+    elif isinstance(reference, (list, tuple)):
+        assert copied is not original or original == ()
+        assert len(copied) == len(reference)
+        for mine, theirs, ref in zip(copied, original, reference, strict=True):
+            _same_copy(mine, theirs, ref)
+    else:
+        assert copied is original
+
+
+def _general(message: Any) -> tuple[Any, ...]:
+    """What the three general walks say about ``message`` (or the error they raise)."""
+    try:
+        return (*text_size(message), carries_marker(message))
+    except TypeError as error:
+        return ("raises", type(error))
+
+
+def _fused(message: Any) -> tuple[Any, ...]:
+    try:
+        entry = describe(message)
+    except TypeError as error:
+        return ("raises", type(error))
+    _same_copy(entry.snapshot, message, snapshot(message))
+    assert entry.tokens is None
+    return (entry.chars, entry.images, entry.marked)
+
+
+def test_the_walk_gives_what_the_general_functions_give_on_every_bundled_message() -> None:
+    checked = 0
+    for path in transcript_files():
+        for row in load_sessions(path.name):
+            for message in row["messages"]:
+                assert _fused(message) == _general(message), message
+                checked += 1
+    assert checked > 5_000
+
+
+@pytest.mark.parametrize("message", ODD_MESSAGES, ids=range(len(ODD_MESSAGES)))
+def test_the_walk_gives_what_the_general_functions_give_on_odd_shapes(message: Any) -> None:
+    assert _fused(message) == _general(message)
+
+
+def test_the_odd_shapes_reach_every_rule() -> None:
+    """The shapes above are not vacuous: markers at depth (not inside tuples, which stripping
+    does not enter), images in results nested in results, a shape the general walks reject."""
+    assert sum(1 for message in ODD_MESSAGES if _general(message)[-1] is True) == 6
+    assert _general(NESTED_RESULTS)[1:] == (2, True)  # one image in a result, one deeper
+    assert _general(DEEP_MARKER)[-1] is True
+    assert _general(COMPACTION_MARKER)[-1] is True
+    assert _general(TUPLE_MARKER)[-1] is False
+    assert _general(UNHASHABLE_TYPE) == ("raises", TypeError)
