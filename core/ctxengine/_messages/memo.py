@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 from ctxengine._messages.markers import carries_marker
@@ -113,9 +115,11 @@ class MemoEntry:
     :ivar tokens: its exact token count, once the session's counter has computed it.
     :ivar edit_blocks: its :func:`ctxengine._messages.editing.edit_blocks`, once a request with
         server-side context edits needed them.
+    :ivar key: the key the memo files it under: cheap, and the same for equal contents
+        (different contents may share it; lookups compare snapshots).
     """
 
-    __slots__ = ("chars", "edit_blocks", "images", "marked", "snapshot", "tokens")
+    __slots__ = ("chars", "edit_blocks", "images", "key", "marked", "snapshot", "tokens")
 
     def __init__(self, snapshot: dict[str, Any], chars: int, images: int, marked: bool) -> None:
         self.snapshot = snapshot
@@ -125,6 +129,8 @@ class MemoEntry:
         self.tokens: int | None = None
         # ctxengine._messages.editing.EditBlock, spelled out: that module reads the memo.
         self.edit_blocks: tuple[tuple[int, str, str, str], ...] | None = None
+        role = snapshot.get("role")
+        self.key: tuple[Any, ...] = (role if type(role) is str else None, chars, images, marked)
 
 
 def _described(message: dict[str, Any]) -> MemoEntry:
@@ -160,10 +166,14 @@ def describe(message: dict[str, Any]) -> MemoEntry:
     (:data:`BLOCK_TEXT_KEYS`); a message of any other shape (a subclass of dict or list where the
     walk copies one itself, say) is handed to the three functions. Either way the entry is exactly
     what they give (the tests compare them over every bundled session and odd shapes).
+
+    :raises NotAMessageError: ``message`` is not a dict.
     """
     # Runs once per new message of every request (the whole history on a session's first one),
     # so it is one flat loop: no call per block for the usual shapes.
     if type(message) is not dict:
+        if not isinstance(message, dict):
+            raise NotAMessageError(f"message: expected a dict, got {type(message).__name__}")
         return _described(message)
     snap = message.copy()
     chars = pieces = images = 0
@@ -264,13 +274,9 @@ def describe(message: dict[str, Any]) -> MemoEntry:
 
 _WALKED = frozenset({"content", "tool_calls"})
 """The message keys :func:`describe` copies itself when they hold a plain list."""
-
-
-def _content_key(entry: MemoEntry) -> tuple[Any, ...]:
-    """The key entries are filed under: cheap, and the same for equal contents (different
-    contents may share it; lookups compare snapshots). ``_entry`` builds the same key inline."""
-    role = entry.snapshot.get("role")
-    return (role if type(role) is str else None, entry.chars, entry.images, entry.marked)
+_KEY = attrgetter("key")
+_MARKED = attrgetter("marked")
+_SNAPSHOT = attrgetter("snapshot")
 
 
 class MessageView:
@@ -406,6 +412,8 @@ class MessageMemo:
         last = self._last
         count = len(items)
         if last is None:
+            if not self._order:
+                return self._fill(items)
             start = known = 0
             old_entries: list[MemoEntry] = []
             old_snaps: list[Any] = []
@@ -446,6 +454,41 @@ class MessageMemo:
         self._evict(view)
         return view
 
+    def _fill(self, items: list[Any]) -> MessageView:
+        """The first list of an empty memo (a session's first request): there is nothing to
+        find, so every message gets its walk and the entries are filed in bulk, each with the
+        loops in C. Equal contents within the list still share one entry."""
+        try:
+            entries = [describe(message) for message in items]
+        except NotAMessageError:
+            index = next(i for i, message in enumerate(items) if not isinstance(message, dict))
+            raise NotAMessageError(
+                f"messages[{index}]: expected a dict, got {type(items[index]).__name__}"
+            ) from None
+        keys = list(map(_KEY, entries))
+        chains = [[entry] for entry in entries]
+        table = dict(zip(keys, chains, strict=True))
+        if len(table) < len(entries):
+            # Some share a key (a quarter of them, in long sessions): the first with a key keeps
+            # its chain, and each later one joins it unless it equals an entry there.
+            table = dict(zip(reversed(keys), reversed(chains), strict=True))
+            for index, entry in enumerate(entries):
+                chain = table[entry.key]
+                if chain[0] is entry:
+                    continue
+                for candidate in chain:
+                    if candidate.snapshot == entry.snapshot:
+                        entries[index] = candidate
+                        break
+                else:
+                    chain.append(entry)
+        self._table = table
+        self._order = dict(zip(entries, keys, strict=True))
+        if len(items) <= 4 * self._max:  # the bound on the hints, as in _entry
+            self._by_id = dict(zip(map(id, items), entries, strict=True))
+        marked = tuple(compress(range(len(entries)), map(_MARKED, entries)))
+        return MessageView(items, entries, list(map(_SNAPSHOT, entries)), marked, base=[])
+
     # -- single messages --------------------------------------------------------------------
 
     def entry(self, message: object) -> MemoEntry:
@@ -476,8 +519,7 @@ class MessageMemo:
                 by_id[id(message)] = found
                 return found
         fresh = describe(message)
-        role = message.get("role")
-        key = (role if type(role) is str else None, fresh.chars, fresh.images, fresh.marked)
+        key = fresh.key
         chain = self._table.get(key)
         if chain is None:
             self._table[key] = [fresh]
@@ -532,7 +574,7 @@ class MessageMemo:
             self._order = {}
             self._by_id = {}
             for entry in kept.values():
-                key = _content_key(entry)
+                key = entry.key
                 self._table.setdefault(key, []).append(entry)
                 self._order[entry] = key
             return view
