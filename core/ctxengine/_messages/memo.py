@@ -245,7 +245,19 @@ def describe(message: dict[str, Any]) -> MemoEntry:
                     if type(call) not in _ATOMS:
                         calls[index] = snapshot(call)
                     continue
-                calls[index] = snapshot(call)
+                copied = call.copy()
+                calls[index] = copied
+                for field, item in copied.items():
+                    if type(item) in _ATOMS:
+                        continue
+                    if type(item) is dict and field == "function":
+                        inner = item.copy()  # {"name": ..., "arguments": ...}: strings, as a rule
+                        copied[field] = inner
+                        for part, piece in inner.items():
+                            if type(piece) not in _ATOMS:
+                                inner[part] = snapshot(piece)
+                    else:
+                        copied[field] = snapshot(item)
                 function = call.get("function")
                 if not isinstance(function, dict):
                     function = {}
