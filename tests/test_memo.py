@@ -279,9 +279,18 @@ DEEP_MARKER = {
         }
     ],
 }
-TUPLE_MARKER = {"role": "user", "content": [{"type": "tool_result", "content": ({"cache_control": MARK},)}]}
-COMPACTION_MARKER = {"role": "assistant", "content": [{"type": "compaction", "content": [{"cache_control": MARK}]}]}
-UNHASHABLE_TYPE = {"role": "user", "content": [{"type": "tool_result", "content": [{"type": ["unhashable"]}]}]}
+TUPLE_MARKER = {
+    "role": "user",
+    "content": [{"type": "tool_result", "content": ({"cache_control": MARK},)}],
+}
+COMPACTION_MARKER = {
+    "role": "assistant",
+    "content": [{"type": "compaction", "content": [{"cache_control": MARK}]}],
+}
+UNHASHABLE_TYPE = {
+    "role": "user",
+    "content": [{"type": "tool_result", "content": [{"type": ["unhashable"]}]}],
+}
 ODD_MESSAGES: list[Any] = [
     {"role": "user"},
     {"role": "user", "content": None},
