@@ -359,6 +359,8 @@ def text_size(msg: Message) -> tuple[int, int]:
     ``len(message_text(msg))`` except inside Anthropic ``tool_use`` inputs, where a character
     JSON escapes (a quote, a backslash, a newline) counts once instead of twice.
     """
+    # The memo's walk (ctxengine._messages.memo.describe) inlines these rules for the messages
+    # it copies; tests/test_memo.py checks both give the same on every bundled message.
     chars = pieces = images = 0
     reasoning = msg.get("reasoning_content")
     if isinstance(reasoning, str) and reasoning:
