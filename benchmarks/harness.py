@@ -62,9 +62,13 @@ Setup = Callable[[], Steps]
 """Prepares one round of timed calls (untimed) and returns them."""
 
 
-def interleaved_min(setups: dict[str, Setup], rounds: int) -> dict[str, float]:
+def interleaved_min(
+    setups: dict[str, Setup], rounds: int, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, float]:
     """For each setup, the mean over its steps of each step's fastest time in ``rounds`` rounds;
-    every setup runs once per round, one after the other.
+    every setup runs once per round, one after the other. ``clock`` reads the time: wall clock by
+    default, ``time.thread_time`` for the CPU time of the calls (which other processes on a
+    loaded machine disturb far less).
 
     Each step is timed on its own, so a step another process interrupted costs that step one
     round, not the whole figure. The garbage collector runs after each setup and is off while a
@@ -81,9 +85,9 @@ def interleaved_min(setups: dict[str, Setup], rounds: int) -> dict[str, float]:
             for index, step in enumerate(steps):
                 gc.disable()
                 try:
-                    start = time.perf_counter()
+                    start = clock()
                     step()
-                    elapsed = time.perf_counter() - start
+                    elapsed = clock() - start
                 finally:
                     gc.enable()
                 times[index] = min(times[index], elapsed)
