@@ -791,13 +791,18 @@ _NOT_AN_IDENTIFIER = re.compile(r"\d+(?:[a-z]{1,3}|%|-\d+)|\d+-[A-Za-z]+|.*(?:a-
 _DIGIT = re.compile(r"\d")
 
 
-def _identifier_tokens(text: str) -> Iterator[str]:
+def _identifier_tokens(text: str) -> list[str]:
     if _DIGIT.search(text) is None:
-        return
-    for match in _IDENTIFIER.finditer(text):
-        token = match.group(0)
-        if _DIGIT.search(token) and not _NOT_AN_IDENTIFIER.fullmatch(token):
-            yield token
+        return []
+    # findall gives the tokens without building match objects; a token of letters only (most
+    # words) holds no digit, and isalpha says so without a regex call.
+    return [
+        token
+        for token in _IDENTIFIER.findall(text)
+        if not token.isalpha()
+        and _DIGIT.search(token)
+        and not _NOT_AN_IDENTIFIER.fullmatch(token)
+    ]
 
 
 def _identifier_uses(
