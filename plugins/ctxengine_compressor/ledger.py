@@ -1389,6 +1389,22 @@ class Unit:
     index: int = -1
     covered_by: tuple[int, ...] = ()
 
+    def covered(self, by: tuple[int, ...]) -> Unit:
+        """This unit with ``covered_by`` set to ``by`` (what ``attrs.evolve`` gives, built
+        directly: evolve inspects the class on every call, and this runs once per path)."""
+        return Unit(
+            self.section,
+            self.text,
+            self.rank,
+            self.age,
+            self.noun,
+            self.group,
+            self.inline,
+            self.kind,
+            self.index,
+            by,
+        )
+
     @property
     def size(self) -> int:
         if self.group and self.inline:
@@ -1539,7 +1555,7 @@ def _with_cover(units: list[Unit]) -> list[Unit]:
             if owner not in cover and _has_token(units[owner].text, token, before, after):
                 cover.append(owner)
             hit = joined.find(token, hit + 1)
-        out.append(attrs.evolve(unit, covered_by=tuple(cover)) if cover else unit)
+        out.append(unit.covered(tuple(cover)) if cover else unit)
     return out
 
 
