@@ -814,9 +814,7 @@ def _identifier_tokens(text: str) -> list[str]:
     return [
         token
         for token in _IDENTIFIER.findall(text)
-        if not token.isalpha()
-        and _DIGIT.search(token)
-        and not _NOT_AN_IDENTIFIER.fullmatch(token)
+        if not token.isalpha() and _DIGIT.search(token) and not _NOT_AN_IDENTIFIER.fullmatch(token)
     ]
 
 
