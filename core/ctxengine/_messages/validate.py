@@ -151,7 +151,10 @@ _Marker = tuple[str, int | None, Mapping[str, Any]]  # where, message index, the
 class _Checker:
     """Collects problems and cache markers during one validation run."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, shape_only: bool = False) -> None:
+        # Only SHAPE_RULES findings are wanted: checks of other rules that cost real work
+        # (decoding every call's JSON arguments) are skipped.
+        self.shape_only = shape_only
         self.problems: list[Problem] = []
         self.markers: list[_Marker] = []
         # OpenAI: set by the first non-system message; later system messages are misplaced.
@@ -234,7 +237,7 @@ def _validate(
         raise ValueError(f"provider must be 'openai' or 'anthropic', got {provider!r}")
     if profile not in PROFILES:
         raise ValueError(f"profile must be 'provider' or 'strict', got {profile!r}")
-    check = _Checker()
+    check = _Checker(shape_only=shape_only)
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         check.add(None, "messages-type", "messages", "must be a list of message dicts")
         return check.problems
@@ -605,6 +608,8 @@ def _check_openai_calls(check: _Checker, calls: Any, where: str, i: int) -> None
                 f"'function.arguments' must be a JSON string, got {type(args).__name__}",
             )
             continue
+        if check.shape_only:
+            continue  # "tool-call-json" is not a shape rule: no need to decode the arguments
         try:
             json.loads(args)
         except json.JSONDecodeError as exc:
