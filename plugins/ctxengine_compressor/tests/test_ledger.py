@@ -272,6 +272,11 @@ def test_secrets_are_redacted_on_entry() -> None:
         ('assert body["error"] =~ "required"', []),
         ("-rw-r--r-- 1 root root 6744 Apr 30 08:32 error.c", []),
         ("We need better error handling here.", []),
+        # Upper case, and non-ASCII text (whose lower-cased copy may not keep positions).
+        ("PANIC: kernel stack overflow", ["PANIC: kernel stack overflow"]),
+        ("Straße İstanbul\nERROR: ünïcode path /tmp/ß", ["ERROR: ünïcode path /tmp/ß"]),
+        ("İİİ FATAL: disk full", ["İİİ FATAL: disk full"]),
+        ("ErRoR: mixed case is no error word", []),
     ],
 )
 def test_error_lines(output: str, expected: list[str]) -> None:
