@@ -91,6 +91,7 @@ def test_secrets_are_masked(text: str, expected: str | None) -> None:
         ("my db password is hunter2.", "my db password is [REDACTED:password]."),
         ("The API token was ab12cd34!", "The API token was [REDACTED:token]"),
         ("the api key is abc123XYZ", "the api key is [REDACTED:api_key]"),
+        ("my aPi kEy is Xy9abc!", "my aPi kEy is [REDACTED:api_key]"),
         ("my secret is: 8f3k2x", "my secret is: [REDACTED:secret]"),
         ("Password: Hunter22", "Password: [REDACTED:password]"),
         ("the passwd is 48213", "the passwd is [REDACTED:password]"),
@@ -102,6 +103,9 @@ def test_secrets_are_masked(text: str, expected: str | None) -> None:
 def test_prose_secrets_are_masked(text: str, expected: str) -> None:
     assert redact(text) == expected
     assert redact(expected) == expected
+    # The same inside a long text (past the short-text prefilter, which must not hide any).
+    padding = "x" * 5_000 + " "
+    assert redact(padding + text) == padding + expected
 
 
 @pytest.mark.parametrize(
