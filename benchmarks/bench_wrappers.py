@@ -47,6 +47,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from pydantic import TypeAdapter
 
 import ctxengine
+from ctxengine._messages.memo import MessageView
 from ctxengine.testing.transcripts import TRANSCRIPTS
 
 if not __package__:  # run as a script (nox -s bench): make the repository importable
@@ -343,7 +344,9 @@ def replay_kernel(session: ctxengine.Session) -> None:
     def view_of(messages: Any) -> Any:  # what should_compress leaves for prepare to reuse
         if len(messages) not in views:
             views[len(messages)] = real_view_of(messages)
-        return views[len(messages)]
+        found = views[len(messages)]
+        # A view of this very list, as the memo's is (its entries the same objects as before).
+        return MessageView(messages, found.entries, found.snapshots, found.marked)
 
     memo.view_of = view_of  # type: ignore[method-assign]
     session.should_compress = lambda *args, **kwargs: False  # type: ignore[method-assign]

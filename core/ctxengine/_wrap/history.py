@@ -7,21 +7,39 @@ assistant's tool call and its result sit between the host's messages. :class:`Hi
 remembers, after each call, which host messages were covered and what was sent for them, and
 on the next call sends that, followed by whatever the host added since.
 
-Matching is by the host's own message objects: the covered part must be exactly what the host
-passes again (the same objects, or equal ones). If it is not (the host edited, truncated or
-replaced its history), the view is dropped and the host's history is sent as it is; the call's
-record says so. The host's messages are never copied or changed here, only referenced; the list
-the view sends is its own and grows in place from call to call.
+Matching is by content: the covered part must be what the host passes again (the same objects,
+or equal ones). If it is not (the host edited, truncated or replaced its history), the view is
+dropped and the host's history is sent as it is; the call's record says so. The host's messages
+are never copied or changed here, only referenced.
+
+The view is in one of two states after a call:
+
+- **as given**: what was sent was the host's own message objects, one for one, with its system
+  prompt (nothing compacted, no engine tool round added, no result supplied). The next call
+  sends the host's messages as they are then, without comparing them here: the kernel's message
+  memo compares them with its snapshots of what was sent anyway (:meth:`Session.should_compress`
+  resolves them), and :meth:`HistoryView.confirm` reads from that resolution whether they
+  continue what was covered (the same memo entries, found in O(1) in the common case). The
+  history is walked once per call, by the memo, as it is for a host calling the kernel itself;
+- **mapped**: what was sent differs from the host's messages (a compaction, an engine tool
+  round). The covered host messages are compared with what the host passes (one list
+  comparison in C); the view's own list of what was sent grows in place from call to call,
+  followed by whatever the host added since.
+
+In both, the reference for the covered host messages is the objects the host first passed for
+them (see :meth:`HistoryView._resolve_mapped` for why), extended by what it adds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import is_
 from typing import Any
 
 import attrs
 
 from ctxengine._messages.conversation import Message, SystemPrompt
+from ctxengine._messages.memo import MemoEntry, MessageView
 
 
 @attrs.frozen
@@ -31,11 +49,18 @@ class ResolvedHistory:
     :ivar messages: the messages to send, in the form the kernel reads.
     :ivar system: the system prompt to send (Anthropic), else ``None``.
     :ivar reset: the host's history did not continue the covered one; the view was dropped.
+    :ivar as_given: ``messages`` are the host's own message objects, one for one, and ``system``
+        is the host's (what :meth:`HistoryView.commit` needs to stay as given).
+    :ivar unconfirmed: the view was as given and ``messages`` are the host's, not yet checked
+        against what was covered: call :meth:`HistoryView.confirm` with the memo's view of
+        ``messages`` before anything else reads them as continuing the covered history.
     """
 
     messages: list[Message]
     system: SystemPrompt | None
     reset: bool
+    as_given: bool = False
+    unconfirmed: bool = False
 
 
 class HistoryView:
@@ -47,6 +72,9 @@ class HistoryView:
         self._sent: list[Message] = []
         self._committed = 0
         self._sent_system: SystemPrompt | None = None
+        # As given (see the module docstring): the memo entries of what was sent, which were the
+        # host's own messages; None while mapped (or empty).
+        self._given: list[MemoEntry] | None = None
         # What commit takes from the last resolve: the host's history (None: the covered list
         # plus _added) and the messages it added.
         self._next_host: list[Any] | None = []
@@ -61,7 +89,7 @@ class HistoryView:
 
     @property
     def sent(self) -> list[Message]:
-        """What was last sent for the covered host messages (do not mutate)."""
+        """What was last sent for the covered host messages (do not mutate; empty as given)."""
         return self._sent
 
     def resolve(
@@ -76,8 +104,57 @@ class HistoryView:
         What :meth:`commit` will remember of ``host`` is taken here, so messages the host adds
         to its list while the call runs (during a stream, say) are not taken as sent.
         """
+        if self._given is not None:
+            if len(host) >= len(self._host):
+                return self._resolve_given(host, host_system, to_engine)
+            self.clear()  # shorter than what was covered: it cannot continue it
+            return self._resolve_mapped(host, host_system, to_engine, reset=True)
+        return self._resolve_mapped(host, host_system, to_engine, reset=False)
+
+    def _resolve_given(
+        self,
+        host: Sequence[Any],
+        host_system: Any,
+        to_engine: Callable[[Sequence[Any]], list[Message]],
+    ) -> ResolvedHistory:
         covered = len(self._host)
-        reset = False
+        messages = host[:covered] if isinstance(host, list) else list(host[:covered])
+        added = host[covered:] if isinstance(host, list) else list(host[covered:])
+        new = to_engine(added)
+        messages.extend(new)
+        self._next_host, self._added = None, added
+        return ResolvedHistory(
+            messages=messages,
+            system=host_system,
+            reset=False,
+            as_given=_same_objects(new, added),
+            unconfirmed=True,
+        )
+
+    def confirm(self, view: MessageView) -> bool:
+        """Whether the host's messages, resolved by the memo as ``view`` after
+        :meth:`resolve` said ``unconfirmed``, continue what was covered (the same memo entries,
+        so the same contents). If not, the view is dropped (pending results with it): what
+        :meth:`resolve` returned is the host's history as given, which is then what is sent."""
+        given = self._given or []
+        if view.starts_with(given):
+            return True
+        covered, added = len(given), self._added
+        self.clear()
+        # Everything is new: the host's messages as resolved (its objects up to what was
+        # covered, then those it added) are what commit takes.
+        self._next_host, self._added = [*view.items[:covered], *added], []
+        return False
+
+    def _resolve_mapped(
+        self,
+        host: Sequence[Any],
+        host_system: Any,
+        to_engine: Callable[[Sequence[Any]], list[Message]],
+        *,
+        reset: bool,
+    ) -> ResolvedHistory:
+        covered = len(self._host)
         prefix: list[Any] = []
         if covered:
             # A list comparison runs in C, by identity first: O(covered) pointer checks for a
@@ -103,7 +180,9 @@ class HistoryView:
         self._added = added
         new = to_engine(added)
         if not covered:
-            return ResolvedHistory(messages=new, system=host_system, reset=reset)
+            return ResolvedHistory(
+                messages=new, system=host_system, reset=reset, as_given=_same_objects(new, added)
+            )
         if len(self._sent) != self._committed:
             # A call that failed after resolving left its messages here: start from a copy of
             # what was committed, so nothing that counted this list mistakes it for the old one.
@@ -115,19 +194,34 @@ class HistoryView:
         return ResolvedHistory(messages=self._sent, system=system, reset=False)
 
     def commit(
-        self, host_system: Any, sent: list[Message], sent_system: SystemPrompt | None
+        self,
+        host_system: Any,
+        sent: list[Message],
+        sent_system: SystemPrompt | None,
+        *,
+        given: MessageView | None = None,
     ) -> None:
         """Remember that ``sent`` (with ``sent_system``) stood for the host's history of the
-        last :meth:`resolve` (with ``host_system``) in this call."""
+        last :meth:`resolve` (with ``host_system``) in this call.
+
+        :param given: the memo's view of ``sent`` when ``sent`` is the host's own messages one
+            for one with its system prompt (the view is then as given), else ``None``.
+        """
+        # The host objects first covered stay the reference in both states (see _resolve_mapped).
         if self._next_host is None:
             self._host.extend(self._added)
         else:
             self._host = self._next_host
         self._next_host, self._added = [], []
         self._host_system = host_system
-        self._sent = sent
-        self._committed = len(sent)
         self._sent_system = sent_system
+        if given is not None:
+            self._given = given.entries
+            self._sent, self._committed = [], 0
+        else:
+            self._given = None
+            self._sent = sent
+            self._committed = len(sent)
 
     def clear(self) -> None:
         """Forget everything: the next call sends the host's history as given."""
@@ -136,5 +230,12 @@ class HistoryView:
         self._sent = []
         self._committed = 0
         self._sent_system = None
+        self._given = None
         self._next_host, self._added = [], []
         self.pending = {}
+
+
+def _same_objects(converted: list[Message], host: Sequence[Any]) -> bool:
+    """Whether ``converted`` holds the very objects of ``host`` (the dialect kept them as they
+    are): checked in C, by identity."""
+    return len(converted) == len(host) and all(map(is_, converted, host))

@@ -27,6 +27,7 @@ from typing import Any, Literal, Protocol
 from ctxengine._kernel.session import Session
 from ctxengine._messages.conversation import Message, SystemPrompt
 from ctxengine._messages.markers import marker_count
+from ctxengine._messages.memo import MessageView
 from ctxengine._plugin.results import CompressResult
 from ctxengine._wrap.dialects import (
     AnthropicDialect,
@@ -158,6 +159,10 @@ class Turn:
         self._breakpoints = 0
         self._deferred = False
         self._supplied_ids: tuple[str, ...] = ()
+        # The messages are the host's own, one for one, with its system prompt (see HistoryView).
+        self._as_given = False
+        self._unconfirmed = False
+        self._sent_view: MessageView | None = None
         self.messages: list[Message] = []
         self.system: SystemPrompt | None = None
         if self.stateful:
@@ -167,23 +172,45 @@ class Turn:
             )
             return
         resolved = self.view.resolve(self.host, self.host_system, self.dialect.to_engine)
-        self.messages, self.system, self.reset = resolved.messages, resolved.system, resolved.reset
-        if self.reset:
-            self.notes.append(
-                "the history does not continue the one sent last time; the compacted view was "
-                "dropped and the history sent as given"
-            )
+        self.messages, self.system = resolved.messages, resolved.system
+        self._as_given, self._unconfirmed = resolved.as_given, resolved.unconfirmed
+        if resolved.reset:
+            self._reset()
+        if self.view.pending:
+            if self._unconfirmed:  # results go only into a history that continues the covered
+                self._confirm()
         if self.view.pending:
             answers = {call_id: text for call_id, (_, text) in self.view.pending.items()}
             self.messages, self.supplied = self.dialect.supply(self.messages, answers)
+            self._as_given = self._as_given and not self.supplied
             # Forgotten only when the call succeeds (finish): a failed call supplies them again.
             self._supplied_ids = tuple(answers)
+
+    def _reset(self) -> None:
+        self.reset = True
+        self.notes.append(
+            "the history does not continue the one sent last time; the compacted view was "
+            "dropped and the history sent as given"
+        )
+
+    def _confirm(self) -> None:
+        """Whether the host's messages continue what the view covered, read from the memo's
+        resolution of them (made by should_compress, or here)."""
+        self._unconfirmed = False
+        if not self.view.confirm(self.session.ctx.memo.view_of(self.messages)):
+            self._reset()
 
     # -- steps ------------------------------------------------------------------------------
 
     def compaction_due(self) -> bool:
         """Whether the engine wants to compact the history before the next request."""
-        return not self.stateful and self.session.should_compress(self.messages, self.system)
+        if self.stateful:
+            return False
+        due = self.session.should_compress(self.messages, self.system)
+        if self._unconfirmed:
+            # Before a compaction replaces them: the memo has just resolved these messages.
+            self._confirm()
+        return due
 
     def compact(self) -> CompressResult:
         """Compact now (blocking); :func:`arun` runs this in a worker thread."""
@@ -192,6 +219,7 @@ class Turn:
         if result.compacted:
             self.messages = list(result.messages)
             self.system = result.system
+            self._as_given = False
         return result
 
     def request(self) -> dict[str, Any]:
@@ -203,9 +231,10 @@ class Turn:
         request = self._with_tools(request)
         # Which of the messages carry markers before the strategy runs: should_compress has
         # just resolved this list in the memo (or this resolves it and prepare reuses it).
-        marked = (
-            self.session.ctx.memo.view_of(self.messages).marked if "messages" in request else ()
-        )
+        marked: tuple[int, ...] = ()
+        if "messages" in request:
+            self._sent_view = self.session.ctx.memo.view_of(self.messages)
+            marked = self._sent_view.marked
         self._request = self.dialect.prepare(self.session, request)
         self._breakpoints = _markers_added(request, self._request, marked)
         return self._request
@@ -282,12 +311,17 @@ class Turn:
             *self.dialect.assistant(response),
             *self.dialect.results(answers),
         ]
+        self._as_given = False
         return True
 
     def finish(self) -> CallRecord:
         """Remember what was sent and store the call's record."""
         if not self.stateful:
-            self.view.commit(self.host_system, self.messages, self.system)
+            sent = self._sent_view
+            given = self._as_given and sent is not None and sent.describes(self.messages)
+            self.view.commit(
+                self.host_system, self.messages, self.system, given=sent if given else None
+            )
             for call_id in self._supplied_ids:
                 self.view.pending.pop(call_id, None)
             if isinstance(self.dialect, ResponsesDialect):
