@@ -3,6 +3,7 @@ edited or replaced, also while a stream runs), its tools, and the markers a requ
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -18,9 +19,9 @@ from ctxengine.testing.fake_api import FakeAPI
 MODEL = "claude-sonnet-4-6"
 
 
-def _anthropic(api: FakeAPI, kernel: Kernel) -> Any:
+def _anthropic(api: FakeAPI, kernel: Kernel, **options: Any) -> Any:
     client = anthropic.Anthropic(api_key="k", base_url=api.base_url, max_retries=0)
-    return ctxengine.wrap(client, kernel=kernel)
+    return ctxengine.wrap(client, kernel=kernel, **options)
 
 
 def _create(wrapped: Any, messages: list[Any], **extra: Any) -> Any:
@@ -182,3 +183,74 @@ def test_chat_breakpoints_are_the_markers_the_request_carried(
 
 
 _EPH = {"cache_control": {"type": "ephemeral"}}
+
+
+def _rebuilt(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """New dicts with new strings, as a host that reloads its history sends them."""
+    copy: list[dict[str, Any]] = json.loads(json.dumps(history))
+    return copy
+
+
+def test_an_edit_of_the_objects_sent_before_does_not_reach_a_rebuilt_history(
+    api: FakeAPI, lcm_kernel: Callable[..., Kernel]
+) -> None:
+    # The host's own messages were sent as they were (nothing compacted): the next call sends
+    # the host's new dicts, whatever became of the objects it passed before.
+    wrapped = _anthropic(api, lcm_kernel())
+    first = _turns(3)
+    _create(wrapped, first)
+    first[0]["content"] = "edited after it was sent"
+    first[1]["content"][0]["text"] = "also edited"
+    again = [*_turns(3), {"role": "assistant", "content": "ok"}, {"role": "user", "content": "?"}]
+    _create(wrapped, again)
+    assert _texts(api.requests[-1].body) == _texts({"messages": again})
+    assert not wrapped.last_record.history_reset
+
+
+def test_results_handed_back_join_a_rebuilt_history_that_continues(
+    api: FakeAPI, lcm_kernel: Callable[..., Kernel]
+) -> None:
+    wrapped = _anthropic(api, lcm_kernel(), max_tool_rounds=1)
+    call = {"type": "tool_use", "id": "c1", "name": "lcm_grep", "input": {"pattern": "x"}}
+    api.reply_blocks([call])
+    history: list[dict[str, Any]] = [{"role": "user", "content": "find x"}]
+    reply = _create(wrapped, history)
+    assert wrapped.last_record.handed_back == (("lcm_grep", "c1"),)
+    history += [
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]},
+        {"role": "user", "content": "and?"},
+    ]
+    _create(wrapped, _rebuilt(history))
+    record = wrapped.last_record
+    sent = api.requests[-1].body["messages"]
+    assert not record.history_reset and record.results_supplied == 1
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[-1]["content"][0]["type"] == "tool_result"
+    assert sent[-1]["content"][0]["tool_use_id"] == "c1"
+    assert sent[-1]["content"][-1]["text"] == "and?"
+
+
+def test_a_compacted_view_of_a_rebuilt_history_sees_edits_to_it(
+    api: FakeAPI, lcm_kernel: Callable[..., Kernel]
+) -> None:
+    # Sent as given until the history reaches the threshold, then compacted: the view then maps
+    # the host's messages, and still sees an edit the host makes in place to dicts it rebuilt.
+    wrapped = _anthropic(api, lcm_kernel())
+    history: list[dict[str, Any]] = []
+    filler = "lorem ipsum dolor sit amet " * 90
+    turn = 0
+    while not any(record.compacted for record in wrapped.records):
+        assert turn < 30, "the conversation never reached the compaction threshold"
+        history.append({"role": "user", "content": f"turn {turn}: {filler}"})
+        reply = _create(wrapped, _rebuilt(history))
+        assert not wrapped.last_record.history_reset
+        history.append({"role": "assistant", "content": reply.content[0].text})
+        turn += 1
+    history.append({"role": "user", "content": "what now?"})
+    rebuilt = _rebuilt(history)
+    _create(wrapped, rebuilt)
+    assert not wrapped.last_record.history_reset
+    assert len(api.requests[-1].body["messages"]) < len(rebuilt)  # the compacted view
+    rebuilt[0]["content"] = "an edited start"
+    _create(wrapped, rebuilt)
+    assert wrapped.last_record.history_reset

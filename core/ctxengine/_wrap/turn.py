@@ -176,9 +176,8 @@ class Turn:
         self._as_given, self._unconfirmed = resolved.as_given, resolved.unconfirmed
         if resolved.reset:
             self._reset()
-        if self.view.pending:
-            if self._unconfirmed:  # results go only into a history that continues the covered
-                self._confirm()
+        if self.view.pending and self._unconfirmed:
+            self._confirm()  # results go only into a history that continues the covered one
         if self.view.pending:
             answers = {call_id: text for call_id, (_, text) in self.view.pending.items()}
             self.messages, self.supplied = self.dialect.supply(self.messages, answers)
