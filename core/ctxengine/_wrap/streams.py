@@ -32,7 +32,9 @@ _END = object()
 
 
 class AnthropicCollector:
-    """Builds the whole Message (as a dict) from raw Messages stream events."""
+    """Builds, from raw Messages stream events, the parts of the Message the wrapper reads (as
+    a dict): ``role``, ``content``, ``stop_reason``, ``stop_sequence`` and ``usage``. The rest
+    (id, model) is not collected: the host has it in the events it iterates."""
 
     def __init__(self) -> None:
         self.message: dict[str, Any] | None = None
@@ -43,14 +45,18 @@ class AnthropicCollector:
         # every event of every streamed request.
         kind = field(event, "type")
         if kind == "message_start":
-            message = plain(field(event, "message"))
-            self.message = {**message, "content": list(message.get("content", []))}
+            message = field(event, "message")
+            self.message = {
+                "role": "assistant",
+                "content": [_block(block) for block in field(message, "content") or []],
+                "usage": plain(field(message, "usage")) or {},
+            }
             return
         if self.message is None:
             return
         content: list[dict[str, Any]] = self.message["content"]
         if kind == "content_block_start":
-            content.append(dict(plain(field(event, "content_block"))))
+            content.append(_block(field(event, "content_block")))
         elif kind == "content_block_delta":
             index = field(event, "index")
             self._delta(content[index], index, field(event, "delta"))
@@ -86,6 +92,14 @@ class AnthropicCollector:
         if self.message is None:
             raise ValueError("the Messages stream ended before message_start")
         return self.message
+
+
+def _block(block: Any) -> dict[str, Any]:
+    """A content block as a dict (a text block read directly: dumping is the costly part of
+    collecting a stream whose blocks are text)."""
+    if field(block, "type") == "text" and field(block, "citations") is None:
+        return {"type": "text", "text": field(block, "text") or ""}
+    return dict(plain(block))
 
 
 class ChatCollector:

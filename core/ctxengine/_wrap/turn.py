@@ -379,17 +379,15 @@ def _copied(old: list[Any], new: list[Any], marked: Sequence[int]) -> list[Any]:
     if (
         tail > head
         and len(new) >= count
-        and not any(head <= index < tail for index in marked)
+        and (not marked or not any(head <= index < tail for index in marked))
         and new[head:tail] == old[head:tail]
     ):
         # The middle holds old's objects or copies equal to them, and an equal copy carries a
         # marker only where its original does (none does there): only the ends are looked at
         # one by one, instead of an identity check per message of a long history.
-        ends = [
-            *zip(new[:head], old[:head], strict=True),
-            *zip(new[tail:count], old[tail:], strict=True),
-        ]
-        return [*(message for message, was in ends if message is not was), *new[count:]]
+        ends = [new[i] for i in (0, *range(tail, count)) if new[i] is not old[i]]
+        ends.extend(new[count:])
+        return ends
     # map/compress keep the per-message identity check in C.
     return [*compress(new, map(is_not, new, old)), *new[count:]]
 
