@@ -119,19 +119,25 @@ class ChatCollector:
         for choice in field(chunk, "choices") or []:
             if (field(choice, "index") or 0) != 0:
                 continue
-            delta = plain(field(choice, "delta")) or {}
-            self.content += delta.get("content") or ""
-            self.reasoning += delta.get("reasoning_content") or ""
-            for call in delta.get("tool_calls") or []:
+            # The delta's fields are read, not dumped: this runs on every chunk, one per token
+            # or so of the reply.
+            delta = field(choice, "delta")
+            if delta is None:
+                continue
+            self.content += field(delta, "content") or ""
+            self.reasoning += field(delta, "reasoning_content") or ""
+            for call in field(delta, "tool_calls") or []:
                 slot = self.calls.setdefault(
-                    call.get("index", 0),
+                    field(call, "index") or 0,
                     {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
                 )
-                if call.get("id"):
-                    slot["id"] = call["id"]
-                function = call.get("function") or {}
-                slot["function"]["name"] += function.get("name") or ""
-                slot["function"]["arguments"] += function.get("arguments") or ""
+                call_id = field(call, "id")
+                if call_id:
+                    slot["id"] = call_id
+                function = field(call, "function")
+                if function is not None:
+                    slot["function"]["name"] += field(function, "name") or ""
+                    slot["function"]["arguments"] += field(function, "arguments") or ""
             finish_reason = field(choice, "finish_reason")
             if finish_reason:
                 self.finish_reason = finish_reason
@@ -175,7 +181,8 @@ def _is_usage_chunk(chunk: Any) -> bool:
 
 
 class _CollectingRound:
-    """What both raw rounds share: the SDK's stream, a collector, the usage-chunk filter."""
+    """What both raw rounds share: the SDK's stream, a collector (fed every event), and
+    whether the usage chunk is kept from the host (``hide_usage``)."""
 
     def __init__(self, stream: Any, collector: Collector, *, hide_usage: bool = False) -> None:
         self.stream = stream
@@ -186,11 +193,6 @@ class _CollectingRound:
     def response(self) -> Any:
         return self.stream.response
 
-    def _passes(self, event: Any) -> bool:
-        """Collect ``event``; whether the host gets to see it."""
-        self.collector.feed(event)
-        return not (self.hide_usage and _is_usage_chunk(event))
-
     def final(self) -> Any:
         return self.collector.final()
 
@@ -199,8 +201,10 @@ class RawRound(_CollectingRound):
     """One round of a ``create(stream=True)`` call: the SDK's stream and a collector."""
 
     def events(self) -> Iterator[Any]:
+        feed, hide = self.collector.feed, self.hide_usage  # read once: this runs per event
         for event in self.stream:
-            if self._passes(event):
+            feed(event)
+            if not (hide and _is_usage_chunk(event)):
                 yield event
 
     def close(self) -> None:
@@ -211,8 +215,10 @@ class AsyncRawRound(_CollectingRound):
     """:class:`RawRound` for async clients."""
 
     async def events(self) -> AsyncIterator[Any]:
+        feed, hide = self.collector.feed, self.hide_usage
         async for event in self.stream:
-            if self._passes(event):
+            feed(event)
+            if not (hide and _is_usage_chunk(event)):
                 yield event
 
     async def close(self) -> None:
