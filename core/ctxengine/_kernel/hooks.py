@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import operator
 import threading
 import time
 from collections.abc import Callable
@@ -106,6 +107,18 @@ def _guard(function: Callable[..., Any], hook: str, plugin: str) -> Callable[...
         else {}
     )
 
+    if not owned and hook != "expose_tools":
+
+        @functools.wraps(function)  # keeps the marker attribute and, via __wrapped__, the argnames
+        def plain_guard(*args: Any) -> Any:
+            # The guard of every hook on the request path: nothing but the call and the catch.
+            try:
+                return function(*args)
+            except Exception as exc:
+                return _failed(plugin, hook, exc)
+
+        return plain_guard
+
     @functools.wraps(function)  # keeps the marker attribute and, via __wrapped__, the argnames
     def guard(*args: Any) -> Any:
         if owned:
@@ -118,14 +131,19 @@ def _guard(function: Callable[..., Any], hook: str, plugin: str) -> Callable[...
         try:
             result = function(*args)
         except Exception as exc:
-            log.exception("plugin %r raised in %s; it answers nothing this time", plugin, hook)
-            _failures.items.append(HookFailure(plugin, hook, exc))
-            return None
+            return _failed(plugin, hook, exc)
         if hook == "expose_tools":
             return _stamp_tools(result, plugin)
         return result
 
     return guard
+
+
+def _failed(plugin: str, hook: str, exc: Exception) -> None:
+    """Log (call it in the ``except`` block: the traceback is logged) and record that ``plugin``
+    raised ``exc`` in ``hook``; its answer is ``None``."""
+    log.exception("plugin %r raised in %s; it answers nothing this time", plugin, hook)
+    _failures.items.append(HookFailure(plugin, hook, exc))
 
 
 def _stamp_tools(result: object, plugin: str) -> ProvidedTools | None:
@@ -184,23 +202,35 @@ class _DirectPlan:
     """
 
     impls: list[pluggy.HookImpl]
-    calls: tuple[tuple[Callable[..., Any], tuple[str, ...]], ...]
+    calls: tuple[tuple[Callable[..., Any], Callable[[dict[str, Any]], tuple[Any, ...]]], ...]
     firstresult: bool
 
     def run(self, kwargs: dict[str, Any]) -> Any:
         """What pluggy's ``_multicall`` returns for plain implementations."""
+        # Runs for every hook call of every request: a plain loop, each implementation's
+        # arguments picked by a getter made once (see _arguments).
         if self.firstresult:
-            for function, names in self.calls:
-                answer = function(*[kwargs[name] for name in names])
+            for function, arguments in self.calls:
+                answer = function(*arguments(kwargs))
                 if answer is not None:
                     return answer
             return None
         answers = []
-        for function, names in self.calls:
-            answer = function(*[kwargs[name] for name in names])
+        for function, arguments in self.calls:
+            answer = function(*arguments(kwargs))
             if answer is not None:
                 answers.append(answer)
         return answers
+
+
+def _arguments(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """Picks ``names`` out of a hook call's keyword arguments, as a tuple, in C."""
+    if not names:
+        return lambda kwargs: ()
+    if len(names) == 1:  # itemgetter of one name returns the value, not a tuple
+        (name,) = names
+        return lambda kwargs: (kwargs[name],)
+    return operator.itemgetter(*names)
 
 
 def _direct_plan(caller: Any) -> _DirectPlan | None:
@@ -213,7 +243,7 @@ def _direct_plan(caller: Any) -> _DirectPlan | None:
     if any(impl.wrapper or impl.hookwrapper for impl in impls):
         return None
     firstresult = bool(spec.opts.get("firstresult", False)) if spec is not None else False
-    calls = tuple((impl.function, tuple(impl.argnames)) for impl in reversed(impls))
+    calls = tuple((impl.function, _arguments(tuple(impl.argnames))) for impl in reversed(impls))
     return _DirectPlan(impls, calls, firstresult)
 
 
@@ -240,6 +270,7 @@ class Hooks:
         # caller key -> its direct plan, or None when pluggy must run it.
         self._plans: dict[str, _DirectPlan | None] = {}
         self.fallback = fallback if fallback is not None and pm.has_plugin(fallback) else None
+        # caller key -> its pluggy hook caller (the subsets below, the others on first use).
         self._callers: dict[str, Any] = {}
         if self.fallback is not None:
             # The pm is complete once the kernel built it, so the subsets are made once.
@@ -263,7 +294,10 @@ class Hooks:
         itself raised, e.g. in a wrapper). Engine hooks skip the fallback engine;
         ``caller_key`` names another subset of the plugins."""
         key = caller_key or hook
-        caller = self._callers.get(key) or getattr(self._pm.hook, hook)
+        caller = self._callers.get(key)
+        if caller is None:
+            # pluggy keeps one caller per hook name for the manager's lifetime.
+            caller = self._callers[key] = getattr(self._pm.hook, hook)
         plan = None if self._traced else self._plan(key, caller)
         previous = _failures.items
         _failures.items = []
@@ -279,13 +313,14 @@ class Hooks:
 
     def _plan(self, key: str, caller: Any) -> _DirectPlan | None:
         """The direct plan of ``caller``, made again when its implementations changed since."""
-        if key in self._plans:
-            plan = self._plans[key]
+        plans = self._plans
+        if key in plans:
+            plan = plans[key]
             # None: pluggy runs this hook, which is right whatever was registered since.
             # get_hookimpls() copies a short list; comparing it compares identities.
             if plan is None or plan.impls == caller.get_hookimpls():
                 return plan
-        plan = self._plans[key] = _direct_plan(caller)
+        plan = plans[key] = _direct_plan(caller)
         return plan
 
     def should_compress(
