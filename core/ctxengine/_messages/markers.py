@@ -114,18 +114,35 @@ def carries_marker(item: object) -> bool:
     return False
 
 
+_CHECKED_TTLS: dict[tuple[object, object], tuple[TTL, TTL]] = {}
+"""The answers of :func:`breakpoint_ttls` for every valid pair (filled below), looked up before
+checking anything."""
+
+
 def breakpoint_ttls(ttl: str, stable_ttl: str | None = None) -> tuple[TTL, TTL]:
     """``(ttl, stable_ttl)`` checked: both "5m" or "1h", the stable one (default ``ttl``) never
     shorter, since stable breakpoints come first and a 1h one must never follow a 5m one.
 
     :raises ValueError: naming the allowed values, or the order problem.
     """
+    if type(ttl) is str and (stable_ttl is None or type(stable_ttl) is str):
+        checked = _CHECKED_TTLS.get((ttl, stable_ttl))  # every request asks for one of these
+        if checked is not None:
+            return checked
     cache_marker(ttl)
     stable = ttl if stable_ttl is None else stable_ttl
     cache_marker(stable)
     if ttl == "1h" and stable == "5m":
         raise ValueError("stable_ttl '5m' would put a 5m breakpoint before 1h ones")
     return ("1h" if ttl == "1h" else "5m"), ("1h" if stable == "1h" else "5m")
+
+
+_CHECKED_TTLS.update(
+    {
+        (ttl, stable): breakpoint_ttls(ttl, stable)
+        for ttl, stable in [("5m", None), ("1h", None), ("5m", "5m"), ("1h", "1h"), ("5m", "1h")]
+    }
+)
 
 
 def strip_cache_markers(
@@ -217,7 +234,10 @@ def is_tool_message(msg: Mapping[str, Any]) -> bool:
     content = msg.get("content")
     if not isinstance(content, list) or not content:
         return False
-    return all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    for block in content:  # a loop, not all(...): this runs for the last messages of a request
+        if not isinstance(block, dict) or block.get("type") != "tool_result":
+            return False
+    return True
 
 
 def can_carry_marker(block: object) -> bool:
@@ -240,6 +260,10 @@ def can_carry_marker(block: object) -> bool:
 def _message_list(request: Mapping[str, Any]) -> list[Any]:
     """``request["messages"]`` after checking it is a list (its items are checked by the loops
     that visit them anyway, see :func:`_strip_list`)."""
+    if type(request) is dict:  # the usual case, checked first: this runs several times a request
+        messages = request.get("messages")
+        if type(messages) is list:
+            return messages
     if not isinstance(request, Mapping):
         raise TypeError(
             f"request must be a mapping of API call arguments, got {type(request).__name__}"
