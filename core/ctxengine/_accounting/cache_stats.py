@@ -19,7 +19,6 @@ from ctxengine._accounting.usage import (
     CACHE_WRITE_1H_MULTIPLIER,
     CACHE_WRITE_5M_MULTIPLIER,
     Usage,
-    cost_usd,
     usage_from_data,
 )
 
@@ -79,14 +78,20 @@ def cost_of(usage: Usage, model: ModelInfo) -> CacheCost:
     per_in = model.input_price / _PER_MILLION
     per_out = model.output_price / _PER_MILLION
     uncached = usage.prompt_tokens * per_in + usage.output_tokens * per_out
-    top = usage if usage.compaction is None else attrs.evolve(usage, compaction=None)
+    input_cost = usage.input_tokens * per_in
+    read_cost = usage.cache_read_tokens * per_in * CACHE_READ_MULTIPLIER
+    write_5m_cost = usage.cache_write_5m_tokens * per_in * CACHE_WRITE_5M_MULTIPLIER
+    write_1h_cost = usage.cache_write_1h_tokens * per_in * CACHE_WRITE_1H_MULTIPLIER
+    output_cost = usage.output_tokens * per_out
     cost = CacheCost(
-        input_cost=usage.input_tokens * per_in,
-        cache_read_cost=usage.cache_read_tokens * per_in * CACHE_READ_MULTIPLIER,
-        cache_write_5m_cost=usage.cache_write_5m_tokens * per_in * CACHE_WRITE_5M_MULTIPLIER,
-        cache_write_1h_cost=usage.cache_write_1h_tokens * per_in * CACHE_WRITE_1H_MULTIPLIER,
-        output_cost=usage.output_tokens * per_out,
-        total=cost_usd(top, model),
+        input_cost=input_cost,
+        cache_read_cost=read_cost,
+        cache_write_5m_cost=write_5m_cost,
+        cache_write_1h_cost=write_1h_cost,
+        output_cost=output_cost,
+        # cost_usd of the top-level counts: the same terms added in the same order, so the
+        # same float (a test checks), without pricing the response twice on every response.
+        total=input_cost + read_cost + write_5m_cost + write_1h_cost + output_cost,
         uncached_total=uncached,
     )
     if usage.compaction is not None:
