@@ -1,0 +1,192 @@
+"""The floor the in-place-edit check sets under the kernel's per-request cost.
+
+Every request checks the history against the snapshots of the messages the session saw (an edit
+made in place since must change the counts and the markers, see
+:mod:`ctxengine._messages.memo`): ``MessageMemo.resolve``, one comparison of the list with those
+snapshots, plus a description of each message that is new. This script times that part *inside*
+the real requests of :mod:`benchmarks.bench_kernel`: the same sessions, windows and turns, each
+turn (``update_usage`` + ``should_compress`` + ``prepare``) timed on its own, interleaved with a
+deep copy of the same history, fastest of ``ROUNDS`` rounds per turn. The session's memo is
+wrapped so that each turn also reports how long ``resolve`` took in it and, of that, how long
+describing the new messages took; the rest of ``resolve`` is the comparison. Timed there, the
+check runs with the CPU caches as the rest of the request leaves them, as in an agent loop (a
+loop that resolves the same list again and again keeps its snapshots hot and shows less).
+
+Figures per mode (``same_list``: one list appended in place; ``new_list``: a new list of the
+same dicts every turn), as ratios to ``copy.deepcopy`` of the same turns' histories, medians
+over the sessions:
+
+- ``*_resolve``: all of ``resolve`` in the turn;
+- ``*_compare``: ``resolve`` without the description of new messages: the edit check itself;
+- ``*_turn``: the whole turn (the figure ``bench_kernel`` reports), for scale.
+
+Run: ``python benchmarks/bench_edit_check.py``. Prints ``name<TAB>value<TAB>note`` lines; exits
+non-zero only on a crash.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ctxengine
+from ctxengine._accounting.tokens import TokenCounter
+
+if not __package__:  # run as a script (nox -s bench): make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.bench_kernel import MODEL, ROUNDS, TURNS, deepcopy_of, turn_starts, usage_for
+from benchmarks.harness import BenchSession, line, long_sessions
+
+MODES = ("same_list", "new_list")
+PARTS = ("turn", "resolve", "compare")
+
+
+class _Timed:
+    """Wraps one session memo's ``resolve`` and ``_entry`` to add up their time in a turn."""
+
+    def __init__(self, memo: Any) -> None:
+        self.resolve = 0.0
+        self.entries = 0.0
+        resolve, entry = memo.resolve, memo._entry
+
+        def timed_resolve(messages: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return resolve(messages)
+            finally:
+                self.resolve += time.perf_counter() - start
+
+        def timed_entry(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return entry(*args, **kwargs)
+            finally:
+                self.entries += time.perf_counter() - start
+
+        memo.resolve, memo._entry = timed_resolve, timed_entry
+
+    def reset(self) -> None:
+        self.resolve = self.entries = 0.0
+
+
+def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, float]:
+    """``{mode_part: ratio to deepcopy}`` for one bundled session."""
+    messages, system = session_data.messages, session_data.system
+    ends = [*turn_starts(messages), len(messages)]
+    warmup, timed = ends[-TURNS - 2 : -TURNS], ends[-TURNS:]
+    full = reference.count(messages, system)
+    kernel = ctxengine.load(
+        {
+            "auxiliary": {"compression": {"provider": "extractive"}},
+            "model": {"name": MODEL, "context_length": math.ceil(full / 0.8 / 0.5) + 1},
+        }
+    )
+    usage = {end: usage_for(reference.count(messages[:end], system)) for end in ends}
+    ids = itertools.count()
+
+    def request(history: list[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": MODEL, "messages": history}
+        if system is not None:
+            out["system"] = system
+        return out
+
+    def replay(mode: str) -> tuple[_Timed, list[Callable[[], object]]]:
+        name = f"edit-check-{next(ids)}"
+        session = kernel.session(name)
+        grown: list[dict[str, Any]] = []
+
+        def history_at(end: int) -> list[dict[str, Any]]:
+            if mode == "new_list":
+                return list(messages[:end])
+            grown.extend(messages[len(grown) : end])
+            return grown
+
+        def turn(end: int) -> Callable[[], object]:
+            def run() -> None:
+                history = history_at(end)
+                session.should_compress(history, system)
+                session.prepare(request(history))
+                session.update_usage(usage[end])
+
+            return run
+
+        for end in warmup:
+            turn(end)()
+        timer = _Timed(session.ctx.tokens.memo)
+        return timer, [turn(end) for end in timed]
+
+    best = {f"{mode}_{part}": [math.inf] * TURNS for mode in MODES for part in PARTS}
+    best["deepcopy"] = [math.inf] * TURNS
+    copies = [deepcopy_of(messages[:end]) for end in timed]
+    for _ in range(ROUNDS):
+        for index, baseline in enumerate(copies):  # interleaved with the modes
+            gc.collect()
+            gc.disable()
+            try:
+                start = time.perf_counter()
+                baseline()
+                elapsed = time.perf_counter() - start
+            finally:
+                gc.enable()
+            best["deepcopy"][index] = min(best["deepcopy"][index], elapsed)
+        for mode in MODES:
+            timer, steps = replay(mode)
+            gc.collect()
+            for index, step in enumerate(steps):
+                timer.reset()
+                gc.disable()
+                try:
+                    start = time.perf_counter()
+                    step()
+                    elapsed = time.perf_counter() - start
+                finally:
+                    gc.enable()
+                parts = {
+                    "turn": elapsed,
+                    "resolve": timer.resolve,
+                    "compare": timer.resolve - timer.entries,
+                }
+                for part, value in parts.items():
+                    key = f"{mode}_{part}"
+                    best[key][index] = min(best[key][index], value)
+    kernel.close()
+    deepcopy = statistics.fmean(best.pop("deepcopy"))
+    return {key: statistics.fmean(times) / deepcopy for key, times in best.items()} | {
+        "deepcopy_ms": deepcopy * 1e3
+    }
+
+
+def main() -> None:
+    reference = TokenCounter()
+    results = []
+    for session_data in long_sessions():
+        ratios = measure(session_data, reference)
+        results.append(ratios)
+        figures = ", ".join(
+            f"{key} {value:.4f}x" for key, value in ratios.items() if key != "deepcopy_ms"
+        )
+        print(
+            f"session\t{session_data.name}\t{len(session_data.messages)} messages, "
+            f"deepcopy {ratios['deepcopy_ms']:.2f} ms; {figures}"
+        )
+    for mode in MODES:
+        for part in PARTS:
+            values = [r[f"{mode}_{part}"] for r in results]
+            note = {
+                "turn": "the whole request, for scale",
+                "resolve": "comparison + new messages",
+                "compare": "the edit check alone: its floor",
+            }[part]
+            print(line(f"kernel_{mode}_{part}_vs_deepcopy", values, note, len(values)))
+
+
+if __name__ == "__main__":
+    main()
