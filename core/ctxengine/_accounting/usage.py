@@ -333,7 +333,8 @@ def _miss_reason(response: Mapping[str, Any]) -> tuple[str | None, int]:
 def message_id(response: object) -> str | None:
     """The ``id`` of an Anthropic Messages response (``msg_...``), or ``None`` for anything else
     (a bare usage object, an OpenAI response)."""
-    data = response if isinstance(response, Mapping) else None
+    # Plain dicts by type first: this runs on every response.
+    data = response if type(response) is dict or isinstance(response, Mapping) else None
     value = data.get("id") if data is not None else getattr(response, "id", None)
     if isinstance(value, str) and value.startswith("msg_"):
         return value
@@ -393,7 +394,8 @@ def normalize_usage(raw: object) -> Usage:
     if isinstance(raw, Usage):
         return raw
     if (
-        not isinstance(raw, Mapping)
+        type(raw) is not dict  # the usual case, decided first: this runs on every response
+        and not isinstance(raw, Mapping)
         and _field(raw, "usage") is not None
         and not any(hasattr(raw, key) for key in _TOKEN_KEYS)
     ):

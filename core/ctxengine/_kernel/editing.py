@@ -132,5 +132,9 @@ def _openai_signs(messages: list[Any]) -> bool:
 
 
 def _opens_with_compaction(message: object) -> bool:
-    content = message.get("content") if isinstance(message, Mapping) else None
+    # Plain dicts by type first: this runs on every request.
+    if type(message) is dict or isinstance(message, Mapping):
+        content = message.get("content")
+    else:
+        content = None
     return isinstance(content, list) and bool(content) and is_compaction_block(content[0])

@@ -332,7 +332,9 @@ class Hooks:
         message_count: int,
     ) -> bool:
         """First answer of ``should_compress``; ``False`` when nobody answers or a plugin fails."""
-        return bool(self.verdict(ctx, prompt, stage, force, message_count).compact)
+        # What verdict(...).compact is, without building the verdict (this runs every request).
+        answer = self._should_compress(ctx, prompt, stage, force, message_count)
+        return bool(answer.compact if isinstance(answer, GatewayVerdict) else answer)
 
     def verdict(
         self,
@@ -347,6 +349,20 @@ class Hooks:
 
         Implementations get ``prompt`` and, for those that take plain numbers, its point
         estimate as ``prompt_tokens`` and ``prompt.measured`` as ``measured``."""
+        answer = self._should_compress(ctx, prompt, stage, force, message_count)
+        if isinstance(answer, GatewayVerdict):
+            return answer
+        return GatewayVerdict(bool(answer))
+
+    def _should_compress(
+        self,
+        ctx: EngineContext,
+        prompt: TokenEstimate,
+        stage: Stage,
+        force: bool,
+        message_count: int,
+    ) -> object:
+        """The first answer of ``should_compress`` as the plugin gave it (``None``: none)."""
         answer, _, _ = self._call(
             "should_compress",
             ctx=ctx,
@@ -357,9 +373,7 @@ class Hooks:
             message_count=message_count,
             prompt=prompt,
         )
-        if isinstance(answer, GatewayVerdict):
-            return answer
-        return GatewayVerdict(bool(answer))
+        return answer
 
     def compress(
         self,

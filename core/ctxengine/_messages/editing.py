@@ -100,7 +100,10 @@ _COUNT_KEYS: Mapping[str, tuple[str, ...]] = {
 
 def is_compaction_block(block: object) -> bool:
     """Whether ``block`` is a compaction block (Anthropic) or compaction item part (Responses)."""
-    return isinstance(block, Mapping) and block.get("type") == COMPACTION_BLOCK
+    # Plain dicts by type first: this runs on every request.
+    if type(block) is dict or isinstance(block, Mapping):
+        return bool(block.get("type") == COMPACTION_BLOCK)
+    return False
 
 
 def compaction_blocks(messages: Sequence[Message]) -> list[tuple[int, int, Mapping[str, Any]]]:
