@@ -81,6 +81,17 @@ class _Timed:
         self.resolve = self.entries = 0.0
 
 
+def _timed(step: Callable[[], object]) -> float:
+    """How long ``step()`` takes, the garbage collector off (as ``harness.interleaved_min``)."""
+    gc.disable()
+    try:
+        start = CLOCK()
+        step()
+        return CLOCK() - start
+    finally:
+        gc.enable()
+
+
 def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, float]:
     """``{mode_part: ratio to deepcopy}`` for one bundled session."""
     messages, system = session_data.messages, session_data.system
@@ -133,28 +144,14 @@ def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, fl
     for _ in range(ROUNDS):
         for index, baseline in enumerate(copies):  # interleaved with the modes
             gc.collect()
-            gc.disable()
-            try:
-                start = CLOCK()
-                baseline()
-                elapsed = CLOCK() - start
-            finally:
-                gc.enable()
-            best["deepcopy"][index] = min(best["deepcopy"][index], elapsed)
+            best["deepcopy"][index] = min(best["deepcopy"][index], _timed(baseline))
         for mode in MODES:
             timer, steps = replay(mode)
             gc.collect()
             for index, step in enumerate(steps):
                 timer.reset()
-                gc.disable()
-                try:
-                    start = CLOCK()
-                    step()
-                    elapsed = CLOCK() - start
-                finally:
-                    gc.enable()
                 parts = {
-                    "turn": elapsed,
+                    "turn": _timed(step),
                     "resolve": timer.resolve,
                     "compare": timer.resolve - timer.entries,
                 }
