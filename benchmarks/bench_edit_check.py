@@ -39,13 +39,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import ctxengine
 from ctxengine._accounting.tokens import TokenCounter
 
 if not __package__:  # run as a script (nox -s bench): make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_kernel import MODEL, ROUNDS, TURNS, deepcopy_of, turn_starts, usage_for
+from benchmarks.bench_kernel import ROUNDS, TURNS, Workload, deepcopy_of
 from benchmarks.harness import BenchSession, line, long_sessions
 
 MODES = ("same_list", "new_list")
@@ -94,42 +93,27 @@ def _timed(step: Callable[[], object]) -> float:
 
 def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, float]:
     """``{mode_part: ratio to deepcopy}`` for one bundled session."""
-    messages, system = session_data.messages, session_data.system
-    ends = [*turn_starts(messages), len(messages)]
-    warmup, timed = ends[-TURNS - 2 : -TURNS], ends[-TURNS:]
-    full = reference.count(messages, system)
-    kernel = ctxengine.load(
-        {
-            "auxiliary": {"compression": {"provider": "extractive"}},
-            "model": {"name": MODEL, "context_length": math.ceil(full / 0.8 / 0.5) + 1},
-        }
-    )
-    usage = {end: usage_for(reference.count(messages[:end], system)) for end in ends}
+    work = Workload.of(session_data, reference)
+    warmup, timed = work.ends[-TURNS - 2 : -TURNS], work.ends[-TURNS:]
     ids = itertools.count()
-
-    def request(history: list[dict[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {"model": MODEL, "messages": history}
-        if system is not None:
-            out["system"] = system
-        return out
 
     def replay(mode: str) -> tuple[_Timed, list[Callable[[], object]]]:
         name = f"edit-check-{next(ids)}"
-        session = kernel.session(name)
+        session = work.kernel.session(name)
         grown: list[dict[str, Any]] = []
 
         def history_at(end: int) -> list[dict[str, Any]]:
             if mode == "new_list":
-                return list(messages[:end])
-            grown.extend(messages[len(grown) : end])
+                return list(work.messages[:end])
+            grown.extend(work.messages[len(grown) : end])
             return grown
 
         def turn(end: int) -> Callable[[], object]:
             def run() -> None:
                 history = history_at(end)
-                session.should_compress(history, system)
-                session.prepare(request(history))
-                session.update_usage(usage[end])
+                session.should_compress(history, work.system)
+                session.prepare(work.request(history))
+                session.update_usage(work.usage[end])
 
             return run
 
@@ -140,7 +124,7 @@ def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, fl
 
     best = {f"{mode}_{part}": [math.inf] * TURNS for mode in MODES for part in PARTS}
     best["deepcopy"] = [math.inf] * TURNS
-    copies = [deepcopy_of(messages[:end]) for end in timed]
+    copies = [deepcopy_of(work.messages[:end]) for end in timed]
     for _ in range(ROUNDS):
         for index, baseline in enumerate(copies):  # interleaved with the modes
             gc.collect()
@@ -158,7 +142,7 @@ def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, fl
                 for part, value in parts.items():
                     key = f"{mode}_{part}"
                     best[key][index] = min(best[key][index], value)
-    kernel.close()
+    work.kernel.close()
     deepcopy = statistics.fmean(best.pop("deepcopy"))
     return {key: statistics.fmean(times) / deepcopy for key, times in best.items()} | {
         "deepcopy_ms": deepcopy * 1e3

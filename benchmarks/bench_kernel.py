@@ -37,6 +37,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 import ctxengine
 from ctxengine._accounting.tokens import TokenCounter
 
@@ -84,31 +86,56 @@ def deepcopy_of(history: list[dict[str, Any]]) -> Callable[[], object]:
     return lambda: copy.deepcopy(history)
 
 
+@attrs.frozen
+class Workload:
+    """One bundled session set up for replaying: its turns, a kernel whose window puts the last
+    prompt just below 80 % of the compressor's threshold (0.5 x window), and each request's
+    usage as the provider would report it (after that request)."""
+
+    messages: list[dict[str, Any]]
+    system: Any
+    ends: list[int]
+    """Where each request's history ends: request k sends ``messages[:ends[k]]``."""
+    kernel: ctxengine.Kernel
+    usage: dict[int, dict[str, int]]
+
+    @classmethod
+    def of(cls, session_data: BenchSession, reference: TokenCounter) -> Workload:
+        messages, system = session_data.messages, session_data.system
+        ends = [*turn_starts(messages), len(messages)]
+        full = reference.count(messages, system)
+        kernel = ctxengine.load(
+            {
+                "auxiliary": {"compression": {"provider": "extractive"}},
+                "model": {"name": MODEL, "context_length": math.ceil(full / 0.8 / 0.5) + 1},
+            }
+        )
+        usage = {end: usage_for(reference.count(messages[:end], system)) for end in ends}
+        return cls(messages, system, ends, kernel, usage)
+
+    def request(self, history: list[dict[str, Any]]) -> dict[str, Any]:
+        """The request of ``history``, with the session's system prompt."""
+        out: dict[str, Any] = {"model": MODEL, "messages": history}
+        if self.system is not None:
+            out["system"] = self.system
+        return out
+
+
 def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, float]:
     """The four ratios for one bundled session."""
-    messages = session_data.messages
-    system = session_data.system
-    ends = [*turn_starts(messages), len(messages)]  # each request's history is messages[:end]
+    work = Workload.of(session_data, reference)
+    messages, system, ends, kernel, usage = (
+        work.messages,
+        work.system,
+        work.ends,
+        work.kernel,
+        work.usage,
+    )
+    request = work.request
     warmup, timed = ends[-TURNS - 2 : -TURNS], ends[-TURNS:]
     again = [len(messages)] * TURNS  # the last request, sent TURNS more times
-    full = reference.count(messages, system)
-    # A window that puts this prompt just below 80 % of the compressor's threshold (0.5 x window).
-    kernel = ctxengine.load(
-        {
-            "auxiliary": {"compression": {"provider": "extractive"}},
-            "model": {"name": MODEL, "context_length": math.ceil(full / 0.8 / 0.5) + 1},
-        }
-    )
-    # The usage of each request, as the provider would report it (after that request).
-    usage = {end: usage_for(reference.count(messages[:end], system)) for end in ends}
     ids = itertools.count()
     opened: list[str] = []
-
-    def request(history: list[dict[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {"model": MODEL, "messages": history}
-        if system is not None:
-            out["system"] = system
-        return out
 
     def new_session() -> ctxengine.Session:
         for old in opened:
