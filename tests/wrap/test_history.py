@@ -207,6 +207,38 @@ def test_an_edit_of_the_objects_sent_before_does_not_reach_a_rebuilt_history(
     assert not wrapped.last_record.history_reset
 
 
+def test_results_handed_back_still_join_a_history_that_was_reset(
+    api: FakeAPI, lcm_kernel: Callable[..., Kernel]
+) -> None:
+    # The host edited an earlier message, so its history no longer continues the covered one
+    # and the view is dropped; the engine's call it appended still needs its result, or the
+    # API refuses the request.
+    wrapped = _anthropic(api, lcm_kernel(), max_tool_rounds=1)
+    call = {"type": "tool_use", "id": "c1", "name": "lcm_grep", "input": {"pattern": "x"}}
+    api.reply_blocks([call])
+    history: list[dict[str, Any]] = [{"role": "user", "content": "find x"}]
+    reply = _create(wrapped, history)
+    history[0] = {"role": "user", "content": "find x, please"}
+    history += [
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]},
+        {"role": "user", "content": "and?"},
+    ]
+    _create(wrapped, history)
+    record = wrapped.last_record
+    sent = api.requests[-1].body["messages"]
+    assert record.history_reset and record.results_supplied == 1
+    assert sent[-1]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": "c1",
+        "content": sent[-1]["content"][0]["content"],
+    }
+    assert sent[0]["content"][0]["text"] == "find x, please"  # as edited (and marked)
+    # Supplied once: the call after it carries the host's history as it is.
+    history += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "thanks"}]
+    _create(wrapped, history)
+    assert wrapped.last_record.results_supplied == 0
+
+
 def test_results_handed_back_join_a_rebuilt_history_that_continues(
     api: FakeAPI, lcm_kernel: Callable[..., Kernel]
 ) -> None:

@@ -134,7 +134,7 @@ class HistoryView:
     def confirm(self, view: MessageView) -> bool:
         """Whether the host's messages, resolved by the memo as ``view`` after
         :meth:`resolve` said ``unconfirmed``, continue what was covered (the same memo entries,
-        so the same contents). If not, the view is dropped (pending results with it): what
+        so the same contents). If not, the view is dropped (pending results stay): what
         :meth:`resolve` returned is the host's history as given, which is then what is sent."""
         given = self._given or []
         if view.starts_with(given):
@@ -224,7 +224,13 @@ class HistoryView:
             self._committed = len(sent)
 
     def clear(self) -> None:
-        """Forget everything: the next call sends the host's history as given."""
+        """Forget what was covered: the next call sends the host's history as given.
+
+        Engine results not yet sent (:attr:`pending`) stay: the host's history may still hold
+        the calls they answer (a host that edited an earlier message, or rebuilt its history
+        differently, still appended the response that made them), and a call without its
+        result is refused by the API. They are supplied wherever their call ids are, and
+        forgotten after the next call that succeeds either way."""
         self._host = []
         self._host_system = None
         self._sent = []
@@ -232,7 +238,6 @@ class HistoryView:
         self._sent_system = None
         self._given = None
         self._next_host, self._added = [], []
-        self.pending = {}
 
 
 def _same_objects(converted: list[Message], host: Sequence[Any]) -> bool:

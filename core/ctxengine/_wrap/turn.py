@@ -177,7 +177,7 @@ class Turn:
         if resolved.reset:
             self._reset()
         if self.view.pending and self._unconfirmed:
-            self._confirm()  # results go only into a history that continues the covered one
+            self._confirm()  # supplying changes the messages: the record says first if reset
         if self.view.pending:
             answers = {call_id: text for call_id, (_, text) in self.view.pending.items()}
             self.messages, self.supplied = self.dialect.supply(self.messages, answers)
