@@ -13,8 +13,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import anthropic
 import attrs
 
+import ctxengine
+from ctxengine import Kernel
 from ctxengine.testing.fake_api import FakeAPI
 
 HOST_TOOL = {
@@ -39,6 +42,20 @@ class Host:
     tool_calls: Callable[[Any], list[tuple[str, str, dict[str, Any]]]]
     append_results: Callable[[list[Any], list[tuple[str, str]]], None]
     send: Callable[[list[Any]], tuple[Any, Any]]
+
+
+MODEL = "claude-sonnet-4-6"
+
+
+def anthropic_wrapped(api: FakeAPI, kernel: Kernel, **options: Any) -> Any:
+    """An ``anthropic`` client for ``api``, wrapped with ``kernel``."""
+    client = anthropic.Anthropic(api_key="k", base_url=api.base_url, max_retries=0)
+    return ctxengine.wrap(client, kernel=kernel, **options)
+
+
+def create(wrapped: Any, messages: list[Any], **extra: Any) -> Any:
+    """One ``messages.create`` of the wrapped Anthropic client."""
+    return wrapped.messages.create(model=MODEL, max_tokens=100, messages=messages, **extra)
 
 
 def tool_use(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -14,17 +14,9 @@ import ctxengine
 from ctxengine import Kernel
 from ctxengine._messages.responses_items import ItemsConverter
 from ctxengine.testing.fake_api import FakeAPI
-
-MODEL = "claude-sonnet-4-6"
-
-
-def _anthropic(api: FakeAPI, kernel: Kernel, **options: Any) -> Any:
-    client = anthropic.Anthropic(api_key="k", base_url=api.base_url, max_retries=0)
-    return ctxengine.wrap(client, kernel=kernel, **options)
-
-
-def _create(wrapped: Any, messages: list[Any], **extra: Any) -> Any:
-    return wrapped.messages.create(model=MODEL, max_tokens=100, messages=messages, **extra)
+from tests.wrap.scenario import MODEL
+from tests.wrap.scenario import anthropic_wrapped as _anthropic
+from tests.wrap.scenario import create as _create
 
 
 def test_wrap_rejects_what_it_cannot_wrap(lcm_kernel: Callable[..., Kernel]) -> None:

@@ -7,7 +7,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import anthropic
 import openai
 import pytest
 
@@ -15,17 +14,9 @@ import ctxengine
 from ctxengine import Kernel
 from ctxengine.messages import marker_positions
 from ctxengine.testing.fake_api import FakeAPI
-
-MODEL = "claude-sonnet-4-6"
-
-
-def _anthropic(api: FakeAPI, kernel: Kernel, **options: Any) -> Any:
-    client = anthropic.Anthropic(api_key="k", base_url=api.base_url, max_retries=0)
-    return ctxengine.wrap(client, kernel=kernel, **options)
-
-
-def _create(wrapped: Any, messages: list[Any], **extra: Any) -> Any:
-    return wrapped.messages.create(model=MODEL, max_tokens=100, messages=messages, **extra)
+from tests.wrap.scenario import MODEL
+from tests.wrap.scenario import anthropic_wrapped as _anthropic
+from tests.wrap.scenario import create as _create
 
 
 def _texts(body: dict[str, Any]) -> list[str]:
@@ -207,22 +198,30 @@ def test_an_edit_of_the_objects_sent_before_does_not_reach_a_rebuilt_history(
     assert not wrapped.last_record.history_reset
 
 
+def _handed_back_grep(api: FakeAPI, kernel: Kernel) -> tuple[Any, list[dict[str, Any]]]:
+    """A wrapped client whose first call handed an engine call (lcm_grep "c1") back with the
+    response, and the host's history after it: the response appended, then a new question."""
+    wrapped = _anthropic(api, kernel, max_tool_rounds=1)
+    call = {"type": "tool_use", "id": "c1", "name": "lcm_grep", "input": {"pattern": "x"}}
+    api.reply_blocks([call])
+    history: list[dict[str, Any]] = [{"role": "user", "content": "find x"}]
+    reply = _create(wrapped, history)
+    assert wrapped.last_record.handed_back == (("lcm_grep", "c1"),)
+    history += [
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]},
+        {"role": "user", "content": "and?"},
+    ]
+    return wrapped, history
+
+
 def test_results_handed_back_still_join_a_history_that_was_reset(
     api: FakeAPI, lcm_kernel: Callable[..., Kernel]
 ) -> None:
     # The host edited an earlier message, so its history no longer continues the covered one
     # and the view is dropped; the engine's call it appended still needs its result, or the
     # API refuses the request.
-    wrapped = _anthropic(api, lcm_kernel(), max_tool_rounds=1)
-    call = {"type": "tool_use", "id": "c1", "name": "lcm_grep", "input": {"pattern": "x"}}
-    api.reply_blocks([call])
-    history: list[dict[str, Any]] = [{"role": "user", "content": "find x"}]
-    reply = _create(wrapped, history)
+    wrapped, history = _handed_back_grep(api, lcm_kernel())
     history[0] = {"role": "user", "content": "find x, please"}
-    history += [
-        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]},
-        {"role": "user", "content": "and?"},
-    ]
     _create(wrapped, history)
     record = wrapped.last_record
     sent = api.requests[-1].body["messages"]
@@ -242,16 +241,7 @@ def test_results_handed_back_still_join_a_history_that_was_reset(
 def test_results_handed_back_join_a_rebuilt_history_that_continues(
     api: FakeAPI, lcm_kernel: Callable[..., Kernel]
 ) -> None:
-    wrapped = _anthropic(api, lcm_kernel(), max_tool_rounds=1)
-    call = {"type": "tool_use", "id": "c1", "name": "lcm_grep", "input": {"pattern": "x"}}
-    api.reply_blocks([call])
-    history: list[dict[str, Any]] = [{"role": "user", "content": "find x"}]
-    reply = _create(wrapped, history)
-    assert wrapped.last_record.handed_back == (("lcm_grep", "c1"),)
-    history += [
-        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in reply.content]},
-        {"role": "user", "content": "and?"},
-    ]
+    wrapped, history = _handed_back_grep(api, lcm_kernel())
     _create(wrapped, _rebuilt(history))
     record = wrapped.last_record
     sent = api.requests[-1].body["messages"]
