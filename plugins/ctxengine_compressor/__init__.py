@@ -20,6 +20,11 @@ from typing import TYPE_CHECKING
 
 from ctxengine import hookimpl
 
+# should_compress and update_usage run on every request and call trigger: imported once here,
+# since an import statement of a package's submodule goes through importlib on every call. The
+# rest (the engine, its phases) loads on first use.
+from ctxengine_compressor import trigger
+
 if TYPE_CHECKING:
     from ctxengine import (
         CompressResult,
@@ -51,8 +56,6 @@ def should_compress(
     hygiene decides that one)."""
     if stage == "gateway":
         return None
-    from ctxengine_compressor import trigger
-
     return trigger.should_compress(ctx, prompt, force)
 
 
@@ -74,8 +77,6 @@ def compress(
 @hookimpl
 def update_usage(ctx: EngineContext, usage: Usage) -> None:
     """Remember real prompt tokens; measure the last compaction's real saving."""
-    from ctxengine_compressor import trigger
-
     trigger.update_usage(ctx, usage)
 
 

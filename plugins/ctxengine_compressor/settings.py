@@ -11,6 +11,7 @@ from __future__ import annotations
 import attrs
 
 from ctxengine import EngineContext, Field, SettingsSpec
+from ctxengine_compressor.state import get_state
 
 MAX_SUMMARY_TOKENS = 12_000
 """Upper cap on one summary, whatever the window."""
@@ -108,8 +109,6 @@ def settings(ctx: EngineContext) -> CompressorSettings:
 
 def budgets(ctx: EngineContext) -> Budgets:
     """This session's budgets (derived once per config and model)."""
-    from ctxengine_compressor.state import get_state
-
     state = get_state(ctx)
     cached = state.budgets
     if cached is not None and cached[0] is ctx.config and cached[1] is ctx.model:

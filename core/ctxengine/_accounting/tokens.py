@@ -573,8 +573,8 @@ class TokenCounter:
         """
         if size is None:
             size = self.size_of(entries)
-        else:
-            size = TextSize(size.rough, size.chars, size.fixed)
+        elif system is not None or tools:
+            size = TextSize(size.rough, size.chars, size.fixed)  # the caller's is not added to
         if system is not None:
             size.add(len(self.system_text(system)), MESSAGE_OVERHEAD_TOKENS)
         if tools:

@@ -375,6 +375,44 @@ def usage_from_data(data: Any) -> Usage:
         raise ValueError(f"not a usage record ({exc})") from exc
 
 
+_PLAIN_ANTHROPIC_ORDER = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+"""The keys of the usual Anthropic usage dict (top-level counts, no split, nothing nested), in
+the order of :class:`Usage`'s first four fields."""
+_PLAIN_ANTHROPIC_KEYS = frozenset(_PLAIN_ANTHROPIC_ORDER)
+
+
+def _plain_anthropic(raw: dict[str, Any]) -> Usage | None:
+    """What :func:`_from_anthropic` gives for a dict whose keys are among
+    :data:`_PLAIN_ANTHROPIC_KEYS` and whose values are non-negative ints or ``None`` (not all
+    ``None``); ``None`` for any other dict, which the general path then reads (and refuses,
+    naming the field, when it must).
+
+    Such a dict is Anthropic's by every rule of :func:`normalize_usage` (its keys are
+    Anthropic-only or the bare ``input_tokens``/``output_tokens``). It is read on every
+    response, so this skips the general path's copy of the dict and its per-field calls.
+    """
+    counts = [0, 0, 0, 0]
+    present = False
+    for index, key in enumerate(_PLAIN_ANTHROPIC_ORDER):
+        value = raw.get(key)
+        if value is None:
+            continue
+        if type(value) is not int or value < 0:
+            return None
+        counts[index] = value
+        present = True
+    if not present:
+        return None  # nothing but nulls: no shape at all, which the general path reports
+    uncached, output, read, written = counts
+    # No split: every written token is a 5-minute write, as _from_anthropic counts them.
+    return Usage(uncached, output, read, written)
+
+
 def normalize_usage(raw: object) -> Usage:
     """Turn a provider's usage report into a :class:`Usage`.
 
@@ -393,6 +431,10 @@ def normalize_usage(raw: object) -> Usage:
     """
     if isinstance(raw, Usage):
         return raw
+    if type(raw) is dict and raw.keys() <= _PLAIN_ANTHROPIC_KEYS:
+        plain = _plain_anthropic(raw)
+        if plain is not None:
+            return plain
     if (
         type(raw) is not dict  # the usual case, decided first: this runs on every response
         and not isinstance(raw, Mapping)

@@ -133,10 +133,13 @@ def latest_compaction(messages: Sequence[Message]) -> tuple[int, int, Mapping[st
 
 
 def _context_management(request: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    # None first: most requests have neither key, and the Mapping ABC's check runs in Python.
     value = request.get("context_management")
-    if isinstance(value, Mapping):
+    if value is not None and isinstance(value, Mapping):
         return value
     extra = request.get("extra_body")
+    if extra is None:
+        return None
     if isinstance(extra, Mapping) and isinstance(extra.get("context_management"), Mapping):
         found: Mapping[str, Any] = extra["context_management"]
         return found

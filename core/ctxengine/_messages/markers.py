@@ -253,8 +253,15 @@ def can_carry_marker(block: object) -> bool:
         return False
     if kind == "text":
         text = block.get("text")
-        return isinstance(text, str) and bool(text.strip())
+        return isinstance(text, str) and _visible(text)
     return True
+
+
+def _visible(text: str) -> bool:
+    """``bool(text.strip())`` without copying ``text``: the texts tested are whole messages and
+    blocks of every request, and ``isspace`` stops at the first visible character (both use
+    the same definition of whitespace)."""
+    return bool(text) and not text.isspace()
 
 
 def _message_list(request: Mapping[str, Any]) -> list[Any]:
@@ -294,7 +301,7 @@ def _mark_blocks(blocks: Sequence[Any], ttl: str) -> list[Any] | None:
 def mark_system(system: object, ttl: str) -> list[Any] | None:
     """The Anthropic ``system`` value marked, or None when there is nothing to mark."""
     if isinstance(system, str):
-        return [_text_block(system, ttl)] if system.strip() else None
+        return [_text_block(system, ttl)] if _visible(system) else None
     if isinstance(system, list):
         return _mark_blocks(system, ttl)
     return None
@@ -307,7 +314,7 @@ def mark_message(
     if tool and msg.get("role") == "tool":
         return {**msg, "cache_control": cache_marker(ttl)}
     content = msg.get("content")
-    if isinstance(content, str) and content.strip():
+    if isinstance(content, str) and _visible(content):
         return {**msg, "content": [_text_block(content, ttl)]}
     if isinstance(content, list):
         new_blocks = _mark_blocks(content, ttl)

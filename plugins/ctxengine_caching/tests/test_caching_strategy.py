@@ -573,6 +573,19 @@ def test_can_carry_marker() -> None:
     assert can_carry_marker({"type": "tool_use", "id": "i", "name": "n", "input": {}})
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=" \t\n\r\x0b\x0c\x1c\x85\xa0\u2003\u2028\u3000\u200bx", max_size=5))
+def test_a_text_is_visible_when_strip_leaves_something(value: str) -> None:
+    # Visibility is tested without copying the text (isspace); it must be what strip() says,
+    # Unicode whitespace included (and the zero-width space, which is not whitespace).
+    visible = bool(value.strip())
+    assert can_carry_marker(text(value)) is visible
+    request = {"system": value, "messages": [{"role": "user", "content": value}]}
+    marked = apply_system_and_3(request, ttl="5m", native=True)
+    assert isinstance(marked["system"], list) is visible
+    assert isinstance(marked["messages"][0]["content"], list) is visible
+
+
 def test_a_top_level_automatic_marker_is_replaced_not_added() -> None:
     request = {
         "system": "s" * 40,
