@@ -108,6 +108,39 @@ def test_messages_added_while_a_stream_runs_are_sent_with_the_next_call(
     assert _texts(api.requests[-1].body) == ["hi", "hello", "how are you?"]
 
 
+@pytest.mark.parametrize("engine_round", [False, True])
+def test_messages_added_while_a_later_stream_runs_are_not_taken_as_sent(
+    api: FakeAPI, lcm_kernel: Callable[..., Kernel], engine_round: bool
+) -> None:
+    # After a first call the view is as given, and the wrapper sends the host's own list: what
+    # the host appends to it while the stream runs is neither part of that request, nor of the
+    # engine tool round that follows it, nor of what the view takes as sent.
+    wrapped = _anthropic(api, lcm_kernel())
+    history: list[Any] = _turns(2)
+    _create(wrapped, history)
+    history += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "go on"}]
+    sent = _texts({"messages": history})
+    if engine_round:
+        call = {"type": "tool_use", "id": "c1", "name": "lcm_grep", "input": {"pattern": "x"}}
+        api.reply_blocks([call])
+    for event in _create(wrapped, history, stream=True):
+        if event.type == "message_start" and len(history) == len(sent):
+            history += [{"role": "assistant", "content": "late"}, {"role": "user", "content": "?"}]
+    record = wrapped.last_record
+    assert record.tools_answered == (("lcm_grep",) if engine_round else ())
+    bodies = [request.body for request in api.requests[-len(record.rounds) :]]
+    assert _texts(bodies[0]) == sent
+    assert [round_.messages for round_ in record.rounds] == [len(b["messages"]) for b in bodies]
+    if engine_round:  # the engine's call and its result follow what the first round carried
+        assert _texts(bodies[1])[: len(sent)] == sent
+        assert len(bodies[1]["messages"]) == len(sent) + 2
+    _create(wrapped, history)
+    assert not wrapped.last_record.history_reset
+    assert _texts(api.requests[-1].body)[-2:] == ["late", "?"]
+    if not engine_round:  # nothing was inserted: the host's history is sent as it is
+        assert _texts(api.requests[-1].body) == _texts({"messages": history})
+
+
 def test_a_change_of_the_host_tools_between_calls_is_seen(
     api: FakeAPI, lcm_kernel: Callable[..., Kernel]
 ) -> None:

@@ -1,5 +1,6 @@
 """The stream collectors rebuild what the wrapper reads of a response from the SDK's own event
-objects: every block kind, deltas split over events, and the final usage."""
+objects (or the same events as plain dicts): every block kind, deltas split over events, fields
+the SDK's models do not declare, and the final usage."""
 
 from __future__ import annotations
 
@@ -79,6 +80,11 @@ def test_the_anthropic_collector_builds_every_block_from_the_sdk_events() -> Non
     for event in TypeAdapter(list[RawMessageStreamEvent]).validate_python(raw):
         collector.feed(event)
     final = collector.final()
+    # Events as plain dicts (one the SDK does not model) are read the same way.
+    from_dicts = AnthropicCollector()
+    for data in raw:
+        from_dicts.feed(data)
+    assert from_dicts.final() == final
     assert final["role"] == "assistant" and final["stop_reason"] == "tool_use"
     assert final["content"] == [
         {"type": "thinking", "thinking": "hm", "signature": "sig"},
@@ -122,6 +128,10 @@ def test_the_chat_collector_joins_deltas_split_over_the_sdk_chunks() -> None:
     for chunk in chunks:
         collector.feed(chunk)
     final = collector.final()
+    from_dicts = ChatCollector()
+    for chunk in chunks:
+        from_dicts.feed(chunk.model_dump())
+    assert from_dicts.final() == final
     assert final["usage"] == usage
     assert final["choices"][0]["finish_reason"] == "tool_calls"
     assert final["choices"][0]["message"] == {

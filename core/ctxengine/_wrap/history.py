@@ -34,19 +34,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from operator import is_
-from typing import Any
-
-import attrs
+from typing import Any, NamedTuple
 
 from ctxengine._messages.conversation import Message, SystemPrompt
 from ctxengine._messages.memo import MemoEntry, MessageView
 
 
-@attrs.frozen
-class ResolvedHistory:
-    """What to send for one call, before any compaction.
+class ResolvedHistory(NamedTuple):
+    """What to send for one call, before any compaction (a tuple: it is made on every call).
 
-    :ivar messages: the messages to send, in the form the kernel reads.
+    :ivar messages: the messages to send, in the form the kernel reads: the host's own list
+        when it is ``as_given`` and the host passed a list (which the host may still append to
+        while the call runs: read it only up to the length it had when the request was built).
     :ivar system: the system prompt to send (Anthropic), else ``None``.
     :ivar reset: the host's history did not continue the covered one; the view was dropped.
     :ivar as_given: ``messages`` are the host's own message objects, one for one, and ``system``
@@ -118,18 +117,20 @@ class HistoryView:
         to_engine: Callable[[Sequence[Any]], list[Message]],
     ) -> ResolvedHistory:
         covered = len(self._host)
-        messages = host[:covered] if isinstance(host, list) else list(host[:covered])
         added = host[covered:] if isinstance(host, list) else list(host[covered:])
-        new = to_engine(added)
-        messages.extend(new)
+        new = to_engine(added) if added else added
         self._next_host, self._added = None, added
-        return ResolvedHistory(
-            messages=messages,
-            system=host_system,
-            reset=False,
-            as_given=_same_objects(new, added),
-            unconfirmed=True,
-        )
+        as_given = new is added or _same_objects(new, added)
+        if as_given and isinstance(host, list):
+            # The host's own list, not a copy: the kernel finds the very list it resolved last
+            # (its cheapest path) and nothing is copied per call. The slice above is what
+            # commit takes, so messages the host appends while the call runs are not taken
+            # as sent; the Turn reads the list only up to the length it had when sent.
+            messages = host
+        else:
+            messages = list(host[:covered])
+            messages.extend(new)
+        return ResolvedHistory(messages, host_system, False, as_given, True)
 
     def confirm(self, view: MessageView) -> bool:
         """Whether the host's messages, resolved by the memo as ``view`` after

@@ -19,11 +19,11 @@ its final events. The round sources collect each round's whole response from its
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from types import TracebackType
 from typing import Any
 
-from ctxengine._wrap.dialects import field, plain
+from ctxengine._wrap.dialects import field, is_mapping, plain
 
 _END = object()
 
@@ -41,57 +41,91 @@ class AnthropicCollector:
         self._json: dict[int, str] = {}
 
     def feed(self, event: Any) -> None:
-        # Only the parts each event contributes are dumped, not the whole event: this runs on
-        # every event of every streamed request.
-        kind = field(event, "type")
+        # Runs on every event of every streamed request: the SDK's event objects are read by
+        # attribute (one C call each) and only the parts each event contributes are dumped.
+        if is_mapping(event):
+            event = _Fields(event)
+        kind = getattr(event, "type", None)
+        if kind == "content_block_delta":  # the most frequent, one per token or so
+            if self.message is not None:
+                index = getattr(event, "index", None)
+                self._delta(self.message["content"][index], index, getattr(event, "delta", None))
+            return
         if kind == "message_start":
-            message = field(event, "message")
+            message = getattr(event, "message", None)
             self.message = {
                 "role": "assistant",
-                "content": [_block(block) for block in field(message, "content") or []],
-                "usage": plain(field(message, "usage")) or {},
+                "content": [_block(block) for block in getattr(message, "content", None) or []],
+                "usage": plain(getattr(message, "usage", None)) or {},
             }
             return
         if self.message is None:
             return
-        content: list[dict[str, Any]] = self.message["content"]
         if kind == "content_block_start":
-            content.append(_block(field(event, "content_block")))
-        elif kind == "content_block_delta":
-            index = field(event, "index")
-            self._delta(content[index], index, field(event, "delta"))
+            self.message["content"].append(_block(getattr(event, "content_block", None)))
         elif kind == "content_block_stop":
-            index = field(event, "index")
+            index = getattr(event, "index", None)
             if index in self._json:
                 text = self._json.pop(index)
-                content[index]["input"] = json.loads(text) if text.strip() else {}
+                self.message["content"][index]["input"] = json.loads(text) if text.strip() else {}
         elif kind == "message_delta":
-            delta = field(event, "delta")
+            delta = getattr(event, "delta", None)
             for key in ("stop_reason", "stop_sequence"):
-                value = None if delta is None else field(delta, key)
+                value = getattr(delta, key, None)
                 if value is not None:
                     self.message[key] = value
             # message_delta usage is cumulative: its counts replace those of message_start.
-            usage = plain(field(event, "usage")) or {}
+            usage = plain(getattr(event, "usage", None)) or {}
             self.message["usage"] = {**self.message.get("usage", {}), **usage}
 
-    def _delta(self, block: dict[str, Any], index: int, delta: Any) -> None:
-        kind = field(delta, "type")
+    def _delta(self, block: dict[str, Any], index: Any, delta: Any) -> None:
+        kind = getattr(delta, "type", None)
         if kind == "text_delta":
-            block["text"] = block.get("text", "") + (field(delta, "text") or "")
+            block["text"] = block.get("text", "") + (getattr(delta, "text", None) or "")
         elif kind == "input_json_delta":
-            self._json[index] = self._json.get(index, "") + (field(delta, "partial_json") or "")
+            part = getattr(delta, "partial_json", None) or ""
+            self._json[index] = self._json.get(index, "") + part
         elif kind == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + (field(delta, "thinking") or "")
+            part = getattr(delta, "thinking", None) or ""
+            block["thinking"] = block.get("thinking", "") + part
         elif kind == "signature_delta":
-            block["signature"] = field(delta, "signature") or ""
+            block["signature"] = getattr(delta, "signature", None) or ""
         elif kind == "citations_delta":
-            block.setdefault("citations", []).append(plain(field(delta, "citation")))
+            block.setdefault("citations", []).append(plain(getattr(delta, "citation", None)))
 
     def final(self) -> dict[str, Any]:
         if self.message is None:
             raise ValueError("the Messages stream ended before message_start")
         return self.message
+
+
+class _Fields:
+    """A mapping read by attribute, the mappings inside it too (also in lists): an event that
+    is a plain dict (one the SDK does not model) is read the way the collectors read the SDK's
+    event objects."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = data
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("__"):  # not a key of the data: hasattr() and copies ask for these
+            raise AttributeError(key)
+        return _as_fields(self._data.get(key))
+
+    def to_dict(self, *, exclude_none: bool = True) -> Any:
+        """What :func:`plain` reads of it: the mapping's data, as plain reads a mapping (which
+        leaves ``None`` values out whatever ``exclude_none`` says)."""
+        return plain(self._data)
+
+
+def _as_fields(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return _Fields(value)
+    if isinstance(value, list):
+        return [_as_fields(item) for item in value]
+    return value
 
 
 def _block(block: Any) -> dict[str, Any]:
@@ -113,32 +147,35 @@ class ChatCollector:
         self.usage: dict[str, Any] | None = None
 
     def feed(self, chunk: Any) -> None:
-        usage = field(chunk, "usage")
+        # Runs on every chunk, one per token or so of the reply: the SDK's objects are read by
+        # attribute (the delta's fields, not a dump of it), as the Anthropic collector does.
+        if is_mapping(chunk):
+            chunk = _Fields(chunk)
+        usage = getattr(chunk, "usage", None)
         if usage:
             self.usage = plain(usage)
-        for choice in field(chunk, "choices") or []:
-            if (field(choice, "index") or 0) != 0:
+        for choice in getattr(chunk, "choices", None) or ():
+            if (getattr(choice, "index", None) or 0) != 0:
                 continue
-            # The delta's fields are read, not dumped: this runs on every chunk, one per token
-            # or so of the reply.
-            delta = field(choice, "delta")
+            delta = getattr(choice, "delta", None)
             if delta is None:
                 continue
-            self.content += field(delta, "content") or ""
+            self.content += getattr(delta, "content", None) or ""
+            # Not a field of the SDK's delta (a provider's extra): read where the SDK keeps it.
             self.reasoning += field(delta, "reasoning_content") or ""
-            for call in field(delta, "tool_calls") or []:
+            for call in getattr(delta, "tool_calls", None) or ():
                 slot = self.calls.setdefault(
-                    field(call, "index") or 0,
+                    getattr(call, "index", None) or 0,
                     {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
                 )
-                call_id = field(call, "id")
+                call_id = getattr(call, "id", None)
                 if call_id:
                     slot["id"] = call_id
-                function = field(call, "function")
+                function = getattr(call, "function", None)
                 if function is not None:
-                    slot["function"]["name"] += field(function, "name") or ""
-                    slot["function"]["arguments"] += field(function, "arguments") or ""
-            finish_reason = field(choice, "finish_reason")
+                    slot["function"]["name"] += getattr(function, "name", None) or ""
+                    slot["function"]["arguments"] += getattr(function, "arguments", None) or ""
+            finish_reason = getattr(choice, "finish_reason", None)
             if finish_reason:
                 self.finish_reason = finish_reason
 

@@ -157,6 +157,10 @@ class Turn:
         self.reset = False
         self._request: dict[str, Any] = {}
         self._breakpoints = 0
+        self._items = 0
+        # How many messages the last request carried: self.messages may be the host's own list,
+        # which the host may append to while a round runs (a stream), so it is read up to this.
+        self._count = 0
         self._deferred = False
         self._supplied_ids: tuple[str, ...] = ()
         # The messages are the host's own, one for one, with its system prompt (see HistoryView).
@@ -171,10 +175,10 @@ class Turn:
                 "sent as given, without compaction or engine tools"
             )
             return
-        resolved = self.view.resolve(self.host, self.host_system, self.dialect.to_engine)
-        self.messages, self.system = resolved.messages, resolved.system
-        self._as_given, self._unconfirmed = resolved.as_given, resolved.unconfirmed
-        if resolved.reset:
+        self.messages, self.system, reset, self._as_given, self._unconfirmed = self.view.resolve(
+            self.host, self.host_system, self.dialect.to_engine
+        )
+        if reset:
             self._reset()
         if self.view.pending and self._unconfirmed:
             self._confirm()  # supplying changes the messages: the record says first if reset
@@ -196,7 +200,9 @@ class Turn:
         """Whether the host's messages continue what the view covered, read from the memo's
         resolution of them (made by should_compress, or here)."""
         self._unconfirmed = False
-        if not self.view.confirm(self.session.ctx.memo.view_of(self.messages)):
+        # Kept for request(), which needs the same view when no compaction replaces the list.
+        self._sent_view = self.session.ctx.memo.view_of(self.messages)
+        if not self.view.confirm(self._sent_view):
             self._reset()
 
     # -- steps ------------------------------------------------------------------------------
@@ -232,11 +238,16 @@ class Turn:
         # just resolved this list in the memo (or this resolves it and prepare reuses it).
         marked: tuple[int, ...] = ()
         if "messages" in request:
-            self._sent_view = self.session.ctx.memo.view_of(self.messages)
-            marked = self._sent_view.marked
-        self._request = self.dialect.prepare(self.session, request)
-        self._breakpoints = _markers_added(request, self._request, marked)
-        return self._request
+            view = self._sent_view
+            if view is None or not view.describes(self.messages):
+                view = self._sent_view = self.session.ctx.memo.view_of(self.messages)
+            marked = view.marked
+        self._count = len(self.messages)
+        self._request = prepared = self.dialect.prepare(self.session, request)
+        self._breakpoints = _markers_added(request, prepared, marked)
+        # Counted now: without a cache strategy the request holds the host's own list.
+        self._items = self.dialect.count_items(prepared)
+        return prepared
 
     def _with_tools(self, request: dict[str, Any]) -> dict[str, Any]:
         schemas, engine_names = self.conversation.engine_schemas(self.api)
@@ -267,7 +278,7 @@ class Turn:
         round_ = RoundRecord(
             usage=usage,
             breakpoints=self._breakpoints,
-            messages=self.dialect.count_items(self._request),
+            messages=self._items,
         )
         self.rounds.append(round_)
         if self.stateful or self.conversation.tools == "off":
@@ -306,7 +317,7 @@ class Turn:
             self.handed_back.extend((call.name, call.id) for call, _ in answers)
             return False
         self.messages = [
-            *self.messages,
+            *self._messages_sent(),
             *self.dialect.assistant(response),
             *self.dialect.results(answers),
         ]
@@ -317,9 +328,12 @@ class Turn:
         """Remember what was sent and store the call's record."""
         if not self.stateful:
             sent = self._sent_view
-            given = self._as_given and sent is not None and sent.describes(self.messages)
+            # As given, the memo's view is of the list sent (the host's own, which the host may
+            # have grown since: the view's entries are what was sent); mapped, the messages are
+            # the wrapper's own list, never the host's (see HistoryView).
+            given = self._as_given and sent is not None and sent.items is self.messages
             self.view.commit(
-                self.host_system, self.messages, self.system, given=sent if given else None
+                self.host_system, self._messages_sent(), self.system, given=sent if given else None
             )
             for call_id in self._supplied_ids:
                 self.view.pending.pop(call_id, None)
@@ -338,6 +352,11 @@ class Turn:
         )
         self.conversation.add_record(record)
         return record
+
+    def _messages_sent(self) -> list[Message]:
+        """The messages of the last request (see ``_count``)."""
+        messages = self.messages
+        return messages if len(messages) == self._count else messages[: self._count]
 
     def run_tools(self, calls: Sequence[EngineCall]) -> list[tuple[EngineCall, str]]:
         return [(call, self.session.call_tool(call.name, call.arguments)) for call in calls]
@@ -385,9 +404,12 @@ def _copied(old: list[Any], new: list[Any], marked: Sequence[int]) -> list[Any]:
         # The middle holds old's objects or copies equal to them, and an equal copy carries a
         # marker only where its original does (none does there): only the ends are looked at
         # one by one, instead of an identity check per message of a long history.
-        ends = [new[i] for i in (0, *range(tail, count)) if new[i] is not old[i]]
-        ends.extend(new[count:])
-        return ends
+        last = new[tail:count]
+        return [
+            *(new[:1] if new[0] is not old[0] else ()),
+            *compress(last, map(is_not, last, old[tail:])),
+            *new[count:],
+        ]
     # map/compress keep the per-message identity check in C.
     return [*compress(new, map(is_not, new, old)), *new[count:]]
 
