@@ -166,7 +166,7 @@ class Dialect:
 
     def usage(self, response: Any) -> Any:
         """The usage object of ``response``."""
-        data = response.get("usage") if isinstance(response, Mapping) else response.usage
+        data = field(response, "usage")  # no Mapping ABC check per response
         if data is None:
             raise ValueError(f"the {self.api} response carries no usage")
         return data
