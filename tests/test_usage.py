@@ -436,3 +436,88 @@ def test_bad_iterations_name_the_field() -> None:
         )
     with pytest.raises(ValueError, match="usage field 'iterations' must be a list"):
         normalize_usage({"input_tokens": 1, "iterations": 3})
+
+
+def test_sdk_responses_read_as_their_dumps() -> None:
+    """Whole SDK responses and usage objects are read without dumping them (keys they do not
+    declare come from their extras); the figures equal those of the same data as dicts."""
+    from anthropic.types import Message
+    from openai.types.chat import ChatCompletion
+    from openai.types.responses import Response
+
+    anthropic_response = Message.model_validate(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude",
+            "content": [],
+            "stop_reason": "end_turn",
+            "usage": {
+                "input_tokens": 12,
+                "output_tokens": 7,
+                "cache_read_input_tokens": 4_000,
+                "cache_creation_input_tokens": 300,
+                "cache_creation": {
+                    "ephemeral_5m_input_tokens": 100,
+                    "ephemeral_1h_input_tokens": 200,
+                },
+            },
+            # Not declared by this SDK's Message: kept in its extras.
+            "context_management": {
+                "applied_edits": [{"cleared_input_tokens": 50, "cleared_tool_uses": 2}]
+            },
+            "diagnostics": {
+                "cache_miss_reason": {"type": "tools_changed", "cache_missed_input_tokens": 9}
+            },
+        }
+    )
+    chat_response = ChatCompletion.model_validate(
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "gpt",
+            "choices": [],
+            "usage": {
+                "prompt_tokens": 100,
+                "completion_tokens": 3,
+                "total_tokens": 103,
+                "prompt_tokens_details": {"cached_tokens": 60},
+            },
+        }
+    )
+    responses_response = Response.model_validate(
+        {
+            "id": "r",
+            "object": "response",
+            "created_at": 1,
+            "model": "gpt",
+            "output": [],
+            "parallel_tool_calls": False,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": {
+                "input_tokens": 50,
+                "output_tokens": 5,
+                "total_tokens": 55,
+                "input_tokens_details": {"cached_tokens": 20, "cache_write_tokens": 4},
+                "output_tokens_details": {"reasoning_tokens": 1},
+            },
+        }
+    )
+    for response in (anthropic_response, chat_response, responses_response):
+        expected = normalize_usage(response.model_dump())
+        assert normalize_usage(response) == expected
+        usage = response.usage
+        assert usage is not None
+        assert normalize_usage(usage) == normalize_usage(usage.model_dump())
+    read = normalize_usage(anthropic_response)
+    assert (read.cleared_input_tokens, read.cleared_tool_uses) == (50, 2)
+    assert read.cache_miss_reason == "tools_changed"
+    assert (read.cache_write_5m_tokens, read.cache_write_1h_tokens) == (100, 200)
+    # A token key present as None reads as absent: the response is still read as a whole one.
+    with_none = types.SimpleNamespace(
+        usage={"input_tokens": 3, "output_tokens": 1}, input_tokens=None, id="msg_2"
+    )
+    assert normalize_usage(with_none) == Usage(input_tokens=3, output_tokens=1)

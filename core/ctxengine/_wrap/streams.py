@@ -23,7 +23,8 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from types import TracebackType
 from typing import Any
 
-from ctxengine._wrap.dialects import field, is_mapping, plain
+from ctxengine._messages.sdk_objects import field, is_mapping
+from ctxengine._wrap.dialects import plain
 
 _END = object()
 
