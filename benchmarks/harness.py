@@ -65,10 +65,19 @@ Setup = Callable[[], Steps]
 def interleaved_min(
     setups: dict[str, Setup], rounds: int, clock: Callable[[], float] = time.perf_counter
 ) -> dict[str, float]:
-    """For each setup, the mean over its steps of each step's fastest time in ``rounds`` rounds;
-    every setup runs once per round, one after the other. ``clock`` reads the time: wall clock by
-    default, ``time.thread_time`` for the CPU time of the calls (which other processes on a
-    loaded machine disturb far less).
+    """For each setup, the mean over its steps of each step's fastest time in ``rounds`` rounds
+    (:func:`fastest_steps`)."""
+    fastest = fastest_steps(setups, rounds, clock)
+    return {name: statistics.fmean(times) for name, times in fastest.items()}
+
+
+def fastest_steps(
+    setups: dict[str, Setup], rounds: int, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, list[float]]:
+    """For each setup, each step's fastest time in ``rounds`` rounds, in step order; every setup
+    runs once per round, one after the other. ``clock`` reads the time: wall clock by default,
+    ``time.thread_time`` for the CPU time of the calls (which other processes on a loaded
+    machine disturb far less).
 
     Each step is timed on its own, so a step another process interrupted costs that step one
     round, not the whole figure. The garbage collector runs after each setup and is off while a
@@ -91,7 +100,7 @@ def interleaved_min(
                 finally:
                     gc.enable()
                 times[index] = min(times[index], elapsed)
-    return {name: statistics.fmean(times) for name, times in best.items()}
+    return best
 
 
 def repeat(*runs: Callable[[], object]) -> Setup:
