@@ -13,7 +13,7 @@ from typing import Protocol
 
 import attrs
 
-from ctxengine import Format, Message, TokenEstimate
+from ctxengine import Format, Message, TextSize, TokenEstimate
 from ctxengine.messages import (
     cut_points,
     has_visible_assistant_text,
@@ -32,6 +32,10 @@ class RunSizes(Protocol):
     def exact(self, index: int) -> int: ...
 
     def run(self, start: int = 0, stop: int | None = None) -> TokenEstimate: ...
+
+    def size(self, start: int = 0, stop: int | None = None) -> TextSize:
+        """The rough size :meth:`run` estimates from (its bounds are the run's)."""
+        ...
 
 
 @attrs.frozen
@@ -116,7 +120,9 @@ def find_boundaries(
     while tail_start > head_end:
         # A message whose fewest possible tokens overflow the budget is not counted at all (the
         # one that ends the tail is often a huge tool output).
-        if spent + sizes.run(tail_start - 1, tail_start).low > tail_token_budget:
+        # (The bound of the rough size alone: the run's estimate has the same bounds and would
+        # build a counting closure for each message of the tail.)
+        if spent + sizes.size(tail_start - 1, tail_start).low > tail_token_budget:
             break
         cost = sizes.exact(tail_start - 1)
         if spent + cost > tail_token_budget:

@@ -183,17 +183,15 @@ def prune(
     # Where each large output of the range occurs last, so an older copy can point at the newest
     # (the later messages are scanned only when the range has large outputs at all).
     last_seen: dict[str, int] = {}
-    large = {
-        result.text
-        for index in range(start, end)
-        for result in tool_results(messages[index], fmt)
-        if len(result.text) > PRUNE_MIN_CHARS
-    }
-    if large:
-        for index in range(start, len(messages)):
-            for text in _result_texts(messages[index], fmt):
-                if text in large:
-                    last_seen[text] = index
+    repeated: set[str] = set()
+    for index in range(start, end):
+        for result in tool_results(messages[index], fmt):
+            if len(result.text) > PRUNE_MIN_CHARS:
+                if result.text in last_seen:
+                    repeated.add(result.text)
+                last_seen[result.text] = index
+    if last_seen:
+        _newest_later_copies(messages, fmt, last_seen, repeated, end, kept)
     described = deduplicated = shortened = 0
     calls: dict[str, list[ToolCall]] = {}
     for index in range(start, end):
@@ -231,6 +229,34 @@ def prune(
         if any(r is not None for r in replacements):
             out[index] = _replace_results(msg, fmt, replacements)
     return out, PruneStats(described, deduplicated, shortened)
+
+
+def _newest_later_copies(
+    messages: Sequence[Message],
+    fmt: Format,
+    last_seen: dict[str, int],
+    repeated: set[str],
+    end: int,
+    kept: int,
+) -> None:
+    """Move ``last_seen`` (each large output of the pruned range, at its newest index there) to
+    the newest copy after the range wherever that changes where a copy points (see
+    :func:`prune`): to the newest copy in the kept tail; else, for an output the range holds
+    more than once (``repeated``), to its newest copy in the summarised middle. An output the
+    range holds once and the tail does not points nowhere whether or not the middle has a copy,
+    so the middle, most of a long conversation, is read only for the rare repeated ones."""
+    tail_from = max(kept, end)
+    for index in range(tail_from, len(messages)):
+        for text in _result_texts(messages[index], fmt):
+            if text in last_seen:
+                last_seen[text] = index
+    wanted = {text for text in repeated if last_seen[text] < tail_from}
+    if not wanted:
+        return
+    for index in range(end, tail_from):
+        for text in _result_texts(messages[index], fmt):
+            if text in wanted:
+                last_seen[text] = index
 
 
 def _result_texts(msg: Message, fmt: Format) -> list[str]:

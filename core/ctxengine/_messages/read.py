@@ -649,6 +649,17 @@ def tool_groups(messages: Sequence[Message], fmt: Format) -> list[ToolGroup]:
     return groups
 
 
+def _makes_calls(msg: Message, fmt: Format) -> bool:
+    """``bool(tool_call_ids(msg, fmt))`` for an assistant message, without building the ids."""
+    if fmt == "openai":
+        raw = msg.get("tool_calls")
+        return isinstance(raw, list) and any(isinstance(tc, dict) for tc in raw)
+    content = msg.get("content")
+    if not isinstance(content, list):
+        return False
+    return any(isinstance(block, dict) and block.get("type") == "tool_use" for block in content)
+
+
 def cut_points(messages: Sequence[Message], fmt: Format) -> list[bool]:
     """Where a list may be split without separating tool calls from their results.
 
@@ -661,14 +672,14 @@ def cut_points(messages: Sequence[Message], fmt: Format) -> list[bool]:
     n = len(messages)
     cuts = [True] * (n + 1)
     for i, msg in enumerate(messages):
-        if msg.get("role") != "assistant" or not tool_call_ids(msg, fmt):
+        if msg.get("role") != "assistant" or not _makes_calls(msg, fmt):
             continue
         if fmt == "openai":
             last = i
             while last + 1 < n and messages[last + 1].get("role") == "tool":
                 last += 1
         else:
-            last = i + 1 if i + 1 < n and tool_result_ids(messages[i + 1], fmt) else i
+            last = i + 1 if i + 1 < n and is_tool_result_message(messages[i + 1], fmt) else i
         for k in range(i + 1, last + 1):
             cuts[k] = False
     return cuts

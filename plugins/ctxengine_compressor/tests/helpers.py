@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ctxengine._accounting.estimate import TokenEstimate
+from ctxengine._accounting.estimate import TextSize, TokenEstimate
 from ctxengine._accounting.models import ModelInfo, model_for_settings
 from ctxengine._accounting.tokens import TokenCounter
 from ctxengine._config.core import Config, config_from_mapping
@@ -32,6 +32,10 @@ class CountedSizes:
 
     def run(self, start: int = 0, stop: int | None = None) -> TokenEstimate:
         return TokenEstimate.known(sum(map(self._count, self._messages[start:stop])))
+
+    def size(self, start: int = 0, stop: int | None = None) -> TextSize:
+        # All fixed: the bounds are the exact count, as for run.
+        return TextSize(fixed=self.run(start, stop).exact())
 
 
 class Clock:
