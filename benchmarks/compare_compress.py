@@ -3,7 +3,7 @@ without changing what it returns.
 
 ``dump OUT`` compacts every bundled session (``tests/data/transcripts``, both formats, every
 session, not only the long ones) with the local ``extractive`` digest (no network), under the
-default model window and windows of 32K, 16K and 8K tokens, five ways per session and window:
+default model window and windows of 32K, 16K and 8K tokens, seven ways per session and window:
 
 - ``cold``: forced, on a fresh session;
 - ``warm``: forced, on a session that counted the conversation first;
@@ -11,7 +11,11 @@ default model window and windows of 32K, 16K and 8K tokens, five ways per sessio
 - ``twice``: forced, then the result compacted again by the same session (the second result is
   recorded: it reads back the first summary and the ledger the session kept);
 - ``again_new_dicts``: a warm session compacts, then compacts new dicts equal to the input (the
-  memo finds them by content).
+  memo finds them by content);
+- ``chain_cold_1`` .. ``chain_cold_3`` and ``chain_warm_1`` .. ``chain_warm_3``: the compactions
+  in a row of ``bench_compressor.py`` (the conversation without its last six turns, then each
+  result with the next three turns appended), on a session that knows only what it returned
+  (``cold``) or that counted each input first (``warm``); only for sessions with enough turns.
 
 Each result is one JSON line: the case, every field of the result but its duration, and SHA-256
 digests of the compacted messages and system prompt. The input is checked to be unchanged.
@@ -38,6 +42,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
+
+if not __package__:  # run as a script: make the repository's benchmarks importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.bench_compressor import CHAIN_TURNS, chain_parts, turn_starts
+from benchmarks.harness import BenchSession
 
 if TYPE_CHECKING:
     import ctxengine
@@ -102,7 +112,7 @@ def dump(out_path: Path) -> int:
             )
             for name, fmt, system, messages in _sessions():
                 snapshot = json.dumps(messages)
-                opened = [f"compare-{next(ids)}" for _ in range(5)]
+                opened = [f"compare-{next(ids)}" for _ in range(7)]
                 results = _compact(kernel, opened, fmt, system, messages)
                 if json.dumps(messages) != snapshot:
                     raise SystemExit(f"{name}: compress changed its input")
@@ -121,7 +131,7 @@ def _compact(
     system: Any,
     messages: list[dict[str, Any]],
 ) -> dict[str, ctxengine.CompressResult]:
-    """The five results of one session and window (see the module docstring), each on a new
+    """The results of one session and window (see the module docstring), each way on a new
     session named by the next of ``ids``."""
     names = iter(ids)
     results = {
@@ -141,6 +151,20 @@ def _compact(
     again.compress(messages, system, force=True, format=fmt)
     equal = json.loads(json.dumps(messages))
     results["again_new_dicts"] = again.compress(equal, system, force=True, format=fmt)
+    if len(turn_starts(messages)) > 2 * CHAIN_TURNS:
+        parts = chain_parts(BenchSession("compare", fmt, system, messages))
+        for mode in ("cold", "warm"):
+            chained = kernel.session(next(names))
+            conversation: tuple[list[dict[str, Any]], Any] = (parts[0], system)
+            for index, part in enumerate(parts):
+                if index:
+                    previous = results[f"chain_{mode}_{index}"]
+                    conversation = ([*previous.messages, *part], previous.conversation.system)
+                if mode == "warm":
+                    chained.ctx.tokens.count(*conversation)
+                results[f"chain_{mode}_{index + 1}"] = chained.compress(
+                    *conversation, force=True, format=fmt
+                )
     return results
 
 
