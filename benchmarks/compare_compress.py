@@ -46,9 +46,6 @@ import attrs
 if not __package__:  # run as a script: make the repository's benchmarks importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_compressor import CHAIN_TURNS, chain_parts, turn_starts
-from benchmarks.harness import BenchSession
-
 if TYPE_CHECKING:
     import ctxengine
     from ctxengine import Format
@@ -133,6 +130,10 @@ def _compact(
 ) -> dict[str, ctxengine.CompressResult]:
     """The results of one session and window (see the module docstring), each way on a new
     session named by the next of ``ids``."""
+    # Imported here: ``diff`` runs without ctxengine installed.
+    from benchmarks.bench_compressor import CHAIN_TURNS, chain_parts, turn_starts
+    from benchmarks.harness import BenchSession
+
     names = iter(ids)
     results = {
         "cold": kernel.session(next(names)).compress(messages, system, force=True, format=fmt)

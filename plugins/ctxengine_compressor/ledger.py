@@ -1610,6 +1610,108 @@ def _sections_size(lines: dict[str, list[str]]) -> int:
     return sum(len(line) + 1 for section in lines.values() for line in section)
 
 
+class _DropSizes:
+    """The rendered size (:func:`_sections_size` of :func:`_render_units`) of ``units`` after
+    dropping each prefix of ``order``, computed in one pass that drops the units one by one and
+    updates only what each drop touches (its line or group, the units it covered, its section's
+    omission note), instead of rendering every candidate."""
+
+    def __init__(self, units: Sequence[Unit]) -> None:
+        self.units = units
+        self.kept = [True] * len(units)
+        self.covers = [len(u.covered_by) for u in units]
+        self.covering: list[list[int]] = [[] for _ in units]
+        for i, unit in enumerate(units):
+            for owner in unit.covered_by:
+                self.covering[owner].append(i)
+        # Group keys as _render_units forms them; a group whose header is the text of an
+        # ungrouped unit of its section renders nested under that unit (a failing command's
+        # errors), its header line then being the unit's own line.
+        self.group = [(u.section, u.group) if u.group else None for u in units]
+        self.members: dict[tuple[str, str], int] = {}
+        self.header: dict[tuple[str, str], int] = {}
+        for unit, key in zip(units, self.group, strict=True):
+            if key is not None:
+                self.members[key] = 0
+                self.header[key] = len(unit.group) + (-1 if unit.inline else 1)
+        self.nests: dict[int, tuple[str, str]] = {}
+        self.nested_under: dict[tuple[str, str], int] = {}
+        for i, unit in enumerate(units):
+            key = (unit.section, unit.text)
+            if not unit.group and key in self.members:
+                self.nests[i] = key
+                self.nested_under[key] = i
+        self.counts: dict[str, dict[str, int]] = {}
+        self.notes: dict[str, int] = {}
+        self.total = 0
+        for i, unit in enumerate(units):
+            if self._shown(i):
+                self.total += unit.size
+                key = self.group[i]
+                if key is not None:
+                    self.members[key] += 1
+        self.total += sum(self._piece(key) for key in self.members)
+
+    @staticmethod
+    def exact_for(units: Sequence[Unit]) -> bool:
+        """Whether the model above renders ``units`` exactly: every nested group is a list
+        (not inline) under a single ungrouped unit."""
+        owners: dict[tuple[str, str], int] = {}
+        for unit in units:
+            if not unit.group:
+                key = (unit.section, unit.text)
+                owners[key] = owners.get(key, 0) + 1
+        return not any(
+            unit.group
+            and owners.get((unit.section, unit.group), 0)
+            and (unit.inline or owners[(unit.section, unit.group)] > 1)
+            for unit in units
+        )
+
+    def _shown(self, i: int) -> bool:
+        return self.kept[i] and self.covers[i] == 0
+
+    def _piece(self, key: tuple[str, str]) -> int:
+        """What group ``key`` adds besides its members' own sizes: its header, once it has a
+        member shown (nothing when it is nested under a shown unit, whose line heads it)."""
+        if not self.members[key]:
+            return 0
+        owner = self.nested_under.get(key)
+        if owner is not None and self._shown(owner):
+            return 0
+        return self.header[key]
+
+    def _update(self, i: int, *, drop: bool) -> None:
+        """Drop unit ``i`` (``drop``) or take one of its covers away, and account the change."""
+        touched = [key for key in (self.group[i], self.nests.get(i)) if key is not None]
+        before = self._shown(i)
+        self.total -= sum(self._piece(key) for key in touched)
+        if drop:
+            self.kept[i] = False
+        else:
+            self.covers[i] -= 1
+        if before != self._shown(i):
+            sign = -1 if before else 1
+            self.total += sign * self.units[i].size
+            key = self.group[i]
+            if key is not None:
+                self.members[key] += sign
+        self.total += sum(self._piece(key) for key in touched)
+
+    def drop(self, i: int) -> int:
+        """Drop unit ``i``; returns the rendered size now."""
+        self._update(i, drop=True)
+        unit = self.units[i]
+        counts = self.counts.setdefault(unit.section, {})
+        counts[unit.noun] = counts.get(unit.noun, 0) + 1
+        note = len(_note(counts)) + 1
+        self.total += note - self.notes.get(unit.section, 0)
+        self.notes[unit.section] = note
+        for covered in self.covering[i]:
+            self._update(covered, drop=False)
+        return self.total
+
+
 def fit_units(units: Sequence[Unit], max_chars: int) -> tuple[dict[str, list[str]], list[bool]]:
     """Render ``units`` in at most ``max_chars`` (lines joined with newlines, all sections),
     dropping the lowest-ranked, oldest units first. Returns the lines per section and which
@@ -1627,19 +1729,30 @@ def fit_units(units: Sequence[Unit], max_chars: int) -> tuple[dict[str, list[str
             keep[i] = False
         return _render_units(units, keep), keep
 
+    if _DropSizes.exact_for(units):
+        # Every candidate's size in one pass; only the chosen one is rendered.
+        sizes = _DropSizes(units)
+        by_drops = [sizes.total, *(sizes.drop(i) for i in order)]
+
+        def size(dropped: int) -> int:
+            return by_drops[dropped]
+    else:
+
+        def size(dropped: int) -> int:
+            return _sections_size(render(dropped)[0])
+
     # The fewest drops (in drop order) that fit. The size shrinks with each drop except where
     # a dropped command uncovers a path, so search, then step on past any such bump.
     low, high = 1, len(order)
     while low < high:
         mid = (low + high) // 2
-        if _sections_size(render(mid)[0]) <= max_chars:
+        if size(mid) <= max_chars:
             high = mid
         else:
             low = mid + 1
-    lines, kept = render(low)
-    while _sections_size(lines) > max_chars and low < len(order):
+    while size(low) > max_chars and low < len(order):
         low += 1
-        lines, kept = render(low)
+    lines, kept = render(low)
     if _sections_size(lines) > max_chars:
         # Not even the omission notes fit: say nothing rather than break the bound.
         lines = {}

@@ -13,11 +13,19 @@ from ctxengine._messages.conversation import Format
 from ctxengine_compressor.ledger import (
     COMMAND_CHARS,
     Ledger,
+    Unit,
+    _DropSizes,
+    _render_units,
+    _sections_size,
     build_ledger,
+    fit_units,
+    ledger_units,
     missing_from,
     render_ledger,
     shorten_command,
 )
+
+from .hostile import bundled_sessions
 
 Message = dict[str, Any]
 
@@ -434,3 +442,46 @@ def test_budget_keeps_what_the_agent_needs_and_drops_listed_paths_first() -> Non
 def test_render_rejects_bad_budget(bad: Any) -> None:
     with pytest.raises(ValueError, match="max_tokens must be a positive integer, got"):
         render_ledger(Ledger(), bad)
+
+
+def _fit_cases() -> list[tuple[str, list[Unit]]]:
+    """Units of the big ledger and of every bundled session's ledger (the whole session, so
+    commands quote paths and failing commands carry errors)."""
+    cases = [("big", ledger_units(_big_ledger()))]
+    for label, fmt, _, messages in bundled_sessions():
+        cases.append((label, ledger_units(build_ledger(messages, fmt), later_ask="- Later: ")))
+    return cases
+
+
+def test_fit_sizes_are_the_rendered_sizes_after_every_drop() -> None:
+    """fit_units chooses from sizes computed drop by drop: each must be the size of what
+    rendering those units gives (lines, group headers, nested errors, paths a dropped command
+    uncovers, omission notes)."""
+    checked = 0
+    for name, units in _fit_cases():
+        assert _DropSizes.exact_for(units), name
+        order = sorted(range(len(units)), key=lambda i: (units[i].rank, units[i].age, i))
+        sizes = _DropSizes(units)
+        keep = [True] * len(units)
+        assert sizes.total == _sections_size(_render_units(units, keep)), name
+        for dropped, i in enumerate(order, start=1):
+            keep[i] = False
+            assert sizes.drop(i) == _sections_size(_render_units(units, keep)), (name, dropped)
+            checked += 1
+    assert checked > 1_000
+
+
+def test_fit_units_keeps_the_fewest_drops_that_fit() -> None:
+    units = ledger_units(_big_ledger())
+    full = _sections_size(_render_units(units, [True] * len(units)))
+    for max_chars in (0, 200, 2_000, full // 2, full - 1, full):
+        lines, kept = fit_units(units, max_chars)
+        size = sum(len(line) + 1 for section in lines.values() for line in section)
+        assert size <= max_chars
+        if lines and kept.count(False):
+            # One drop fewer (in drop order) would not fit.
+            order = sorted(range(len(units)), key=lambda i: (units[i].rank, units[i].age, i))
+            fewer = [True] * len(units)
+            for i in order[: kept.count(False) - 1]:
+                fewer[i] = False
+            assert _sections_size(_render_units(units, fewer)) > max_chars
