@@ -57,6 +57,7 @@ from ctxengine_compressor.ledger import (
     parse_ledger,
     readable_text,
     units_ledger,
+    units_size_floor,
 )
 
 __all__ = ["build_digest", "carried_ledger", "digest_and_ledger", "min_digest_tokens"]
@@ -67,6 +68,8 @@ _REASON_CHARS = 200
 _LAST_TEXT_CHARS = 1200
 _LAST_TEXT_TIGHT = 300
 _NEXT_STEP = "- Pick up from the last user ask under Goal."
+# How the digest's Goal lists the first and the later asks.
+_ASK_PREFIXES = {"first_ask": "- ", "later_ask": "- Later: "}
 
 _CONSTRAINT_CUE = re.compile(
     r"(?i)\b(?:don'?t|do not|never|always|must(?: not)?|should(?:n'?t| not)?|avoid|"
@@ -286,10 +289,16 @@ def digest_and_ledger(
     essentials = _size(tools + next_steps + earlier) + 2
 
     shown = merged
-    units = _digest_units(shown, carried)
-    want = sum(u.size for u in units) + essentials
-    if kept and want + _LAST_TEXT_TIGHT > room:
-        # Short of room: what the kept messages already show is not repeated.
+    carried_size = sum(u.size for u in carried)
+    floor = units_size_floor(merged, **_ASK_PREFIXES) + carried_size + essentials
+    # Short of room for every item (the floor of their size shows it without building them,
+    # else the built units do): what the kept messages already show is not repeated.
+    short = bool(kept) and floor + _LAST_TEXT_TIGHT > room
+    if not short:
+        units = _digest_units(shown, carried)
+        want = sum(u.size for u in units) + essentials
+        short = bool(kept) and want + _LAST_TEXT_TIGHT > room
+    if short:
         shown = attrs.evolve(missing_from(merged, readable_text(kept, fmt)), tools=merged.tools)
         units = _digest_units(shown, carried)
         want = sum(u.size for u in units) + essentials
@@ -323,7 +332,7 @@ def digest_and_ledger(
 
 
 def _digest_units(ledger: Ledger, carried: Sequence[Unit]) -> list[Unit]:
-    units = ledger_units(ledger, first_ask="- ", later_ask="- Later: ")
+    units = ledger_units(ledger, **_ASK_PREFIXES)
     constraints = _constraints(ledger.asks)
     units += [
         Unit("constraints", line, _CONSTRAINT_RANK, i / len(constraints), "constraints")

@@ -76,6 +76,7 @@ __all__ = [
     "render_ledger",
     "shorten_command",
     "units_ledger",
+    "units_size_floor",
 ]
 
 COMMAND_CHARS = 200
@@ -1523,6 +1524,20 @@ def ledger_units(ledger: Ledger, *, first_ask: str = "- ", later_ask: str = "- "
     return _with_cover(units)
 
 
+def units_size_floor(ledger: Ledger, *, first_ask: str = "- ", later_ask: str = "- ") -> int:
+    """A lower bound of ``sum(u.size for u in ledger_units(ledger, ...))``, from the items'
+    lengths alone (what each unit adds around its item at the least: a prefix, code-span
+    backticks, a line break), without building the units."""
+    prefix = min(len(first_ask), len(later_ask)) if len(ledger.asks) > 1 else len(first_ask)
+    return (
+        sum(len(ask) + prefix + 1 for ask in ledger.asks)
+        + sum(len(path) + 4 for path in ledger.paths)  # `path`, then ", " or a line break
+        + sum(len(command) + 5 for command in ledger.commands)  # - `command`
+        + sum(len(error) + 5 for error in ledger.errors)  # "  - error" under its header
+        + sum(len(token) + 2 for token in ledger.identifiers)
+    )
+
+
 def _with_cover(units: list[Unit]) -> list[Unit]:
     """Mark unchanged paths and identifiers that a command, an ask or an error line quotes:
     while that unit is kept, they need no line of their own."""
@@ -1716,11 +1731,6 @@ def fit_units(units: Sequence[Unit], max_chars: int) -> tuple[dict[str, list[str
     """Render ``units`` in at most ``max_chars`` (lines joined with newlines, all sections),
     dropping the lowest-ranked, oldest units first. Returns the lines per section and which
     units were kept. Deterministic."""
-    kept = [True] * len(units)
-    lines = _render_units(units, kept)
-    excess = _sections_size(lines) - max_chars
-    if excess <= 0:
-        return lines, kept
     order = sorted(range(len(units)), key=lambda i: (units[i].rank, units[i].age, i))
 
     def render(dropped: int) -> tuple[dict[str, list[str]], list[bool]]:
@@ -1730,16 +1740,26 @@ def fit_units(units: Sequence[Unit], max_chars: int) -> tuple[dict[str, list[str
         return _render_units(units, keep), keep
 
     if _DropSizes.exact_for(units):
-        # Every candidate's size in one pass; only the chosen one is rendered.
+        # The candidates' sizes drop by drop, as far as the search asks; only the chosen
+        # candidate is rendered.
         sizes = _DropSizes(units)
-        by_drops = [sizes.total, *(sizes.drop(i) for i in order)]
+        by_drops = [sizes.total]
 
         def size(dropped: int) -> int:
+            dropped = min(dropped, len(order))  # as render: no more drops than units
+            while len(by_drops) <= dropped:
+                by_drops.append(sizes.drop(order[len(by_drops) - 1]))
             return by_drops[dropped]
+
+        if sizes.total <= max_chars:
+            return render(0)
     else:
 
         def size(dropped: int) -> int:
             return _sections_size(render(dropped)[0])
+
+        if size(0) <= max_chars:
+            return render(0)
 
     # The fewest drops (in drop order) that fit. The size shrinks with each drop except where
     # a dropped command uncovers a path, so search, then step on past any such bump.

@@ -23,6 +23,7 @@ from ctxengine_compressor.ledger import (
     missing_from,
     render_ledger,
     shorten_command,
+    units_size_floor,
 )
 
 from .hostile import bundled_sessions
@@ -444,13 +445,28 @@ def test_render_rejects_bad_budget(bad: Any) -> None:
         render_ledger(Ledger(), bad)
 
 
-def _fit_cases() -> list[tuple[str, list[Unit]]]:
-    """Units of the big ledger and of every bundled session's ledger (the whole session, so
-    commands quote paths and failing commands carry errors)."""
-    cases = [("big", ledger_units(_big_ledger()))]
+def _fit_ledgers() -> list[tuple[str, Ledger]]:
+    """The big ledger and every bundled session's ledger (the whole session, so commands quote
+    paths and failing commands carry errors)."""
+    cases = [("big", _big_ledger())]
     for label, fmt, _, messages in bundled_sessions():
-        cases.append((label, ledger_units(build_ledger(messages, fmt), later_ask="- Later: ")))
+        cases.append((label, build_ledger(messages, fmt)))
     return cases
+
+
+def _fit_cases() -> list[tuple[str, list[Unit]]]:
+    return [(name, ledger_units(ledger, later_ask="- Later: ")) for name, ledger in _fit_ledgers()]
+
+
+@pytest.mark.parametrize("prefixes", [{}, {"first_ask": "- ", "later_ask": "- Later: "}])
+def test_units_size_floor_is_a_lower_bound(prefixes: dict[str, str]) -> None:
+    close = 0
+    for name, ledger in _fit_ledgers():
+        exact = sum(unit.size for unit in ledger_units(ledger, **prefixes))
+        floor = units_size_floor(ledger, **prefixes)
+        assert floor <= exact, name
+        close += floor >= 0.9 * exact
+    assert close > 0  # a floor of nothing would not decide anything
 
 
 def test_fit_sizes_are_the_rendered_sizes_after_every_drop() -> None:
