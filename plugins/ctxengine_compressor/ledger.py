@@ -1731,6 +1731,10 @@ def fit_units(units: Sequence[Unit], max_chars: int) -> tuple[dict[str, list[str
     """Render ``units`` in at most ``max_chars`` (lines joined with newlines, all sections),
     dropping the lowest-ranked, oldest units first. Returns the lines per section and which
     units were kept. Deterministic."""
+    kept = [True] * len(units)
+    lines = _render_units(units, kept)
+    if _sections_size(lines) <= max_chars:
+        return lines, kept
     order = sorted(range(len(units)), key=lambda i: (units[i].rank, units[i].age, i))
 
     def render(dropped: int) -> tuple[dict[str, list[str]], list[bool]]:
@@ -1750,16 +1754,10 @@ def fit_units(units: Sequence[Unit], max_chars: int) -> tuple[dict[str, list[str
             while len(by_drops) <= dropped:
                 by_drops.append(sizes.drop(order[len(by_drops) - 1]))
             return by_drops[dropped]
-
-        if sizes.total <= max_chars:
-            return render(0)
     else:
 
         def size(dropped: int) -> int:
             return _sections_size(render(dropped)[0])
-
-        if size(0) <= max_chars:
-            return render(0)
 
     # The fewest drops (in drop order) that fit. The size shrinks with each drop except where
     # a dropped command uncovers a path, so search, then step on past any such bump.
