@@ -4,13 +4,18 @@ the SDK's models do not declare, and the final usage."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from anthropic.types import RawMessageStreamEvent
+from anthropic.types import MessageDeltaUsage, RawMessageStreamEvent
+from anthropic.types import Usage as AnthropicUsage
+from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletionChunk
 from pydantic import TypeAdapter
 
-from ctxengine._wrap.streams import AnthropicCollector, ChatCollector
+from ctxengine._messages.sdk_objects import scalar_dump
+from ctxengine._wrap.streams import AnthropicCollector, AsyncRawRound, ChatCollector, RawRound
 
 
 def test_the_anthropic_collector_builds_every_block_from_the_sdk_events() -> None:
@@ -147,3 +152,124 @@ def test_the_chat_collector_joins_deltas_split_over_the_sdk_chunks() -> None:
             {"id": "call_2", "type": "function", "function": {"name": "read", "arguments": "{}"}},
         ],
     }
+
+
+def test_usage_objects_are_read_as_the_sdk_dumps_them() -> None:
+    # What the collectors keep of a stream's usage is the SDK's own dump (fields set, in order,
+    # None left out, extras and nested breakdowns included), read without dumping.
+    anthropic_usages = [
+        {"input_tokens": 10, "output_tokens": 1},
+        {"input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": None},
+        {
+            "input_tokens": 10,
+            "cache_creation_input_tokens": 4,
+            "cache_read_input_tokens": 5,
+            "cache_creation": {"ephemeral_5m_input_tokens": 1, "ephemeral_1h_input_tokens": 3},
+            "output_tokens": 1,
+            "server_tool_use": {"web_search_requests": 2, "web_fetch_requests": 0},
+            "service_tier": "standard",
+            "a_new_count": 9,
+        },
+    ]
+    objects: list[Any] = [AnthropicUsage.model_validate(data) for data in anthropic_usages]
+    objects.append(MessageDeltaUsage.model_validate({"output_tokens": 42, "input_tokens": None}))
+    objects.append(
+        CompletionUsage.model_validate(
+            {
+                "prompt_tokens": 7,
+                "completion_tokens": 3,
+                "total_tokens": 10,
+                "prompt_tokens_details": {"cached_tokens": 2},
+                "completion_tokens_details": {"reasoning_tokens": 1, "audio_tokens": None},
+            }
+        )
+    )
+    for usage in objects:
+        dumped = scalar_dump(usage)
+        assert dumped is not None
+        assert list(dumped.items()) == list(usage.to_dict(exclude_none=True).items())
+    # Anything it cannot read as the dump would give is left to the caller to dump.
+    listed = AnthropicUsage.model_validate({"input_tokens": 1, "output_tokens": 1, "x": [1]})
+    assert scalar_dump(listed) is None
+    assert scalar_dump({"input_tokens": 1}) is None
+    assert scalar_dump(None) is None
+
+
+def test_the_stream_usage_is_the_dump_of_both_usage_events() -> None:
+    start: dict[str, Any] = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-6",
+        "content": [],
+        "stop_reason": None,
+        "usage": {
+            "input_tokens": 10,
+            "cache_creation": {"ephemeral_5m_input_tokens": 4, "ephemeral_1h_input_tokens": 0},
+            "cache_creation_input_tokens": 4,
+            "output_tokens": 1,
+            "service_tier": "standard",
+        },
+    }
+    delta_usage = {"output_tokens": 42, "input_tokens": 10, "server_tool_use": None, "odd": [1]}
+    raw: list[dict[str, Any]] = [
+        {"type": "message_start", "message": start},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": delta_usage},
+        {"type": "message_stop"},
+    ]
+    events = TypeAdapter(list[RawMessageStreamEvent]).validate_python(raw)
+    collector = AnthropicCollector()
+    for event in events:
+        assert collector.feed(event) is event  # the host is handed the very event
+    expected = {**events[0].message.usage.to_dict(exclude_none=True)}  # type: ignore[union-attr]
+    expected.update(events[1].usage.to_dict(exclude_none=True))  # type: ignore[union-attr]
+    assert collector.final()["usage"] == expected
+    assert expected["odd"] == [1] and expected["cache_creation"]["ephemeral_5m_input_tokens"] == 4
+
+
+class _Listed:
+    """An SDK stream over given events."""
+
+    def __init__(self, events: list[Any]) -> None:
+        self.events = events
+        self.closed = False
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.events)
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        for event in self.events:
+            yield event
+
+    def close(self) -> None:
+        self.closed = True
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def test_a_raw_round_hands_on_every_event_but_the_usage_chunk_it_keeps() -> None:
+    head = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+    usage = {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
+    chunks = [
+        ChatCompletionChunk.model_validate(
+            {**head, "choices": [{"index": 0, "delta": {"content": "hi"}}]}
+        ),
+        ChatCompletionChunk.model_validate(
+            {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        ),
+        ChatCompletionChunk.model_validate({**head, "choices": [], "usage": usage}),
+    ]
+    for hide in (False, True):
+        sync = RawRound(_Listed(chunks), ChatCollector(), hide_usage=hide)
+        seen = list(sync.events())
+        assert seen == (chunks[:2] if hide else chunks)
+        assert all(a is b for a, b in zip(seen, chunks, strict=False))
+        assert sync.final()["usage"] == usage  # collected whether shown or not
+
+        async def collect(round_: AsyncRawRound) -> list[Any]:
+            return [event async for event in round_.events()]
+
+        async_round = AsyncRawRound(_Listed(chunks), ChatCollector(), hide_usage=hide)
+        assert asyncio.run(collect(async_round)) == seen
+        assert async_round.final() == sync.final()

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from itertools import chain
 from types import TracebackType
 from typing import Any
 
-from ctxengine._messages.sdk_objects import field, is_mapping
+from ctxengine._messages.sdk_objects import field, is_mapping, scalar_dump
 from ctxengine._wrap.dialects import plain
 
 _END = object()
@@ -41,43 +42,44 @@ class AnthropicCollector:
         self.message: dict[str, Any] | None = None
         self._json: dict[int, str] = {}
 
-    def feed(self, event: Any) -> None:
+    def feed(self, event: Any) -> Any:
+        """Take ``event`` in; returns it (a round's events are ``map(feed, stream)``)."""
         # Runs on every event of every streamed request: the SDK's event objects are read by
         # attribute (one C call each) and only the parts each event contributes are dumped.
-        if is_mapping(event):
-            event = _Fields(event)
-        kind = getattr(event, "type", None)
+        read = _Fields(event) if is_mapping(event) else event
+        kind = getattr(read, "type", None)
         if kind == "content_block_delta":  # the most frequent, one per token or so
             if self.message is not None:
-                index = getattr(event, "index", None)
-                self._delta(self.message["content"][index], index, getattr(event, "delta", None))
-            return
+                index = getattr(read, "index", None)
+                self._delta(self.message["content"][index], index, getattr(read, "delta", None))
+            return event
         if kind == "message_start":
-            message = getattr(event, "message", None)
+            message = getattr(read, "message", None)
             self.message = {
                 "role": "assistant",
                 "content": [_block(block) for block in getattr(message, "content", None) or []],
-                "usage": plain(getattr(message, "usage", None)) or {},
+                "usage": _usage(getattr(message, "usage", None)),
             }
-            return
+            return event
         if self.message is None:
-            return
+            return event
         if kind == "content_block_start":
-            self.message["content"].append(_block(getattr(event, "content_block", None)))
+            self.message["content"].append(_block(getattr(read, "content_block", None)))
         elif kind == "content_block_stop":
-            index = getattr(event, "index", None)
+            index = getattr(read, "index", None)
             if index in self._json:
                 text = self._json.pop(index)
                 self.message["content"][index]["input"] = json.loads(text) if text.strip() else {}
         elif kind == "message_delta":
-            delta = getattr(event, "delta", None)
+            delta = getattr(read, "delta", None)
             for key in ("stop_reason", "stop_sequence"):
                 value = getattr(delta, key, None)
                 if value is not None:
                     self.message[key] = value
             # message_delta usage is cumulative: its counts replace those of message_start.
-            usage = plain(getattr(event, "usage", None)) or {}
+            usage = _usage(getattr(read, "usage", None))
             self.message["usage"] = {**self.message.get("usage", {}), **usage}
+        return event
 
     def _delta(self, block: dict[str, Any], index: Any, delta: Any) -> None:
         kind = getattr(delta, "type", None)
@@ -129,6 +131,12 @@ def _as_fields(value: Any) -> Any:
     return value
 
 
+def _usage(usage: Any) -> dict[str, Any]:
+    """``plain(usage)`` (``{}`` for none), read without the SDK's dump where it can be."""
+    found = scalar_dump(usage)
+    return found if found is not None else plain(usage) or {}
+
+
 def _block(block: Any) -> dict[str, Any]:
     """A content block as a dict (a text block read directly: dumping is the costly part of
     collecting a stream whose blocks are text)."""
@@ -147,14 +155,14 @@ class ChatCollector:
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
 
-    def feed(self, chunk: Any) -> None:
+    def feed(self, event: Any) -> Any:
+        """Take ``event`` (a chunk) in; returns it (a round's events are ``map(feed, stream)``)."""
         # Runs on every chunk, one per token or so of the reply: the SDK's objects are read by
         # attribute (the delta's fields, not a dump of it), as the Anthropic collector does.
-        if is_mapping(chunk):
-            chunk = _Fields(chunk)
+        chunk = _Fields(event) if is_mapping(event) else event
         usage = getattr(chunk, "usage", None)
         if usage:
-            self.usage = plain(usage)
+            self.usage = _usage(usage)
         for choice in getattr(chunk, "choices", None) or ():
             if (getattr(choice, "index", None) or 0) != 0:
                 continue
@@ -179,6 +187,7 @@ class ChatCollector:
             finish_reason = getattr(choice, "finish_reason", None)
             if finish_reason:
                 self.finish_reason = finish_reason
+        return event
 
     def final(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.content or None}
@@ -198,9 +207,11 @@ class ResponsesCollector:
     def __init__(self) -> None:
         self.response: Any = None
 
-    def feed(self, event: Any) -> None:
+    def feed(self, event: Any) -> Any:
+        """Take ``event`` in; returns it (a round's events are ``map(feed, stream)``)."""
         if getattr(event, "type", None) in self._FINAL:
             self.response = event.response
+        return event
 
     def final(self) -> Any:
         if self.response is None:
@@ -214,8 +225,10 @@ Collector = AnthropicCollector | ChatCollector | ResponsesCollector
 # -- one round's stream ---------------------------------------------------------------------------
 
 
-def _is_usage_chunk(chunk: Any) -> bool:
-    return not getattr(chunk, "choices", None) and getattr(chunk, "usage", None) is not None
+def _shown(chunk: Any) -> bool:
+    """Whether the host is handed ``chunk`` when the usage chunk is the wrapper's own (the one
+    with usage and no choices is not)."""
+    return bool(getattr(chunk, "choices", None)) or getattr(chunk, "usage", None) is None
 
 
 class _CollectingRound:
@@ -239,11 +252,10 @@ class RawRound(_CollectingRound):
     """One round of a ``create(stream=True)`` call: the SDK's stream and a collector."""
 
     def events(self) -> Iterator[Any]:
-        feed, hide = self.collector.feed, self.hide_usage  # read once: this runs per event
-        for event in self.stream:
-            feed(event)
-            if not (hide and _is_usage_chunk(event)):
-                yield event
+        # map and filter run in C: no generator of the wrapper's own between the SDK's stream
+        # and the host's loop (a resumption per event); both are lazy, as the stream is.
+        fed = map(self.collector.feed, self.stream)
+        return filter(_shown, fed) if self.hide_usage else fed
 
     def close(self) -> None:
         self.stream.close()
@@ -256,7 +268,7 @@ class AsyncRawRound(_CollectingRound):
         feed, hide = self.collector.feed, self.hide_usage
         async for event in self.stream:
             feed(event)
-            if not (hide and _is_usage_chunk(event)):
+            if not hide or _shown(event):
                 yield event
 
     async def close(self) -> None:
@@ -335,10 +347,12 @@ class ChainedStream:
         return self.current.response if self.current is not None else None
 
     def __iter__(self) -> Iterator[Any]:
-        if self._first is not _END:
-            first, self._first = self._first, _END
-            yield first
-        yield from self._events
+        # The first event (taken when the call was made), then the rest, chained in C: no
+        # generator of the wrapper's own is resumed per event.
+        if self._first is _END:
+            return self._events
+        first, self._first = self._first, _END
+        return chain((first,), self._events)
 
     def __next__(self) -> Any:
         if self._first is not _END:
