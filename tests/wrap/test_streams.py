@@ -261,7 +261,7 @@ def test_a_raw_round_hands_on_every_event_but_the_usage_chunk_it_keeps() -> None
         ChatCompletionChunk.model_validate({**head, "choices": [], "usage": usage}),
     ]
     for hide in (False, True):
-        sync = RawRound(_Listed(chunks), ChatCollector(), hide_usage=hide)
+        sync = RawRound(_Listed(chunks), ChatCollector(hide_usage=hide))
         seen = list(sync.events())
         assert seen == (chunks[:2] if hide else chunks)
         assert all(a is b for a, b in zip(seen, chunks, strict=False))
@@ -270,6 +270,6 @@ def test_a_raw_round_hands_on_every_event_but_the_usage_chunk_it_keeps() -> None
         async def collect(round_: AsyncRawRound) -> list[Any]:
             return [event async for event in round_.events()]
 
-        async_round = AsyncRawRound(_Listed(chunks), ChatCollector(), hide_usage=hide)
+        async_round = AsyncRawRound(_Listed(chunks), ChatCollector(hide_usage=hide))
         assert asyncio.run(collect(async_round)) == seen
         assert async_round.final() == sync.final()

@@ -35,8 +35,8 @@ def _stream_arguments(api: Api, kwargs: Mapping[str, Any]) -> tuple[dict[str, An
     return {**kwargs, "stream_options": {**options, "include_usage": True}}, True
 
 
-def _collector(api: Api) -> Collector:
-    return ChatCollector() if api == "openai.chat" else ResponsesCollector()
+def _collector(api: Api, *, hide_usage: bool) -> Collector:
+    return ChatCollector(hide_usage=hide_usage) if api == "openai.chat" else ResponsesCollector()
 
 
 class _Endpoint(Passthrough):
@@ -63,7 +63,7 @@ class _SyncEndpoint(_Endpoint):
 
             def open_round(request: dict[str, Any]) -> RawRound:
                 stream = self._wrapped.create(**request)
-                return RawRound(stream, _collector(self.api), hide_usage=hide_usage)
+                return RawRound(stream, _collector(self.api, hide_usage=hide_usage))
 
             return ChainedStream(lambda opened: stream_rounds(turn, open_round, opened))
         return run(Turn(self._conversation, self.api, kwargs, stream=False), self._wrapped.create)
@@ -82,7 +82,7 @@ class _AsyncEndpoint(_Endpoint):
 
             async def open_round(request: dict[str, Any]) -> AsyncRawRound:
                 stream = await self._wrapped.create(**request)
-                return AsyncRawRound(stream, _collector(self.api), hide_usage=hide_usage)
+                return AsyncRawRound(stream, _collector(self.api, hide_usage=hide_usage))
 
             chain = AsyncChainedStream(lambda opened: astream_rounds(turn, open_round, opened))
             return await chain.start()

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from functools import partial
 from itertools import chain
+from operator import is_not
 from types import TracebackType
 from typing import Any
 
@@ -28,6 +30,8 @@ from ctxengine._messages.sdk_objects import field, is_mapping, scalar_dump
 from ctxengine._wrap.dialects import plain
 
 _END = object()
+HIDDEN = object()
+"""What a collector's ``feed`` returns for an event the host is not handed."""
 
 
 # -- collecting a round's response from its events ------------------------------------------------
@@ -43,11 +47,13 @@ class AnthropicCollector:
         self._json: dict[int, str] = {}
 
     def feed(self, event: Any) -> Any:
-        """Take ``event`` in; returns it (a round's events are ``map(feed, stream)``)."""
+        """Take ``event`` in; returns it (to be handed to the host)."""
         # Runs on every event of every streamed request: the SDK's event objects are read by
         # attribute (one C call each) and only the parts each event contributes are dumped.
-        read = _Fields(event) if is_mapping(event) else event
-        kind = getattr(read, "type", None)
+        read, kind = event, getattr(event, "type", None)
+        if kind is None and is_mapping(event):  # a plain dict has no attributes: read its keys
+            read = _Fields(event)
+            kind = read.type
         if kind == "content_block_delta":  # the most frequent, one per token or so
             if self.message is not None:
                 index = getattr(read, "index", None)
@@ -148,7 +154,10 @@ def _block(block: Any) -> dict[str, Any]:
 class ChatCollector:
     """Builds the whole chat completion (as a dict) from its chunks."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, hide_usage: bool = False) -> None:
+        self.hide_usage = hide_usage
+        """Whether the usage chunk is the wrapper's own (the host did not ask for it): then
+        :meth:`feed` returns :data:`HIDDEN` for it."""
         self.content = ""
         self.reasoning = ""
         self.calls: dict[int, dict[str, Any]] = {}
@@ -156,14 +165,21 @@ class ChatCollector:
         self.usage: dict[str, Any] | None = None
 
     def feed(self, event: Any) -> Any:
-        """Take ``event`` (a chunk) in; returns it (a round's events are ``map(feed, stream)``)."""
+        """Take ``event`` (a chunk) in; returns it, or :data:`HIDDEN` for the usage chunk the
+        host is not to see."""
         # Runs on every chunk, one per token or so of the reply: the SDK's objects are read by
         # attribute (the delta's fields, not a dump of it), as the Anthropic collector does.
-        chunk = _Fields(event) if is_mapping(event) else event
+        chunk, choices = event, getattr(event, "choices", None)
+        if choices is None and is_mapping(event):  # a plain dict has no attributes
+            chunk = _Fields(event)
+            choices = chunk.choices
         usage = getattr(chunk, "usage", None)
-        if usage:
-            self.usage = _usage(usage)
-        for choice in getattr(chunk, "choices", None) or ():
+        if usage is not None:
+            if usage:
+                self.usage = _usage(usage)
+            if self.hide_usage and not choices:
+                return HIDDEN
+        for choice in choices or ():
             if (getattr(choice, "index", None) or 0) != 0:
                 continue
             delta = getattr(choice, "delta", None)
@@ -208,7 +224,7 @@ class ResponsesCollector:
         self.response: Any = None
 
     def feed(self, event: Any) -> Any:
-        """Take ``event`` in; returns it (a round's events are ``map(feed, stream)``)."""
+        """Take ``event`` in; returns it (to be handed to the host)."""
         if getattr(event, "type", None) in self._FINAL:
             self.response = event.response
         return event
@@ -225,20 +241,16 @@ Collector = AnthropicCollector | ChatCollector | ResponsesCollector
 # -- one round's stream ---------------------------------------------------------------------------
 
 
-def _shown(chunk: Any) -> bool:
-    """Whether the host is handed ``chunk`` when the usage chunk is the wrapper's own (the one
-    with usage and no choices is not)."""
-    return bool(getattr(chunk, "choices", None)) or getattr(chunk, "usage", None) is None
+_handed_on = partial(is_not, HIDDEN)
+"""Whether the host is handed what a collector's ``feed`` returned (in C: it runs per event)."""
 
 
 class _CollectingRound:
-    """What both raw rounds share: the SDK's stream, a collector (fed every event), and
-    whether the usage chunk is kept from the host (``hide_usage``)."""
+    """What both raw rounds share: the SDK's stream and a collector (fed every event)."""
 
-    def __init__(self, stream: Any, collector: Collector, *, hide_usage: bool = False) -> None:
+    def __init__(self, stream: Any, collector: Collector) -> None:
         self.stream = stream
         self.collector = collector
-        self.hide_usage = hide_usage
 
     @property
     def response(self) -> Any:
@@ -254,8 +266,7 @@ class RawRound(_CollectingRound):
     def events(self) -> Iterator[Any]:
         # map and filter run in C: no generator of the wrapper's own between the SDK's stream
         # and the host's loop (a resumption per event); both are lazy, as the stream is.
-        fed = map(self.collector.feed, self.stream)
-        return filter(_shown, fed) if self.hide_usage else fed
+        return filter(_handed_on, map(self.collector.feed, self.stream))
 
     def close(self) -> None:
         self.stream.close()
@@ -265,10 +276,9 @@ class AsyncRawRound(_CollectingRound):
     """:class:`RawRound` for async clients."""
 
     async def events(self) -> AsyncIterator[Any]:
-        feed, hide = self.collector.feed, self.hide_usage
+        feed = self.collector.feed  # read once: this runs per event
         async for event in self.stream:
-            feed(event)
-            if not hide or _shown(event):
+            if feed(event) is not HIDDEN:
                 yield event
 
     async def close(self) -> None:
