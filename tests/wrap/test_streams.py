@@ -18,16 +18,21 @@ from ctxengine._messages.sdk_objects import scalar_dump
 from ctxengine._wrap.streams import AnthropicCollector, AsyncRawRound, ChatCollector, RawRound
 
 
-def test_the_anthropic_collector_builds_every_block_from_the_sdk_events() -> None:
-    start: dict[str, Any] = {
+def _message_start(usage: dict[str, Any]) -> dict[str, Any]:
+    """The message of a ``message_start`` event, with ``usage``."""
+    return {
         "id": "msg_1",
         "type": "message",
         "role": "assistant",
         "model": "claude-sonnet-4-6",
         "content": [],
         "stop_reason": None,
-        "usage": {"input_tokens": 10, "cache_read_input_tokens": 5, "output_tokens": 1},
+        "usage": usage,
     }
+
+
+def test_the_anthropic_collector_builds_every_block_from_the_sdk_events() -> None:
+    start = _message_start({"input_tokens": 10, "cache_read_input_tokens": 5, "output_tokens": 1})
     raw: list[dict[str, Any]] = [
         {"type": "message_start", "message": start},
         {
@@ -196,21 +201,15 @@ def test_usage_objects_are_read_as_the_sdk_dumps_them() -> None:
 
 
 def test_the_stream_usage_is_the_dump_of_both_usage_events() -> None:
-    start: dict[str, Any] = {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-4-6",
-        "content": [],
-        "stop_reason": None,
-        "usage": {
+    start = _message_start(
+        {
             "input_tokens": 10,
             "cache_creation": {"ephemeral_5m_input_tokens": 4, "ephemeral_1h_input_tokens": 0},
             "cache_creation_input_tokens": 4,
             "output_tokens": 1,
             "service_tier": "standard",
-        },
-    }
+        }
+    )
     delta_usage = {"output_tokens": 42, "input_tokens": 10, "server_tool_use": None, "odd": [1]}
     raw: list[dict[str, Any]] = [
         {"type": "message_start", "message": start},
