@@ -272,3 +272,20 @@ def test_a_raw_round_hands_on_every_event_but_the_usage_chunk_it_keeps() -> None
         async_round = AsyncRawRound(_Listed(chunks), ChatCollector(hide_usage=hide))
         assert asyncio.run(collect(async_round)) == seen
         assert async_round.final() == sync.final()
+
+
+def test_the_first_event_is_handed_out_once_and_in_order_however_the_stream_is_read() -> None:
+    from ctxengine._wrap.streams import ChainedStream
+
+    def make(opened: Any) -> Any:
+        return iter(["first", "second", "third"])
+
+    dropped = ChainedStream(make)
+    iter(dropped)  # made and thrown away unread: nothing is lost
+    assert list(dropped) == ["first", "second", "third"]
+    mixed = ChainedStream(make)
+    events = iter(mixed)
+    assert next(mixed) == "first"
+    assert list(events) == ["second", "third"]
+    empty = ChainedStream(lambda opened: iter([]))
+    assert list(empty) == []

@@ -358,11 +358,15 @@ class ChainedStream:
 
     def __iter__(self) -> Iterator[Any]:
         # The first event (taken when the call was made), then the rest, chained in C: no
-        # generator of the wrapper's own is resumed per event.
-        if self._first is _END:
-            return self._events
-        first, self._first = self._first, _END
-        return chain((first,), self._events)
+        # generator of the wrapper's own is resumed per event. The first is handed out only
+        # when the chain is read, so an iterator made and dropped, or next() called before
+        # reading it, loses nothing and keeps the order.
+        return chain(self._pending(), self._events)
+
+    def _pending(self) -> Iterator[Any]:
+        if self._first is not _END:
+            first, self._first = self._first, _END
+            yield first
 
     def __next__(self) -> Any:
         if self._first is not _END:
