@@ -21,6 +21,7 @@ __all__ = [
     "find_summary",
     "first_summary_index",
     "has_system_note",
+    "summary_indices",
     "unwrap_summary",
     "without_summary",
     "wrap_summary",
@@ -112,19 +113,28 @@ def _cut_summary(text: str) -> str:
     return text
 
 
-def first_summary_index(messages: Sequence[Message]) -> int | None:
-    """The index of the first user or assistant message holding a summary, if any."""
-    for index, msg in enumerate(messages):
-        if msg.get("role") in ("user", "assistant") and is_summary_message(msg):
+def summary_indices(messages: Sequence[Message]) -> list[int]:
+    """The indices of the messages that hold a summary (:func:`is_summary_message`), in order:
+    the one walk over every message's text that the functions below and the compaction's other
+    summary tests take their candidates from."""
+    return [index for index, msg in enumerate(messages) if is_summary_message(msg)]
+
+
+def first_summary_index(messages: Sequence[Message], summaries: Sequence[int]) -> int | None:
+    """The index of the first user or assistant message holding a summary, if any
+    (``summaries``: :func:`summary_indices` of ``messages``)."""
+    for index in summaries:
+        if messages[index].get("role") in ("user", "assistant"):
             return index
     return None
 
 
-def find_summary(messages: Sequence[Message], start: int, end: int) -> tuple[int, str] | None:
-    """The last message in ``messages[start:end]`` holding a summary, and the summary text."""
-    for index in range(end - 1, start - 1, -1):
+def find_summary(messages: Sequence[Message], summaries: Sequence[int]) -> tuple[int, str] | None:
+    """The last user or assistant message holding a summary, and the summary text
+    (``summaries``: :func:`summary_indices` of ``messages``)."""
+    for index in reversed(summaries):
         msg = messages[index]
-        if msg.get("role") in ("user", "assistant") and is_summary_message(msg):
+        if msg.get("role") in ("user", "assistant"):
             summary = unwrap_summary(visible_text(msg))
             if summary is not None:
                 return index, summary

@@ -32,7 +32,7 @@ it dropped. Secrets are redacted. Same input, same output.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import attrs
 
@@ -60,7 +60,13 @@ from ctxengine_compressor.ledger import (
     units_size_floor,
 )
 
-__all__ = ["build_digest", "carried_ledger", "digest_and_ledger", "min_digest_tokens"]
+__all__ = [
+    "build_digest",
+    "carried_ledger",
+    "digest_and_ledger",
+    "min_digest_tokens",
+    "redacted",
+]
 
 _CHARS_PER_TOKEN = 4
 _DEFAULT_REASON = "no summary model was used"
@@ -147,16 +153,31 @@ def _last_assistant_text(messages: Sequence[Message]) -> str:
     return ""
 
 
-def carried_ledger(previous_summary: str | None, previous_ledger: Ledger | None = None) -> Ledger:
+def carried_ledger(
+    previous_summary: str | None,
+    previous_ledger: Ledger | None = None,
+    clean: Collection[str] = (),
+) -> Ledger:
     """The ledger an earlier summary carries: ``previous_ledger`` when the caller kept it, else
     what :func:`~.ledger.parse_ledger` reads back from the summary text (a digest's
-    Goal lines count as asks)."""
+    Goal lines count as asks). ``clean``: see :func:`redacted`."""
     if previous_ledger is not None:
         return previous_ledger
     if not previous_summary:
         return Ledger()
     asks_in = ("Goal",) if DIGEST_LABEL_PREFIX in previous_summary else ()
-    return parse_ledger(_in_template(redact(previous_summary)), asks_in=asks_in).ledger
+    text = _in_template(redacted(previous_summary, clean))
+    return parse_ledger(text, asks_in=asks_in).ledger
+
+
+def redacted(summary: str, clean: Collection[str] = ()) -> str:
+    """``redact(summary)``, without the scan when ``summary`` is one of the texts in ``clean``.
+
+    ``clean`` holds texts that are :func:`~ctxengine.messages.redact`'s own output (summaries
+    this engine wrote), and ``redact`` is idempotent, so for them the result is the text itself.
+    Matched by content: a summary the host edited is a different text and is redacted again.
+    """
+    return summary if summary in clean else redact(summary)
 
 
 def _in_template(summary: str) -> str:
@@ -173,11 +194,11 @@ def _in_template(summary: str) -> str:
     )
 
 
-def _carried_units(previous_summary: str) -> tuple[list[Unit], int]:
+def _carried_units(previous_summary: str, clean: Collection[str]) -> tuple[list[Unit], int]:
     """The earlier summary's lines that are not ledger items, as units under their headings,
-    and how many items its own omission notes counted."""
+    and how many items its own omission notes counted (``clean``: see :func:`redacted`)."""
     asks_in = ("Goal",) if DIGEST_LABEL_PREFIX in previous_summary else ()
-    parsed = parse_ledger(_in_template(redact(previous_summary)), asks_in=asks_in)
+    parsed = parse_ledger(_in_template(redacted(previous_summary, clean)), asks_in=asks_in)
     carried: list[tuple[str, str]] = []
     for title, lines in parsed.other.items():
         heading = _BY_TITLE.get(title, "## Critical Context")
@@ -205,6 +226,7 @@ def build_digest(
     ledger: Ledger | None = None,
     previous_ledger: Ledger | None = None,
     kept: Sequence[Message] = (),
+    clean: Collection[str] = (),
 ) -> str:
     """A deterministic digest of ``messages`` in the summary template (see the module docstring).
 
@@ -218,6 +240,8 @@ def build_digest(
         (otherwise it is read back from the text).
     :param kept: the messages that stay in the prompt; when room is short, ledger items they
         already show are not repeated.
+    :param clean: texts known to be ``redact``'s output (see :func:`redacted`): a
+        ``previous_summary`` among them is not scanned for secrets again.
     :returns: the digest; its first line starts with :data:`DIGEST_LABEL_PREFIX`.
     :raises ValueError: for an unknown ``fmt``, or a ``max_tokens`` below
         :func:`min_digest_tokens` (the message says the minimum).
@@ -231,6 +255,7 @@ def build_digest(
         ledger=ledger,
         previous_ledger=previous_ledger,
         kept=kept,
+        clean=clean,
     )[0]
 
 
@@ -244,6 +269,7 @@ def digest_and_ledger(
     ledger: Ledger | None = None,
     previous_ledger: Ledger | None = None,
     kept: Sequence[Message] = (),
+    clean: Collection[str] = (),
 ) -> tuple[str, Ledger]:
     """:func:`build_digest`, and the ledger of the items the digest holds (to carry into the
     next compaction)."""
@@ -265,7 +291,7 @@ def digest_and_ledger(
             f"max_tokens={max_tokens} is too small for the summary template; "
             f"at least {-(-fixed // _CHARS_PER_TOKEN)} is needed"
         )
-    merged = merge_ledgers(carried_ledger(previous_summary, previous_ledger), ledger)
+    merged = merge_ledgers(carried_ledger(previous_summary, previous_ledger, clean), ledger)
 
     # --- fixed parts ---------------------------------------------------------------------------
     room = budget - fixed
@@ -280,7 +306,7 @@ def digest_and_ledger(
     omitted_before = 0
     carried: list[Unit] = []
     if previous_summary:
-        carried, omitted_before = _carried_units(previous_summary)
+        carried, omitted_before = _carried_units(previous_summary, clean)
     earlier = (
         [f"- … earlier summaries omitted {omitted_before} items for space"]
         if omitted_before

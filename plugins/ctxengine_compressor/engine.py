@@ -18,7 +18,7 @@ from ctxengine_compressor.assemble import (
     first_summary_index,
     has_system_note,
     is_pure_summary_message,
-    is_summary_message,
+    summary_indices,
     unwrap_summary,
     without_summary,
 )
@@ -26,7 +26,7 @@ from ctxengine_compressor.boundaries import Boundaries, find_boundaries
 from ctxengine_compressor.prune import prune
 from ctxengine_compressor.settings import budgets
 from ctxengine_compressor.settings import settings as compressor_settings
-from ctxengine_compressor.state import get_state
+from ctxengine_compressor.state import REMEMBERED_SUMMARIES, get_state
 from ctxengine_compressor.summary import summarize, summary_budget
 
 if TYPE_CHECKING:
@@ -113,13 +113,15 @@ def compress(
 
     limits = budgets(ctx)
     # One scan for earlier summaries; without any (the usual case) the middle needs no
-    # summary-aware preparation below.
-    any_summary = any(is_summary_message(m) for m in messages)
-    previous = find_summary(messages, 0, len(messages)) if any_summary else None
-    bounds = boundaries_for(ctx, messages, fmt, message_budget, previous is not None, sizes)
+    # summary-aware preparation below, and with some only those messages are looked at again.
+    summaries = summary_indices(messages)
+    previous = find_summary(messages, summaries) if summaries else None
+    bounds = boundaries_for(ctx, messages, fmt, message_budget, sizes, summaries)
     if bounds.reason is not None:
         return unchanged("noop", bounds.reason)
     middle = messages[bounds.head_end : bounds.tail_start]
+    # The middle's summary messages, by their index in ``middle``.
+    inside = {i - bounds.head_end for i in summaries if bounds.head_end <= i < bounds.tail_start}
     # The summary to update is the one being compacted now; one kept verbatim (head or tail)
     # stays where it is and is not folded in twice.
     previous_text = None
@@ -155,17 +157,22 @@ def compress(
         focus=focus,
         budget=budget,
         ledger_source=(
-            [without_summary(m) for m in middle if not is_pure_summary_message(m)]
-            if any_summary
+            [
+                without_summary(m) if i in inside else m
+                for i, m in enumerate(middle)
+                if i not in inside or not is_pure_summary_message(m)
+            ]
+            if inside
             else middle
         ),
         previous_ledger=previous_ledger,
-        earlier=_older_summaries(middle, previous_text) if any_summary else [],
+        earlier=_older_summaries(middle, sorted(inside), previous_text),
         kept=[*pruned[: bounds.head_end], *messages[bounds.tail_start :]],
         max_calls=settings.summary_max_calls,
         force=force and stage == "agent",
         conversation=messages,
         tail_start=bounds.tail_start,
+        clean=state.redacted_summaries,
     )
     if outcome.aborted or outcome.text is None:
         reason = (
@@ -218,6 +225,9 @@ def compress(
     state.retry_above_tokens = None
     state.previous_summary = outcome.text
     state.previous_ledger = outcome.ledger
+    if outcome.redacted:
+        remembered = (*state.redacted_summaries, outcome.text)
+        state.redacted_summaries = remembered[-REMEMBERED_SUMMARIES:]
     state.system_note_added = state.system_note_added or add_note
     state.last_tokens_before = tokens_before
     # The real saving is measured against real prompt tokens: the last measured prompt when it
@@ -272,15 +282,17 @@ def boundaries_for(
     messages: Sequence[Message],
     fmt: Format,
     message_budget: int | None = None,
-    has_summary: bool | None = None,
     sizes: RunSizes | None = None,
+    summaries: Sequence[int] | None = None,
 ) -> Boundaries:
     """Where :func:`compress` would cut ``messages`` with this session's settings (its result
     depends on the settings only through these boundaries and the window); ``sizes`` are
-    ``ctx.tokens.sizes(messages)`` when the caller has them."""
+    ``ctx.tokens.sizes(messages)`` and ``summaries`` :func:`.assemble.summary_indices` of
+    ``messages`` when the caller has them."""
     settings = compressor_settings(ctx)
-    if has_summary is None:
-        has_summary = find_summary(messages, 0, len(messages)) is not None
+    if summaries is None:
+        summaries = summary_indices(messages)
+    has_summary = bool(summaries) and find_summary(messages, summaries) is not None
     return find_boundaries(
         messages,
         fmt,
@@ -289,18 +301,20 @@ def boundaries_for(
         tail_token_budget=budgets(ctx).tail_token_budget,
         sizes=sizes if sizes is not None else ctx.tokens.sizes(messages),
         is_summary=is_pure_summary_message,
-        summary_at=first_summary_index(messages) if has_summary else None,
+        summary_at=first_summary_index(messages, summaries) if has_summary else None,
         max_messages=message_budget,
     )
 
 
-def _older_summaries(middle: Sequence[Message], previous: str | None) -> list[str]:
-    """The summaries inside ``middle`` other than ``previous`` (the one being updated), oldest
-    first: a summary kept in an earlier head comes back into a later middle."""
+def _older_summaries(
+    middle: Sequence[Message], inside: Sequence[int], previous: str | None
+) -> list[str]:
+    """The summaries inside ``middle`` (at the indices ``inside``, in order) other than
+    ``previous`` (the one being updated), oldest first: a summary kept in an earlier head comes
+    back into a later middle."""
     found = []
-    for msg in middle:
-        if is_summary_message(msg):
-            text = unwrap_summary(visible_text(msg))
-            if text is not None and text != previous:
-                found.append(text)
+    for index in inside:
+        text = unwrap_summary(visible_text(middle[index]))
+        if text is not None and text != previous:
+            found.append(text)
     return found

@@ -17,6 +17,11 @@ if TYPE_CHECKING:
 
 STATE_KEY = "compressor"
 """The key of this engine's entry in ``EngineContext.state``."""
+REMEMBERED_SUMMARIES = 4
+"""How many of its own summaries a session remembers as already redacted: the summaries a
+conversation still holds are its latest ones (the one each compaction updates, and one kept in
+an earlier head), and each is at most a summary budget of text. An older one is redacted again
+when it is read back, as any summary the engine does not know."""
 
 
 @attrs.define
@@ -57,6 +62,12 @@ class CompressorState:
     budgets: tuple[Config, ModelInfo, Budgets] | None = attrs.field(default=None, repr=False)
     """``(config, model, budgets)``: the budgets last derived, for that config and model (they
     are fixed for a session; derived once instead of on every request)."""
+    redacted_summaries: tuple[str, ...] = attrs.field(default=(), repr=False)
+    """The last :data:`REMEMBERED_SUMMARIES` summary texts this engine wrote that are
+    ``redact``'s output as they stand (its local digests): when one comes back into a middle
+    unchanged, reading it back skips the redaction (``redact`` is idempotent). Found by content,
+    so a summary the host edited is redacted again. Not saved: a session restored on another
+    worker redacts them once more."""
 
     def record_saving(self, ratio: float, *, baseline: int | None) -> None:
         """Remember one compaction's saving (an estimate until the next real usage arrives)."""

@@ -16,7 +16,7 @@ to go.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -85,6 +85,9 @@ class SummaryOutcome:
     cache_aware: bool = False
     """The summary came from the agent's own cached request
     (:mod:`ctxengine_compressor.cache_aware`)."""
+    redacted: bool = False
+    """``text`` is :func:`~ctxengine.messages.redact`'s output as it stands (the local digest),
+    so redacting it again changes nothing (see :func:`.digest.redacted`)."""
 
 
 # --- rendering ----------------------------------------------------------------------------------
@@ -239,7 +242,8 @@ class _Job:
 
     ``ledger_source`` holds the messages whose items must survive (the middle without an earlier
     summary); ``previous_ledger`` what the previous summary carried, when the compressor kept it;
-    ``kept`` the messages that stay in the prompt.
+    ``kept`` the messages that stay in the prompt; ``clean`` the summary texts known to be
+    ``redact``'s output.
     """
 
     ctx: EngineContext
@@ -254,6 +258,7 @@ class _Job:
     earlier: Sequence[str] = ()
     max_calls: int = 1
     force: bool = False
+    clean: Collection[str] = ()
     calls: list[SummaryCall] = attrs.field(factory=list)
     _span: Ledger | None = None
     _ledger: Ledger | None = None
@@ -278,9 +283,9 @@ class _Job:
 
             carried = Ledger()
             for text in self.earlier:
-                carried = merge_ledgers(carried, carried_ledger(text))
+                carried = merge_ledgers(carried, carried_ledger(text, clean=self.clean))
             self._carried = merge_ledgers(
-                carried, carried_ledger(self.previous, self.previous_ledger)
+                carried, carried_ledger(self.previous, self.previous_ledger, self.clean)
             )
         return self._carried
 
@@ -312,6 +317,7 @@ class _Job:
             ledger=self.span_ledger,
             previous_ledger=self.carried,
             kept=self.kept,
+            clean=self.clean,
         )
         return redact(text), held
 
@@ -360,6 +366,7 @@ def summarize(
     force: bool = False,
     conversation: Sequence[Message] = (),
     tail_start: int = -1,
+    clean: Collection[str] = (),
 ) -> SummaryOutcome:
     """Summarise ``middle`` with the session's summary provider, applying the failure policy.
 
@@ -385,6 +392,9 @@ def summarize(
     :param kept: the messages that stay in the prompt; what they show is not repeated.
     :param earlier: the text of older summaries inside the middle (before ``previous``); what
         they carried is carried on.
+    :param clean: summary texts known to be ``redact``'s output (the summaries this engine
+        wrote, see :func:`.digest.redacted`): ``previous`` or an ``earlier`` summary among them
+        is not scanned for secrets again.
     """
     from ctxengine import SummaryError
 
@@ -401,6 +411,7 @@ def summarize(
         earlier=earlier,
         max_calls=max_calls,
         force=force,
+        clean=clean,
     )
     try:
         provider = ctx.summarizer()
@@ -409,7 +420,7 @@ def summarize(
         return _failed(job, "provider", exc)
     if provider is None:
         text, held = job.digest()
-        return SummaryOutcome(text, EXTRACTIVE, ledger=held)
+        return SummaryOutcome(text, EXTRACTIVE, ledger=held, redacted=True)
     if conversation:
         outcome = _cache_aware(job, provider, conversation, tail_start)
         if outcome is not None:
@@ -538,5 +549,11 @@ def _failed(job: _Job, provider: str, exc: BaseException) -> SummaryOutcome:
     job.ctx.log.warning("compressor: %s; using the local digest instead", failure)
     text, held = job.digest(failure)
     return SummaryOutcome(
-        text, provider, fallback_used=True, failure=failure, ledger=held, calls=calls
+        text,
+        provider,
+        fallback_used=True,
+        failure=failure,
+        ledger=held,
+        calls=calls,
+        redacted=True,
     )

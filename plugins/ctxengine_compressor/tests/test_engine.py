@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from typing import Any
 
 import pytest
 
@@ -15,10 +16,12 @@ from ctxengine._messages.validate import validate
 from ctxengine._summarize.errors import SummaryError
 from ctxengine.testing import samples
 from ctxengine_compressor.assemble import SUMMARY_PREFIX, SUMMARY_SUFFIX, SYSTEM_NOTE
-from ctxengine_compressor.state import get_state
+from ctxengine.messages import redact
+from ctxengine_compressor.digest import redacted
+from ctxengine_compressor.state import REMEMBERED_SUMMARIES, get_state
 from ctxengine_compressor.summary import SYSTEM_PROMPT, summary_budget
 
-from .helpers import GOOD_SUMMARY, Clock, ScriptedProvider, make_ctx, run
+from .helpers import GOOD_SUMMARY, Clock, ScriptedProvider, all_text, make_ctx, run
 
 known = TokenEstimate.known
 """A prompt size known exactly (the engine's decisions are tested on exact sizes)."""
@@ -361,3 +364,68 @@ def test_a_reply_missing_some_headings_gets_them_all_in_order() -> None:
     positions = [result.summary.index(heading) for heading in SUMMARY_HEADINGS]
     assert positions == sorted(positions)
     assert "- fixed module_3" in result.summary
+
+
+def _edit_summary(messages: list[dict[str, Any]], old: str, new: str) -> list[dict[str, Any]]:
+    """``messages`` with ``old`` replaced by ``new`` in the text of the summary message (new
+    dicts: the host rewrote its stored history)."""
+    edited = []
+    for msg in messages:
+        if SUMMARY_PREFIX in json.dumps(msg):
+            assert old in json.dumps(msg)
+            msg = json.loads(json.dumps(msg).replace(old, new))
+        edited.append(msg)
+    return edited
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_an_own_digest_read_back_is_not_redacted_again_but_an_edited_one_is(fmt: str) -> None:
+    ctx = make_ctx(None)  # the extractive provider: the local digest
+    system, messages = _sample(fmt)
+    first = run(ctx, messages, fmt, system)  # type: ignore[arg-type]
+    assert first.status == "compacted", first.reason
+    state = get_state(ctx)
+    assert state.redacted_summaries == (first.summary,)
+    _, more = _sample(fmt, turns=12)
+    later = [m for m in more if m.get("role") != "system"]
+    # Unchanged, the summary is one the engine knows is redacted: the same result as when it
+    # is scanned again (a session that forgot it).
+    second = run(ctx, first.messages + later, fmt, first.system)  # type: ignore[arg-type]
+    assert second.status == "compacted", second.reason
+    assert len(state.redacted_summaries) == 2
+    scanned = make_ctx(None)
+    again = run(scanned, messages, fmt, system)  # type: ignore[arg-type]
+    get_state(scanned).redacted_summaries = ()
+    again = run(scanned, again.messages + later, fmt, again.system)  # type: ignore[arg-type]
+    assert (again.summary, again.messages) == (second.summary, second.messages)
+    # The host edits the summary in its history: the edited text is scanned for secrets.
+    ctx = make_ctx(None)
+    first = run(ctx, messages, fmt, system)  # type: ignore[arg-type]
+    heading = "## Critical Context\\n"
+    edited = _edit_summary(first.messages, heading, heading + "- db password=hunter2hunter2\\n")
+    third = run(ctx, edited + later, fmt, first.system)  # type: ignore[arg-type]
+    assert third.status == "compacted", third.reason
+    assert third.summary is not None and "db password=[REDACTED:password]" in third.summary
+    assert "hunter2hunter2" not in all_text(third.messages, third.system)
+
+
+def test_the_remembered_own_summaries_are_bounded() -> None:
+    ctx = make_ctx(None)
+    system, messages = _sample("openai")
+    result = run(ctx, messages, "openai", system)
+    for turns in range(6, 6 + 2 * REMEMBERED_SUMMARIES, 2):
+        _, more = _sample("openai", turns=turns)
+        grown = result.messages + [m for m in more if m.get("role") != "system"]
+        result = run(ctx, grown, "openai", result.system)
+        assert result.status == "compacted", result.reason
+    remembered = get_state(ctx).redacted_summaries
+    assert len(remembered) == REMEMBERED_SUMMARIES
+    assert remembered[-1] == result.summary
+
+
+def test_redacted_skips_only_texts_known_to_be_redacted() -> None:
+    text = "- db password=hunter2hunter2"
+    assert redacted(text) == "- db password=[REDACTED:password]"
+    assert redacted(text, ("other text",)) == "- db password=[REDACTED:password]"
+    clean = redact(text)
+    assert redacted(clean, (clean,)) is clean
