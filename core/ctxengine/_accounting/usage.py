@@ -169,7 +169,7 @@ def _as_mapping(obj: object) -> dict[str, Any] | None:
         return {k if type(k) is str else str(k): v for k, v in obj.items() if v is not None}
     if isinstance(obj, Mapping):
         items = dict(obj)
-    elif hasattr(type(obj), "__pydantic_fields__") and isinstance(vars(obj), dict):
+    elif hasattr(type(obj), "__pydantic_fields__"):
         # A pydantic model (every SDK usage object): its fields are its instance dict, its
         # undeclared keys in the extras. Read shallowly, not with model_dump (which converts
         # every nested model, several times slower); nested objects are read by this function
