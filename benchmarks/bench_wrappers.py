@@ -26,6 +26,10 @@ other load counts for neither side), with the difference in microseconds per req
 ``should_compress`` / ``prepare`` / ``update_usage`` replaced by replays of their results: what
 remains is the wrapper's own work, without the kernel's (which another benchmark times).
 
+The ``control_vs_kernel`` lines time the loop by hand on a second session of its own against the
+first, as the wrapper is timed: the same work, so they show what the method itself gives (1.00x
+when it favours neither side).
+
 The figures of one process depend on where its objects landed in memory and on its hash seed:
 the same code measured 1.04x in one process and 1.28x in another. So the script runs the whole
 measurement in :data:`PROCESSES` fresh processes, each with its own ``PYTHONHASHSEED``, and
@@ -43,9 +47,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from itertools import cycle
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anthropic
 import openai
@@ -102,6 +107,17 @@ Loop = Callable[[str], None]
 """One request in the given mode."""
 
 
+class Case(NamedTuple):
+    """One SDK's loops over the same history, and the sessions behind them."""
+
+    through_wrapper: Loop
+    by_hand: Loop
+    control: Loop
+    """The loop by hand again, on a session of its own: timed against ``by_hand`` it shows what
+    the method gives for the same work (1.00x when it is not biased towards either side)."""
+    sessions: list[ctxengine.Session]
+
+
 def largest(fmt: str) -> BenchSession:
     path = TRANSCRIPTS / f"claude_code_spotter.{fmt}.jsonl"
     row = json.loads(max(path.read_text(encoding="utf-8").splitlines(), key=len))
@@ -139,7 +155,7 @@ class FakeStream:
         pass
 
 
-def anthropic_case(kernel: ctxengine.Kernel) -> tuple[Loop, Loop, list[Any]]:
+def anthropic_case(kernel: ctxengine.Kernel) -> Case:
     histories = Histories(largest("anthropic"))
     response = Message.model_validate(
         {
@@ -185,6 +201,8 @@ def anthropic_case(kernel: ctxengine.Kernel) -> tuple[Loop, Loop, list[Any]]:
     wrapped.session.update_usage(USAGE_ANTHROPIC)
     bare = kernel.session("bench-bare-anthropic")
     bare.update_usage(USAGE_ANTHROPIC)
+    second = kernel.session("bench-control-anthropic")
+    second.update_usage(USAGE_ANTHROPIC)
 
     def through_wrapper(mode: str) -> None:
         arguments = {
@@ -200,16 +218,16 @@ def anthropic_case(kernel: ctxengine.Kernel) -> tuple[Loop, Loop, list[Any]]:
         else:
             wrapped.messages.create(**arguments)
 
-    def by_hand(mode: str) -> None:
+    def by_hand(session: ctxengine.Session, mode: str) -> None:
         messages = histories(mode)
-        if bare.should_compress(messages, SYSTEM):
+        if session.should_compress(messages, SYSTEM):
             raise AssertionError("the benchmark must stay below the threshold")
-        request = bare.prepare(
+        request = session.prepare(
             {
                 "model": "claude-sonnet-4-6",
                 "system": SYSTEM,
                 "messages": messages,
-                "tools": HOST_TOOLS + bare.tool_schemas("anthropic"),
+                "tools": HOST_TOOLS + session.tool_schemas("anthropic"),
             }
         )
         if mode == "stream":
@@ -217,14 +235,19 @@ def anthropic_case(kernel: ctxengine.Kernel) -> tuple[Loop, Loop, list[Any]]:
             for event in client.messages.create(max_tokens=1024, **request, stream=True):
                 if event.type == "message_delta":
                     usage = event.usage
-            bare.update_usage(usage)
+            session.update_usage(usage)
         else:
-            bare.update_usage(client.messages.create(max_tokens=1024, **request).usage)
+            session.update_usage(client.messages.create(max_tokens=1024, **request).usage)
 
-    return through_wrapper, by_hand, [wrapped.session, bare]
+    return Case(
+        through_wrapper,
+        partial(by_hand, bare),
+        partial(by_hand, second),
+        [wrapped.session, bare],
+    )
 
 
-def chat_case(kernel: ctxengine.Kernel) -> tuple[Loop, Loop, list[Any]]:
+def chat_case(kernel: ctxengine.Kernel) -> Case:
     session = largest("openai")
     session = BenchSession(
         session.name,
@@ -270,6 +293,8 @@ def chat_case(kernel: ctxengine.Kernel) -> tuple[Loop, Loop, list[Any]]:
     wrapped.session.update_usage(USAGE_CHAT)
     bare = kernel.session("bench-bare-chat")
     bare.update_usage(USAGE_CHAT)
+    second = kernel.session("bench-control-chat")
+    second.update_usage(USAGE_CHAT)
 
     def through_wrapper(mode: str) -> None:
         messages = histories(mode)
@@ -284,15 +309,15 @@ def chat_case(kernel: ctxengine.Kernel) -> tuple[Loop, Loop, list[Any]]:
                 model="claude-sonnet-4-6", messages=messages, tools=CHAT_TOOLS
             )
 
-    def by_hand(mode: str) -> None:
+    def by_hand(session: ctxengine.Session, mode: str) -> None:
         messages = histories(mode)
-        if bare.should_compress(messages):
+        if session.should_compress(messages):
             raise AssertionError("the benchmark must stay below the threshold")
-        request = bare.prepare(
+        request = session.prepare(
             {
                 "model": "claude-sonnet-4-6",
                 "messages": messages,
-                "tools": CHAT_TOOLS + bare.tool_schemas("openai"),
+                "tools": CHAT_TOOLS + session.tool_schemas("openai"),
             }
         )
         if mode == "stream":
@@ -303,11 +328,16 @@ def chat_case(kernel: ctxengine.Kernel) -> tuple[Loop, Loop, list[Any]]:
             for event in stream:
                 if event.usage is not None:
                     usage = event.usage
-            bare.update_usage(usage)
+            session.update_usage(usage)
         else:
-            bare.update_usage(client.chat.completions.create(**request).usage)
+            session.update_usage(client.chat.completions.create(**request).usage)
 
-    return through_wrapper, by_hand, [wrapped.session, bare]
+    return Case(
+        through_wrapper,
+        partial(by_hand, bare),
+        partial(by_hand, second),
+        [wrapped.session, bare],
+    )
 
 
 def interleaved(first: Callable[[], object], second: Callable[[], object]) -> tuple[float, float]:
@@ -388,12 +418,14 @@ def measure() -> dict[str, tuple[float, float]]:
     )
     figures: dict[str, tuple[float, float]] = {}
     for name, case in (("anthropic.messages", anthropic_case), ("openai.chat", chat_case)):
-        through_wrapper, by_hand, sessions = case(kernel)
-        for mode, wrapper, bare in each_mode(through_wrapper, by_hand):
+        loops = case(kernel)
+        for mode, wrapper, bare in each_mode(loops.through_wrapper, loops.by_hand):
             figures[f"wrapper_vs_kernel[{name}, {mode}]"] = (wrapper, bare)
-        for session in sessions:
+        for mode, control, bare in each_mode(loops.control, loops.by_hand):
+            figures[f"control_vs_kernel[{name}, {mode}]"] = (control, bare)
+        for session in loops.sessions:
             replay_kernel(session)
-        for mode, wrapper, bare in each_mode(through_wrapper, by_hand):
+        for mode, wrapper, bare in each_mode(loops.through_wrapper, loops.by_hand):
             figures[f"wrapper_own[{name}, {mode}]"] = (wrapper, bare)
     return figures
 
@@ -434,9 +466,10 @@ def main() -> None:
         ratios = [wrapper / bare for wrapper, bare in pairs]
         wrapper = statistics.median(wrapper for wrapper, _ in pairs) * 1e6
         bare = statistics.median(bare for _, bare in pairs) * 1e6
+        target = "control: 1.00x" if name.startswith("control") else "target<=1.1x"
         print(
-            f"{name}\t{spread(ratios)}, +{extra:.0f} µs ({wrapper:.0f} µs vs {bare:.0f} µs; "
-            f"median of {len(pairs)} processes, lowest-highest)\ttarget<=1.1x"
+            f"{name}\t{spread(ratios)}, {extra:+.0f} µs ({wrapper:.0f} µs vs {bare:.0f} µs; "
+            f"median of {len(pairs)} processes, lowest-highest)\t{target}"
         )
 
 
