@@ -438,7 +438,7 @@ def in_processes(count: int) -> list[dict[str, tuple[float, float]]]:
         child = subprocess.run(
             [sys.executable, __file__, "--measure"],
             env={**os.environ, "PYTHONHASHSEED": str(seed)},
-            capture_output=True,
+            stdout=subprocess.PIPE,  # the figures; a failure's traceback goes to stderr as is
             text=True,
             check=True,
         )
