@@ -342,11 +342,13 @@ def chat_case(kernel: ctxengine.Kernel) -> Case:
 
 def interleaved(first: Callable[[], object], second: Callable[[], object]) -> tuple[float, float]:
     """Median CPU seconds per call of ``first`` and ``second``, timed alternately in batches so
-    that both see the same machine state (frequency, caches, other load)."""
+    that both see the same machine state (frequency, caches, other load); which of the two goes
+    first alternates too, so that neither always runs after the other."""
     a: list[float] = []
     b: list[float] = []
-    for _ in range(REPEATS):
-        for run, out in ((first, a), (second, b)):
+    for repeat in range(REPEATS):
+        pairs = ((first, a), (second, b))
+        for run, out in pairs if repeat % 2 == 0 else reversed(pairs):
             start = time.thread_time()
             for _ in range(BATCH):
                 run()
