@@ -48,6 +48,7 @@ from ctxengine import (
 from ctxengine.messages import has_visible_assistant_text, redact, visible_text
 from ctxengine_compressor.ledger import (
     Ledger,
+    ParsedSummary,
     Unit,
     build_ledger,
     fit_units,
@@ -165,9 +166,14 @@ def carried_ledger(
         return previous_ledger
     if not previous_summary:
         return Ledger()
-    asks_in = ("Goal",) if DIGEST_LABEL_PREFIX in previous_summary else ()
-    text = _in_template(redacted(previous_summary, clean))
-    return parse_ledger(text, asks_in=asks_in).ledger
+    return _read_back(previous_summary, clean).ledger
+
+
+def _read_back(summary: str, clean: Collection[str]) -> ParsedSummary:
+    """What :func:`~.ledger.parse_ledger` reads from an earlier summary, redacted and in the
+    template's headings (a digest's Goal lines count as asks; ``clean``: see :func:`redacted`)."""
+    asks_in = ("Goal",) if DIGEST_LABEL_PREFIX in summary else ()
+    return parse_ledger(_in_template(redacted(summary, clean)), asks_in=asks_in)
 
 
 def redacted(summary: str, clean: Collection[str] = ()) -> str:
@@ -197,8 +203,7 @@ def _in_template(summary: str) -> str:
 def _carried_units(previous_summary: str, clean: Collection[str]) -> tuple[list[Unit], int]:
     """The earlier summary's lines that are not ledger items, as units under their headings,
     and how many items its own omission notes counted (``clean``: see :func:`redacted`)."""
-    asks_in = ("Goal",) if DIGEST_LABEL_PREFIX in previous_summary else ()
-    parsed = parse_ledger(_in_template(redacted(previous_summary, clean)), asks_in=asks_in)
+    parsed = _read_back(previous_summary, clean)
     carried: list[tuple[str, str]] = []
     for title, lines in parsed.other.items():
         heading = _BY_TITLE.get(title, "## Critical Context")
