@@ -394,18 +394,19 @@ def replay_kernel(session: ctxengine.Session) -> None:
     session.update_usage = lambda *args, **kwargs: usage  # type: ignore[method-assign]
 
 
-def each_mode(through_wrapper: Loop, by_hand: Loop) -> Iterator[tuple[str, float, float]]:
-    """``(mode, wrapper seconds, bare seconds)`` per request for each mode, after one untimed
-    request of each (the wrapper has then sent this history before)."""
+def each_mode(loop: Loop, by_hand: Loop) -> Iterator[tuple[str, float, float]]:
+    """``(mode, loop seconds, bare seconds)`` per request for each mode, ``loop`` being the
+    wrapper's (or the control's), after one untimed request of each (the wrapper has then sent
+    this history before)."""
     for mode in MODES:
-        through_wrapper(mode)
+        loop(mode)
         by_hand(mode)
     for mode in MODES:
-        wrapper, bare = interleaved(
-            lambda run=through_wrapper, mode=mode: run(mode),  # type: ignore[misc]
+        timed, bare = interleaved(
+            lambda run=loop, mode=mode: run(mode),  # type: ignore[misc]
             lambda run=by_hand, mode=mode: run(mode),  # type: ignore[misc]
         )
-        yield mode, wrapper, bare
+        yield mode, timed, bare
 
 
 def measure() -> dict[str, tuple[float, float]]:
