@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from ctxengine._cli.files import ConversationRecord, read_conversations
-from ctxengine._cli.replay import BASELINE, Gaps, Scenario, replay_scenario
 from ctxengine._config.core import Config
 from ctxengine.testing.transcripts import transcript_files
+from ctxengine_replay.replay import replay_scenario
+from ctxengine_replay.scenarios import BASELINE, Gaps, Scenario
 
 LONG_SESSION_MESSAGES = 250
 

@@ -1,7 +1,7 @@
 """Where the examples send their requests: the real API when a key is set, else a local fake.
 
 Without ``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY`` (or with ``--fake``), the examples talk to
-``ctxengine.testing.fake_api.FakeAPI`` on 127.0.0.1 (no key, no network) and use a small
+``ctxengine_fakeapi.FakeAPI`` on 127.0.0.1 (no key, no network) and use a small
 context window, so a few turns are enough to watch a compaction happen.
 """
 
@@ -46,7 +46,7 @@ def endpoint(key_variable: str, *, openai: bool = False) -> Iterator[Endpoint]:
     if os.environ.get(key_variable) and "--fake" not in sys.argv:
         yield Endpoint(base_url=None, api_key=None, config=None)
         return
-    from ctxengine.testing.fake_api import FakeAPI
+    from ctxengine_fakeapi import FakeAPI
 
     with FakeAPI() as api:
         url = api.openai_base_url if openai else api.base_url

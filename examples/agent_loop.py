@@ -10,7 +10,7 @@ API reports; the cache line after each response shows what caching saved.
 With ``ANTHROPIC_API_KEY`` set it talks to the API the ``anthropic`` SDK is configured for
 (``ANTHROPIC_BASE_URL`` for a gateway), and ctxengine's settings come from ``config.yaml`` as
 usual (``ctxengine config`` shows them). Without a key, or with ``--fake``, it runs against the
-local fake API (``ctxengine.testing.fake_api``: no key, no network) with a small window, which
+local fake API (``ctxengine_fakeapi``: no key, no network) with a small window, which
 answers like a model that reads a few files, so compaction shows within a few turns.
 """
 
@@ -29,7 +29,7 @@ import ctxengine
 from ctxengine import SystemPrompt, cache_line
 
 if TYPE_CHECKING:
-    from ctxengine.testing.fake_api import FakeAPI
+    from ctxengine_fakeapi import FakeAPI
 
 MAX_FILE_CHARS = 20_000
 """Longest file content handed to the model in one tool result."""

@@ -13,7 +13,7 @@ The notice says what was done (or why nothing was dropped).
 
 With ``ANTHROPIC_API_KEY`` set, the model is whatever the ``anthropic`` SDK is configured for
 (``ANTHROPIC_BASE_URL`` for a gateway) and ctxengine reads ``config.yaml``; without a key, or
-with ``--fake``, it is the local fake API (``ctxengine.testing.fake_api``) with a small window.
+with ``--fake``, it is the local fake API (``ctxengine_fakeapi``) with a small window.
 
 A real gateway would handle chats concurrently: two workers on the same chat never both compact
 it (the second gets the history back unchanged, with a notice), and ``await

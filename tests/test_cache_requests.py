@@ -11,7 +11,7 @@ import pytest
 import ctxengine
 from ctxengine._accounting.cache_stats import cache_line
 from ctxengine._kernel.cache_settings import is_openai_api, session_cache_key
-from ctxengine.testing.fake_api import FakeAPI
+from ctxengine_fakeapi import FakeAPI
 
 
 def openai_request() -> dict[str, Any]:

@@ -176,10 +176,12 @@ def test_register_commands_adds_plugin_commands_and_isolates_a_broken_one(
             """,
         },
     )
-    code, _ = run("hello", "--name", "ctx")
+    # What the command prints goes where the CLI writes (here main's out=), like a built-in's.
+    code, output = run("hello", "--name", "ctx")
     captured = capsys.readouterr()
     assert code == 0
-    assert captured.out == "hello ctx\n"
+    assert output == "hello ctx\n"
+    assert captured.out == ""
     assert "plugin 'badcmd' failed to register commands: RuntimeError: cannot register" in (
         captured.err
     )
@@ -436,7 +438,7 @@ def test_the_plain_flag_and_utf8_output(tmp_path: Path) -> None:
 def test_trace_lines_show_without_verbose_and_verbose_dumps_no_messages(
     isolated_home: Path, tmp_path: Path
 ) -> None:
-    from ctxengine.testing.fake_api import FakeAPI
+    from ctxengine_fakeapi import FakeAPI
 
     path = conversation_file(tmp_path)
     quiet = cli("compress", str(path))

@@ -24,10 +24,10 @@ from ctxengine.messages import (
     validate,
     with_edits,
 )
-from ctxengine.testing.fake_api import FakeAPI, check_anthropic_request
-from ctxengine.testing.fake_native import check_native
 from ctxengine.testing.transcripts import transcript_files
 from ctxengine_caching.strategy import apply_system_and_3
+from ctxengine_fakeapi import FakeAPI, check_anthropic_request
+from ctxengine_fakeapi.native import check_native
 
 EPH = {"type": "ephemeral"}
 CLEAR = {"type": "clear_tool_uses_20250919", "keep": {"type": "tool_uses", "value": 1}}

@@ -2,7 +2,7 @@
 
 Each script runs on its own (``--fake``, or no key); the agent loop and the gateway are also
 driven like the real API would drive them: ``ANTHROPIC_BASE_URL`` points the real ``anthropic``
-SDK at :class:`ctxengine.testing.fake_api.FakeAPI`, which checks every request like the real API
+SDK at :class:`ctxengine_fakeapi.FakeAPI`, which checks every request like the real API
 does and answers with scripted replies.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ctxengine.testing import samples
-from ctxengine.testing.fake_api import FakeAPI
+from ctxengine_fakeapi import FakeAPI
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -135,7 +135,6 @@ def test_the_sdist_runs_the_demo(
         "LICENSE",
         "CHANGELOG.md",
         "docs/configuration.md",
-        "core/ctxengine/_cli/report.js",
     ):
         assert needed in names, needed
     [unpacked] = list((tmp_path / "sdist").iterdir())
@@ -150,6 +149,15 @@ def test_the_sdist_runs_the_demo(
     assert done.returncode == 0, done.stderr.decode()
     assert (unpacked / "replay.html").stat().st_size > 10_000
     assert (unpacked / "replay.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_replay_wheel_carries_the_html_reports_assets(
+    built: dict[str, tuple[Path, Path]],
+) -> None:
+    # The demo's replay.html inlines these two files; the command is ctxengine-replay's.
+    with zipfile.ZipFile(built["ctxengine-replay"][0]) as wheel:
+        names = set(wheel.namelist())
+    assert {"ctxengine_replay/report.html", "ctxengine_replay/report.js"} <= names
 
 
 def test_each_package_sdist_has_its_licence_readme_and_tests(

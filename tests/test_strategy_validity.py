@@ -16,7 +16,6 @@ from ctxengine._messages.conversation import Format
 from ctxengine._messages.markers import MAX_BREAKPOINTS, is_tool_message, marked_items
 from ctxengine._messages.read import detect_format
 from ctxengine._messages.validate import validate
-from ctxengine.testing.fake_api import check_anthropic_request
 from ctxengine.testing.transcripts import transcript_files
 from ctxengine_caching.strategy import apply_system_and_3
 from ctxengine_caching.tests.test_caching_transcripts import (
@@ -24,6 +23,7 @@ from ctxengine_caching.tests.test_caching_transcripts import (
     request_points,
     without_blank_text,
 )
+from ctxengine_fakeapi import check_anthropic_request
 from ctxengine_tool_turns.layout import apply_tool_turns
 
 MODEL = "claude-sonnet-4-6"

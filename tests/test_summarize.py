@@ -32,7 +32,7 @@ from ctxengine._summarize import (
     resolve_provider,
     strip_reasoning,
 )
-from ctxengine.testing.fake_api import FakeAPI
+from ctxengine_fakeapi import FakeAPI
 
 KEY = "sk-test-0123456789"
 SYSTEM = "You write structured summaries."

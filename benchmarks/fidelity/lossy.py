@@ -1,4 +1,4 @@
-"""A scripted lossy summary model, served by :class:`~ctxengine.testing.fake_api.FakeAPI` to the
+"""A scripted lossy summary model, served by :class:`~ctxengine_fakeapi.FakeAPI` to the
 real ``anthropic`` SDK.
 
 Each summary request is answered by :class:`LossyModel`: a summary in the template that
@@ -22,7 +22,7 @@ from benchmarks.fidelity.harness import Replier, Session
 from ctxengine import Message, SummaryProvider
 from ctxengine._config.core import SummaryProviderSettings
 from ctxengine._summarize import resolve_provider
-from ctxengine.testing.fake_api import FakeAPI
+from ctxengine_fakeapi import FakeAPI
 
 __all__ = ["LossyModel", "dropped", "serve"]
 

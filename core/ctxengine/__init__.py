@@ -19,8 +19,9 @@ from ctxengine._version import __version__
 from ctxengine.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from ctxengine._accounting.cache_stats import SessionCacheStats, cache_line
+    from ctxengine._accounting.cache_stats import CacheCost, SessionCacheStats, cache_line, cost_of
     from ctxengine._accounting.estimate import (
+        RoughCounter,
         TextSize,
         TokenEstimate,
         estimate_tokens,
@@ -29,8 +30,12 @@ if TYPE_CHECKING:
     )
     from ctxengine._accounting.models import ModelInfo, lookup_model
     from ctxengine._accounting.tokens import MessageSizes, PrefixCounter, TokenCounter
+    from ctxengine._accounting.ttl import TTL_SECONDS
     from ctxengine._accounting.usage import Usage, normalize_usage
+    from ctxengine._cli.errors import CommandError, UsageError
+    from ctxengine._cli.files import ConversationFileError, ConversationRecord, read_conversations
     from ctxengine._config.core import (
+        CacheTTL,
         Config,
         ConfigRow,
         LoadedConfig,
@@ -115,6 +120,16 @@ if TYPE_CHECKING:
 
 # Public name -> defining private module, imported on first attribute access.
 _LAZY = {
+    "CacheCost": "ctxengine._accounting.cache_stats",
+    "cost_of": "ctxengine._accounting.cache_stats",
+    "RoughCounter": "ctxengine._accounting.estimate",
+    "TTL_SECONDS": "ctxengine._accounting.ttl",
+    "CommandError": "ctxengine._cli.errors",
+    "UsageError": "ctxengine._cli.errors",
+    "ConversationFileError": "ctxengine._cli.files",
+    "ConversationRecord": "ctxengine._cli.files",
+    "read_conversations": "ctxengine._cli.files",
+    "CacheTTL": "ctxengine._config.core",
     "bounded_repr": "ctxengine._plugin.tools",
     "GatewayVerdict": "ctxengine._plugin.results",
     "FailurePolicy": "ctxengine._summarize.policy",
@@ -219,10 +234,14 @@ __all__ = [
     "SUMMARY_HEADINGS",
     "THRASH_RUN",
     "THRASH_SAVING",
+    "TTL_SECONDS",
     "CacheAwareProvider",
+    "CacheCost",
     "CacheSettings",
+    "CacheTTL",
     "CallRecord",
     "Command",
+    "CommandError",
     "CommandRegistry",
     "CompactionGuard",
     "CompressResult",
@@ -231,6 +250,8 @@ __all__ = [
     "ConfigProblem",
     "ConfigRow",
     "Conversation",
+    "ConversationFileError",
+    "ConversationRecord",
     "CoordinationError",
     "DuplicateCommandError",
     "DuplicateToolError",
@@ -254,6 +275,7 @@ __all__ = [
     "PreparedRequest",
     "RawSection",
     "RegisteredTool",
+    "RoughCounter",
     "RoundRecord",
     "Route",
     "Session",
@@ -277,6 +299,7 @@ __all__ = [
     "Tool",
     "ToolError",
     "Usage",
+    "UsageError",
     "WrappedClient",
     "__version__",
     "bounded_repr",
@@ -287,6 +310,7 @@ __all__ = [
     "classify_error",
     "config_from_mapping",
     "conform_to_template",
+    "cost_of",
     "ctxengine_home",
     "estimate_tokens",
     "hookimpl",
@@ -296,6 +320,7 @@ __all__ = [
     "lookup_model",
     "normalize_usage",
     "parse_section",
+    "read_conversations",
     "register_engine",
     "reusable_request",
     "rough_conversation_tokens",

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ctxengine import Kernel
-from ctxengine.testing.fake_api import FakeAPI
+from ctxengine_fakeapi import FakeAPI
 from ctxengine_lcm.testing import lcm_kernel as lcm_kernel_on
 
 

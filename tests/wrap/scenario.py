@@ -18,7 +18,7 @@ import attrs
 
 import ctxengine
 from ctxengine import Kernel
-from ctxengine.testing.fake_api import FakeAPI
+from ctxengine_fakeapi import FakeAPI
 
 HOST_TOOL = {
     "name": "read_file",

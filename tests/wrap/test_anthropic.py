@@ -12,7 +12,7 @@ from anthropic.types import Message
 
 import ctxengine
 from ctxengine import Kernel
-from ctxengine.testing.fake_api import FakeAPI
+from ctxengine_fakeapi import FakeAPI
 from tests.wrap.scenario import HOST_TOOL, Host, check_outcome, run_conversation
 
 MODEL = "claude-sonnet-4-6"

@@ -13,7 +13,7 @@ import pytest
 import ctxengine
 from ctxengine import Kernel
 from ctxengine._messages.responses_items import ItemsConverter
-from ctxengine.testing.fake_api import FakeAPI
+from ctxengine_fakeapi import FakeAPI
 from tests.wrap.scenario import MODEL
 from tests.wrap.scenario import anthropic_wrapped as _anthropic
 from tests.wrap.scenario import create as _create

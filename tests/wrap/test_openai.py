@@ -14,7 +14,7 @@ from openai.types.responses import Response
 
 import ctxengine
 from ctxengine import Kernel
-from ctxengine.testing.fake_api import FakeAPI
+from ctxengine_fakeapi import FakeAPI
 from tests.wrap.scenario import HOST_TOOL, Host, check_outcome, run_conversation
 
 MODEL = "claude-sonnet-4-6"  # a Claude model behind an OpenAI-compatible route takes markers

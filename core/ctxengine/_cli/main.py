@@ -1,9 +1,10 @@
 """The ``ctxengine`` command line.
 
 Built-in commands: ``engines`` (every plugin found and where from), ``config`` (the effective
-configuration, each value's source and owner), ``compress`` and ``replay``. Plugins add their own
-commands through the ``register_commands`` hook; a plugin that fails to load or to register never
-breaks the others or ``--help``.
+configuration, each value's source and owner) and ``compress``. Plugins add their own commands
+through the ``register_commands`` hook (``ctxengine replay`` comes from the ctxengine-replay
+package that way); a plugin that fails to load or to register never breaks the others or
+``--help``.
 
 How it behaves, for every command:
 
@@ -14,7 +15,8 @@ How it behaves, for every command:
 - ``-v`` logs ctxengine's own debug output (not that of the HTTP libraries, which would dump
   whole conversations); ``CTXENGINE_TRACE=1`` shows the hook trace without ``-v``;
 - the output is plain text (no emoji) with ``--plain``, with ``NO_COLOR`` set, or when stdout
-  cannot encode the emoji; it never fails with ``UnicodeEncodeError``.
+  cannot encode the emoji; it never fails with ``UnicodeEncodeError``. A plugin's command prints
+  to ``sys.stdout``, which is the console while it runs, so the same holds for it.
 
 Import cost: ``--version`` and ``--help`` import neither the kernel nor any plugin's code beyond
 what plugin discovery needs for the commands they add.
@@ -23,13 +25,14 @@ what plugin discovery needs for the commands they add.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, cast
 
 import attrs
 
@@ -59,7 +62,7 @@ class BuiltinCommand:
 
 def builtin_commands() -> tuple[BuiltinCommand, ...]:
     """The built-in sub-commands, in help order (imported here, so ``--version`` stays cheap)."""
-    from ctxengine._cli import conversation_commands, show
+    from ctxengine._cli import compress, show
 
     return (
         BuiltinCommand(
@@ -87,22 +90,8 @@ def builtin_commands() -> tuple[BuiltinCommand, ...]:
             "Compact each conversation of FILE with the configured engine (forced, whatever "
             "its size) and report messages and tokens before and after, the summariser used "
             "and the session id it ran under; --out writes the result in the same shape.",
-            conversation_commands.configure_compress,
-            conversation_commands.run_compress,
-        ),
-        BuiltinCommand(
-            "replay",
-            "replay sessions turn by turn: compaction and caching vs neither",
-            "Replay recorded sessions as the agent lived them through the selected engine and "
-            "cache strategy, against a simulated provider cache, and compare tokens and cost: "
-            "no compaction and no caching, caching only, compaction only, both, and with "
-            "--strategy, --ttl and --summaries one 'both' per strategy, TTL policy and way of "
-            "pricing the summary calls; --gaps replays each session once per gap distribution. "
-            "The tables and charts show where the money goes (cache reads, writes, uncached "
-            "input, summary calls, output). Runs sandboxed: what engines store goes to a "
-            "temporary folder (or --data-dir), never to your real stores.",
-            conversation_commands.configure_replay,
-            conversation_commands.run_replay,
+            compress.configure_compress,
+            compress.run_compress,
         ),
     )
 
@@ -141,7 +130,10 @@ def _plugin_commands(loaded: LoadedConfig | None) -> tuple[CommandRegistry, list
 
 def _plugin_handler(run: Callable[[argparse.Namespace], int]) -> Handler:
     def handler(args: argparse.Namespace, console: Console) -> int:
-        return run(args)
+        # What the plugin prints goes through the console: --plain, NO_COLOR and main(out=...)
+        # apply to its output as to a built-in command's.
+        with contextlib.redirect_stdout(cast("TextIO", console)):
+            return run(args)
 
     return handler
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ctxengine import Kernel
-from ctxengine.testing.fake_api import FakeAPI
+from ctxengine_fakeapi import FakeAPI
 from ctxengine_lcm.testing import lcm_kernel
 
 

@@ -15,7 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import SecretStr
 
 from ctxengine import Kernel
-from ctxengine.testing.fake_api import FakeAPI, check_anthropic_request
+from ctxengine_fakeapi import FakeAPI, check_anthropic_request
 from ctxengine_langchain import Converter, CtxengineMiddleware, usage_from_metadata
 
 FILLER = "lorem ipsum dolor sit amet " * 90

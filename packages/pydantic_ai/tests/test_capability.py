@@ -13,7 +13,7 @@ from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.usage import RequestUsage
 
 from ctxengine import Kernel
-from ctxengine.testing.fake_api import FakeAPI, check_anthropic_request
+from ctxengine_fakeapi import FakeAPI, check_anthropic_request
 from ctxengine_pydantic_ai import Ctxengine, usage_from_pydantic_ai
 
 FILLER = "lorem ipsum dolor sit amet " * 90

@@ -22,9 +22,9 @@ from ctxengine._accounting.usage import normalize_usage
 from ctxengine._messages.convert import to_anthropic
 from ctxengine._messages.markers import marker_positions
 from ctxengine._messages.validate import validate
-from ctxengine.testing.fake_api import FakeAPI, check_anthropic_request
 from ctxengine.testing.transcripts import TRANSCRIPTS
 from ctxengine_caching.strategy import apply_system_and_3
+from ctxengine_fakeapi import FakeAPI, check_anthropic_request
 
 DATA = TRANSCRIPTS
 

@@ -15,7 +15,7 @@ from ctxengine._accounting.usage import normalize_usage
 from ctxengine._messages.markers import marker_positions
 from ctxengine._messages.validate import validate
 from ctxengine.testing import samples
-from ctxengine.testing.fake_api import FakeAPI
+from ctxengine_fakeapi import FakeAPI
 
 MODEL = "claude-sonnet-4-6"
 

@@ -17,13 +17,13 @@ from ctxengine._messages.validate import validate
 from ctxengine._plugin.results import CompressResult
 from ctxengine._summarize import resolve_provider
 from ctxengine.testing import samples
-from ctxengine.testing.fake_api import FakeAPI
 from ctxengine_compressor.assemble import (
     SUMMARY_PREFIX,
     is_pure_summary_message,
     without_summary,
 )
 from ctxengine_compressor.ledger import build_ledger, missing_from, readable_text
+from ctxengine_fakeapi import FakeAPI
 
 from .helpers import GOOD_SUMMARY, Clock, make_ctx, run
 

@@ -16,7 +16,7 @@ import ctxengine
 from ctxengine import CompressResult, Format, Kernel
 from ctxengine._messages.validate import validate
 from ctxengine.testing import samples
-from ctxengine.testing.fake_api import FakeAPI
+from ctxengine_fakeapi import FakeAPI
 
 from .helpers import GOOD_SUMMARY
 from .test_fake_api import assert_nothing_lost

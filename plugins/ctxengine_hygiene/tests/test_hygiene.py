@@ -19,8 +19,8 @@ from ctxengine._messages.validate import validate
 from ctxengine._plugin.context import EngineContext
 from ctxengine._plugin.results import CompressResult
 from ctxengine.testing import samples
-from ctxengine.testing.fake_api import FakeAPI
 from ctxengine.testing.transcripts import TRANSCRIPTS
+from ctxengine_fakeapi import FakeAPI
 
 WINDOW = 32_000
 

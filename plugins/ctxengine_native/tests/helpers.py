@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxengine.testing.fake_api import FakeAPI, RecordedRequest
+from ctxengine_fakeapi import FakeAPI, RecordedRequest
 
 MODEL = "claude-sonnet-4-6"
 RESPONSES_MODEL = "gpt-5"

@@ -13,8 +13,8 @@ import pytest
 import ctxengine
 from ctxengine._accounting.estimate import RoughCounter
 from ctxengine.messages import is_compaction_block, validate
-from ctxengine.testing.fake_api import FakeAPI, RecordedRequest
-from ctxengine.testing.fake_native import prompt_tokens, responses_tokens
+from ctxengine_fakeapi import FakeAPI, RecordedRequest
+from ctxengine_fakeapi.native import prompt_tokens, responses_tokens
 
 from .helpers import MODEL, RESPONSES_MODEL, agent_requests, is_compaction_request, native_config
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ctxengine.testing.conformance import EngineConformance
-from ctxengine.testing.fake_api import FakeAPI
+from ctxengine_fakeapi import FakeAPI
 
 
 class TestNativeConformanceOnTheServer(EngineConformance):

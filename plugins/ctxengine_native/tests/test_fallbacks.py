@@ -15,7 +15,7 @@ import ctxengine
 from ctxengine import CompressResult, Format
 from ctxengine.messages import validate
 from ctxengine.testing import samples
-from ctxengine.testing.fake_api import FakeAPI
+from ctxengine_fakeapi import FakeAPI
 
 from .helpers import MODEL, RESPONSES_MODEL, is_compaction_request, native_config
 

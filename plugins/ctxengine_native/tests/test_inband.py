@@ -8,7 +8,7 @@ from typing import Any
 import anthropic
 
 import ctxengine
-from ctxengine.testing.fake_api import FakeAPI
+from ctxengine_fakeapi import FakeAPI
 
 from .helpers import MODEL, native_config
 

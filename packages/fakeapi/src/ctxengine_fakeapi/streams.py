@@ -1,4 +1,4 @@
-"""Server-sent event streams for :class:`~ctxengine.testing.fake_api.FakeAPI`.
+"""Server-sent event streams for :class:`~ctxengine_fakeapi.FakeAPI`.
 
 Each function turns one complete, non-streaming response body into the event sequence the real
 API sends for it with ``stream: true``, so a streamed reply and an unstreamed one carry exactly

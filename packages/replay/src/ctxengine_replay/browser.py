@@ -1,4 +1,5 @@
-"""A real headless Chromium for tests, driven over the DevTools protocol on a pipe.
+"""A real headless Chromium for the HTML report's tests (imported by them only; needs pytest),
+driven over the DevTools protocol on a pipe.
 
 No Python dependency: Chromium is started with ``--remote-debugging-pipe``, reads JSON commands
 on file descriptor 3 and writes replies and events on 4, each message ending with a NUL byte.

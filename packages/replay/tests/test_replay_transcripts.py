@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from ctxengine._cli.files import read_conversations
-from ctxengine._cli.replay import SCENARIOS, replay
-from ctxengine._config.core import Config
+from ctxengine import Config, read_conversations
 from ctxengine.testing.transcripts import transcript_files
+from ctxengine_replay.replay import replay
+from ctxengine_replay.scenarios import SCENARIOS
 
 FILES = transcript_files()
 LONG_SESSION_MESSAGES = 250
@@ -53,7 +53,7 @@ NATIVE_AND_CLEARING = {
 def test_server_compaction_and_clearing_replay_beside_local_compaction(
     path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from ctxengine._config.core import config_from_mapping
+    from ctxengine import config_from_mapping
 
     config = config_from_mapping(NATIVE_AND_CLEARING)
     records = read_conversations(path)

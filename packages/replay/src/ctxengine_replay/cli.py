@@ -1,16 +1,20 @@
-"""``ctxengine compress`` and ``ctxengine replay``: conversation files through the engine.
+"""``ctxengine replay``: recorded sessions turn by turn, compaction and caching against neither.
 
-``compress`` is real: it runs the configured engine once per conversation, under a session id
-the user can look up afterwards (``ctxengine lcm status --session ID``), and says which id it
-used. ``replay`` is a simulation: its kernels run sandboxed (:func:`ctxengine.load` with
-``sandbox=``), so what engines store goes to a temporary folder (or ``--data-dir``), never to the
-user's own stores.
+A replay is a simulation: its kernels run sandboxed (:func:`ctxengine.load` with ``sandbox=``), so
+what engines store goes to a temporary folder (or ``--data-dir``), never to the user's own stores.
+The command prints to stdout, which the ``ctxengine`` CLI routes through its console (``--plain``,
+``NO_COLOR``); it fails with :class:`ctxengine.UsageError` (exit code 2) or
+:class:`ctxengine.CommandError` (exit code 1).
+
+Nothing here imports the kernel or the replay itself until the command runs, so ``ctxengine
+--help`` stays cheap.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 import tempfile
 from collections import Counter
@@ -18,21 +22,30 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctxengine._cli.console import Console
-from ctxengine._cli.errors import CommandError, UsageError
-from ctxengine._cli.files import (
-    ConversationFileError,
-    ConversationRecord,
-    read_conversations,
-    write_conversations,
-)
-from ctxengine._cli.show import write_json
-from ctxengine._config.core import LoadedConfig, load_config
+from ctxengine import CommandError, UsageError
 
 if TYPE_CHECKING:
-    from ctxengine._cli.replay import Gaps, Progress, Scenario, SummaryCalls
-    from ctxengine._config.core import CacheTTL
-    from ctxengine._kernel.kernel import Kernel
+    from ctxengine import CacheTTL, ConversationRecord, LoadedConfig, PluginCommands
+    from ctxengine_replay.results import Progress
+    from ctxengine_replay.scenarios import Gaps, Scenario, SummaryCalls
+
+HELP = "replay sessions turn by turn: compaction and caching vs neither"
+DESCRIPTION = (
+    "Replay recorded sessions as the agent lived them through the selected engine and cache "
+    "strategy, against a simulated provider cache, and compare tokens and cost: no compaction "
+    "and no caching, caching only, compaction only, both, and with --strategy, --ttl and "
+    "--summaries one 'both' per strategy, TTL policy and way of pricing the summary calls; "
+    "--gaps replays each session once per gap distribution. The tables and charts show where "
+    "the money goes (cache reads, writes, uncached input, summary calls, output). Runs "
+    "sandboxed: what engines store goes to a temporary folder (or --data-dir), never to your "
+    "real stores."
+)
+FILE_HELP = (
+    "conversation file: a JSON list of messages, a JSON object with 'messages' (and 'system', "
+    "'id'), or JSONL with one conversation per line; OpenAI or Anthropic format"
+)
+NO_MARKERS = "; requests are sent without cache markers"
+"""How a kernel's notice about a cache strategy that does not resolve ends."""
 
 
 def _engine_options(parser: argparse.ArgumentParser) -> None:
@@ -63,16 +76,14 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides["model.context_length"] = args.context_length
     if args.model:
         overrides["model.name"] = args.model
-    if getattr(args, "clearing", False):
+    if args.clearing:
         overrides["context_editing.clear_tool_uses"] = True
     return overrides
 
 
-def _loaded(args: argparse.Namespace) -> LoadedConfig:
-    return load_config(args.config, overrides=_overrides(args))
-
-
 def _read(path: str) -> list[ConversationRecord]:
+    from ctxengine import ConversationFileError, read_conversations
+
     try:
         return read_conversations(path)
     except ConversationFileError as exc:
@@ -91,12 +102,9 @@ def _pick(
     return [records[session]]
 
 
-def session_ids(records: Sequence[ConversationRecord], chosen: str | None) -> list[str]:
-    """The session id each record is compacted under: ``chosen`` (one record only), else the
-    record's own id; a repeated id gets ``#2``, ``#3``, ... so two records never share engine
-    state."""
-    if chosen is not None:
-        return [chosen] * len(records)
+def session_ids(records: Sequence[ConversationRecord]) -> list[str]:
+    """The session id each record is replayed under: the record's own id; a repeated id gets
+    ``#2``, ``#3``, ... so two records never share engine state."""
     seen: Counter[str] = Counter()
     ids = []
     for record in records:
@@ -105,83 +113,12 @@ def session_ids(records: Sequence[ConversationRecord], chosen: str | None) -> li
     return ids
 
 
-# -- compress ----------------------------------------------------------------------------------
-
-FILE_HELP = (
-    "conversation file: a JSON list of messages, a JSON object with 'messages' (and 'system', "
-    "'id'), or JSONL with one conversation per line; OpenAI or Anthropic format"
-)
-
-
-def configure_compress(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE", help=FILE_HELP)
-    parser.add_argument(
-        "--out", metavar="PATH", help="write the compacted conversation(s) here, same shape"
-    )
-    parser.add_argument(
-        "--session", type=int, metavar="N", help="only the N-th conversation of FILE (from 0)"
-    )
-    parser.add_argument(
-        "--id",
-        metavar="SESSION_ID",
-        help="session id to compact under (default: the conversation's 'id', else "
-        "conversation-N); engines that store sessions (lcm) file it under this id",
-    )
-    _engine_options(parser)
-    parser.add_argument(
-        "--focus", metavar="TOPIC", help="topic the summary should keep in most detail"
-    )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-
-
-def run_compress(args: argparse.Namespace, console: Console) -> int:
-    """Compact each conversation of a file with the configured engine and report."""
-    from ctxengine._cli.report import compress_json, write_compress_report
-    from ctxengine._kernel.kernel import load
-
-    records = _pick(_read(args.file), args.session, args.file)
-    if args.id is not None and len(records) != 1:
-        raise UsageError(
-            f"compress: --id names one session, but {args.file} holds {len(records)} "
-            "conversations; choose one with --session N"
-        )
-    written = []
-    results = []
-    with load(_loaded(args), trigger=args.threshold) as kernel:
-        if not args.json:
-            for line in kernel.status_lines():
-                console.line(line)
-        for record, session_id in zip(records, session_ids(records, args.id), strict=True):
-            result = kernel.session(session_id).compress(
-                record.messages, record.system, force=True, focus=args.focus, format=record.format
-            )
-            label = f"{record.id} ({record.format})"
-            if args.json:
-                results.append(compress_json(label, session_id, result))
-            else:
-                write_compress_report(label, session_id, result, console)
-            written.append((record, result.messages, result.system))
-        engine, notices = kernel.engine, list(kernel.notices)
-    if args.out:
-        try:
-            write_conversations(args.out, written)
-        except OSError as exc:
-            raise CommandError(f"cannot write {args.out}: {exc}") from None
-    if args.json:
-        document = {"engine": engine, "notices": notices, "conversations": results}
-        write_json({**document, "out": args.out}, console)
-    elif args.out:
-        console.line(f"wrote {len(written)} conversation(s) to {args.out}")
-    return 0
-
-
-# -- replay ------------------------------------------------------------------------------------
-
 TTLS: Mapping[str, CacheTTL] = {"5m": "5m", "1h": "1h", "auto": "auto"}
 SUMMARIES: Mapping[str, SummaryCalls] = {"fresh": "fresh", "cache-aware": "cache-aware"}
 
 
-def configure_replay(parser: argparse.ArgumentParser) -> None:
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.description = DESCRIPTION
     parser.add_argument("files", nargs="+", metavar="FILE", help=FILE_HELP + " (one or more files)")
     parser.add_argument(
         "--session", type=int, metavar="N", help="only the N-th conversation of each file"
@@ -261,7 +198,7 @@ def _list(text: str | None, flag: str, allowed: Sequence[str] | None = None) -> 
 
 
 def _gap_list(args: argparse.Namespace) -> list[Gaps]:
-    from ctxengine._cli.replay import Gaps
+    from ctxengine_replay.scenarios import Gaps
 
     try:
         return [Gaps.parse(text) for text in _list(args.gaps, "--gaps")] or [
@@ -272,7 +209,7 @@ def _gap_list(args: argparse.Namespace) -> list[Gaps]:
 
 
 def _scenarios(args: argparse.Namespace) -> tuple[Scenario, ...]:
-    from ctxengine._cli.replay import scenario_set
+    from ctxengine_replay.scenarios import scenario_set
 
     return scenario_set(
         strategies=_list(args.strategy, "--strategy"),
@@ -281,15 +218,20 @@ def _scenarios(args: argparse.Namespace) -> tuple[Scenario, ...]:
     )
 
 
-def _check_strategies(kernel: Kernel, scenarios: Sequence[Scenario]) -> None:
-    """Every strategy a scenario names resolves (else its requests would go out unmarked)."""
-    from ctxengine._kernel.kernel import not_found_message
+def _check_strategies(loaded: LoadedConfig, scenarios: Sequence[Scenario], sandbox: Path) -> None:
+    """Every strategy a scenario names resolves (else its requests would go out unmarked): a
+    kernel loaded with it says so in its notices."""
+    import attrs
 
+    from ctxengine import load
+
+    config = loaded.config
     for name in dict.fromkeys(s.strategy for s in scenarios if s.strategy is not None):
-        entry, tried = kernel.catalog.resolve(name, "cache_strategy")
-        if entry is None:
-            detail = not_found_message(name, "cache_strategy", kernel.catalog, tried)
-            raise UsageError(f"replay: --strategy {name}: {detail}")
+        caching = attrs.evolve(config.prompt_caching, enabled=True, strategy=name)
+        with load(attrs.evolve(config, prompt_caching=caching), sandbox=sandbox) as kernel:
+            detail = next((n for n in kernel.notices if n.endswith(NO_MARKERS)), None)
+        if detail is not None:
+            raise UsageError(f"replay: --strategy {name}: {detail.removesuffix(NO_MARKERS)}")
 
 
 def _progress(
@@ -307,12 +249,12 @@ def _progress(
     return progress
 
 
-def run_replay(args: argparse.Namespace, console: Console) -> int:
+def run(args: argparse.Namespace) -> int:
     """Replay sessions turn by turn under every scenario and compare tokens and cost."""
-    from ctxengine._cli.charts import ChartPathError, check_chart_path, write_chart
-    from ctxengine._cli.replay import replay
-    from ctxengine._cli.report import replay_json, write_replay_report, write_replay_totals
-    from ctxengine._kernel.kernel import load
+    from ctxengine import load, load_config
+    from ctxengine_replay.charts import ChartPathError, check_chart_path, write_chart
+    from ctxengine_replay.replay import replay
+    from ctxengine_replay.report import replay_json, write_replay_report, write_replay_totals
 
     charts = [Path(p) for p in args.plot or ()]
     for chart in charts:  # before minutes of replaying, not after
@@ -324,7 +266,7 @@ def run_replay(args: argparse.Namespace, console: Console) -> int:
             raise CommandError(str(exc)) from None
     gap_list = _gap_list(args)
     scenarios = _scenarios(args)
-    loaded = _loaded(args)
+    loaded = load_config(args.config, overrides=_overrides(args))
     records = [record for path in args.files for record in _pick(_read(path), args.session, path)]
     for record in records:
         for gaps in gap_list:
@@ -344,13 +286,14 @@ def run_replay(args: argparse.Namespace, console: Console) -> int:
             sandbox = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ctxengine-")))
         # Loading once first reports configuration problems before any replay starts.
         with load(loaded, trigger=args.threshold, sandbox=sandbox) as kernel:
-            _check_strategies(kernel, scenarios)
-            if not args.json:
-                for line in kernel.status_lines():
-                    console.line(line)
+            status = kernel.status_lines()
+        _check_strategies(loaded, scenarios, sandbox)
+        if not args.json:
+            for line in status:
+                print(line)
         priced = [s for s in dict.fromkeys(s.summaries for s in scenarios) if s != "configured"]
         if priced and not args.json:
-            console.line(
+            print(
                 f"📝 Replay: summary calls priced as the main model's ({', '.join(priced)}); "
                 "each answer fills its budget"
             )
@@ -367,23 +310,28 @@ def run_replay(args: argparse.Namespace, console: Console) -> int:
                 progress=_progress(show_progress, number, len(records), record, scenarios[-1].name),
             )
             for number, (record, session) in enumerate(
-                zip(records, session_ids(records, None), strict=True), 1
+                zip(records, session_ids(records), strict=True), 1
             )
             for gaps in gap_list
         ]
     if args.json:
-        write_json(replay_json(reports), console)
+        print(json.dumps(replay_json(reports), indent=1, ensure_ascii=False))
     else:
         for report in reports:
-            write_replay_report(report, console, turns=args.turns)
-        write_replay_totals(reports, console)
+            write_replay_report(report, sys.stdout, turns=args.turns)
+        write_replay_totals(reports, sys.stdout)
     for chart in charts:
         try:
             write_chart(reports, chart)
         except OSError as exc:
             raise CommandError(f"cannot write {chart}: {exc}") from None
         if not args.json:
-            console.line(f"\nchart written to {chart}")
+            print(f"\nchart written to {chart}")
     if args.data_dir and not args.json:
-        console.line(f"\nwhat the engines stored during the replay is in {args.data_dir}")
+        print(f"\nwhat the engines stored during the replay is in {args.data_dir}")
     return 0
+
+
+def register(commands: PluginCommands) -> None:
+    """Add ``ctxengine replay``."""
+    commands.add("replay", HELP, configure, run)

@@ -11,9 +11,9 @@ import anthropic
 import openai
 import pytest
 
-from ctxengine.testing.fake_api import FakeAPI
-from ctxengine.testing.fake_responses import check_responses_request
-from ctxengine.testing.fake_streams import DELTA_CHARS
+from ctxengine_fakeapi import FakeAPI
+from ctxengine_fakeapi.responses import check_responses_request
+from ctxengine_fakeapi.streams import DELTA_CHARS
 
 TEXT = "A reply long enough to be cut into several deltas by the fake."
 BLOCKS: list[dict[str, Any]] = [

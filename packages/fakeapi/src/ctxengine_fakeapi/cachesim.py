@@ -30,9 +30,7 @@ from typing import Any
 
 import attrs
 
-from ctxengine._accounting.tokens import PrefixCounter, TokenCounter
-from ctxengine._accounting.ttl import TTL_SECONDS
-from ctxengine._accounting.usage import Usage
+from ctxengine import TTL_SECONDS, PrefixCounter, TokenCounter, Usage
 
 DEFAULT_LOOKBACK = 20
 

@@ -1,25 +1,22 @@
-"""Rendering CLI reports as text and JSON: compaction results and replay tables.
+"""Rendering replay reports as text tables and JSON.
 
-Charts are in :mod:`ctxengine._cli.charts` (PNG) and :mod:`ctxengine._cli.html_report` (the
+Charts are in :mod:`ctxengine_replay.charts` (PNG) and :mod:`ctxengine_replay.html_report` (the
 interactive page). Every renderer takes whatever scenarios a report holds, in its order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ctxengine._accounting.cache_stats import cache_line
-from ctxengine._cli.console import Writer
-from ctxengine._cli.replay import (
-    BREAKDOWN_KEYS,
-    COMPARISONS,
-    ReplayReport,
-    all_sessions,
-    by_gaps,
-    totals,
-)
-from ctxengine._plugin.results import CompressResult
+from ctxengine import cache_line
+from ctxengine_replay.results import BREAKDOWN_KEYS, ReplayReport, all_sessions, by_gaps, totals
+from ctxengine_replay.scenarios import COMPARISONS
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
+    Writer = SupportsWrite[str]
 
 PALETTE = (
     "#7f7f7f",
@@ -68,53 +65,6 @@ def _table(rows: Sequence[Sequence[str]], out: Writer, right: Sequence[bool] | N
             for cell, width, align in zip(row, widths, right, strict=True)
         ]
         out.write("  ".join(cells).rstrip() + "\n")
-
-
-def compress_json(label: str, session_id: str, result: CompressResult) -> dict[str, Any]:
-    """One ``compress`` result for ``--json`` (everything but the messages themselves)."""
-    return {
-        "conversation": label,
-        "session_id": session_id,
-        "status": result.status,
-        "engine": result.engine,
-        "reason": result.reason,
-        "messages_before": result.messages_before,
-        "messages_after": result.messages_after,
-        "tokens_before": result.tokens_before,
-        "tokens_after": result.tokens_after,
-        "summary_by": result.provider,
-        "fallback_used": result.fallback_used,
-        "duration_s": round(result.duration_s, 4),
-        "summary": result.summary,
-    }
-
-
-def write_compress_report(label: str, session_id: str, result: CompressResult, out: Writer) -> None:
-    """Human-readable report of one ``compress`` call, naming the session id it ran under (the
-    id to look the conversation up by, e.g. ``ctxengine lcm status --session ID``)."""
-    out.write(f"{label}: {result.status} ({result.engine})\n")
-    out.write(f"  session:  {session_id}\n")
-    out.write(f"  reason:   {result.reason}\n")
-    out.write(
-        f"  messages: {result.messages_before} -> {result.messages_after}"
-        f" ({result.messages_dropped} dropped from the prompt)\n"
-    )
-    saved = result.tokens_before - result.tokens_after
-    share = saved / result.tokens_before if result.tokens_before else 0.0
-    out.write(
-        f"  tokens:   {result.tokens_before:,} -> {result.tokens_after:,} ({share:.0%} smaller)\n"
-    )
-    if result.provider or result.summary:
-        fallback = " (fallback: local digest)" if result.fallback_used else ""
-        out.write(f"  summary by: {result.provider or 'n/a'}{fallback}\n")
-    out.write(f"  took:     {result.duration_s * 1000:.0f} ms\n")
-    if result.summary:
-        lines = result.summary.strip().splitlines()
-        out.write("  summary (first lines):\n")
-        for line in lines[:12]:
-            out.write(f"    {line[:160]}\n")
-        if len(lines) > 12:
-            out.write(f"    ... ({len(lines) - 12} more lines)\n")
 
 
 def money(value: float) -> str:

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from ctxengine._cli.charts import DPI, HEIGHT_IN, WIDTH_IN, write_chart
-from ctxengine._cli.files import read_conversations
+from ctxengine import Config, read_conversations
 from ctxengine._cli.main import main
-from ctxengine._cli.replay import SCENARIOS, replay
-from ctxengine._config.core import Config
 from ctxengine.testing import samples
 from ctxengine.testing.transcripts import transcript_files
-from tests.browser import Browser, find_chromium
+from ctxengine_replay.browser import Browser, find_chromium
+from ctxengine_replay.charts import DPI, HEIGHT_IN, WIDTH_IN, write_chart
+from ctxengine_replay.replay import replay
+from ctxengine_replay.scenarios import SCENARIOS
 
 SCENARIO_NAMES = [s.name for s in SCENARIOS]
 CHARTS = ("tokens", "cost", "cumulative")
@@ -155,7 +155,7 @@ def test_the_html_report_opens_offline_in_chromium_and_shows_every_scenario(
 def test_a_short_session_gets_whole_turn_ticks(tmp_path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    from ctxengine._cli import charts
+    from ctxengine_replay import charts
 
     path = tmp_path / "short.json"
     path.write_text(json.dumps(samples.openai_conversation(turns=3)))

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxengine._cli.replay import ReplayReport, ScenarioResult, totals
-from ctxengine._cli.report import BREAKDOWN_COLOURS, BREAKDOWN_LABELS, PALETTE, gaps_text
-from ctxengine._version import __version__
+from ctxengine import __version__
+from ctxengine_replay.report import BREAKDOWN_COLOURS, BREAKDOWN_LABELS, PALETTE, gaps_text
+from ctxengine_replay.results import ReplayReport, ScenarioResult, totals
 
 _HERE = Path(__file__).parent
 

@@ -1,4 +1,4 @@
-"""The OpenAI Responses API (``POST /v1/responses``) as :class:`~ctxengine.testing.fake_api.FakeAPI`
+"""The OpenAI Responses API (``POST /v1/responses``) as :class:`~ctxengine_fakeapi.FakeAPI`
 serves it: request checks and the response body.
 
 The checks are the main reasons the real API answers ``400``: a missing ``model``, an ``input``
@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxengine._accounting.estimate import estimate_tokens
+from ctxengine import estimate_tokens
 
 _ROLES = ("user", "assistant", "system", "developer")
 _CONTENT_TYPES = frozenset(

@@ -1,4 +1,4 @@
-"""Server-side context management as :class:`~ctxengine.testing.fake_api.FakeAPI` serves it.
+"""Server-side context management as :class:`~ctxengine_fakeapi.FakeAPI` serves it.
 
 Simulated from the shapes the ``anthropic`` and ``openai`` SDKs define:
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ctxengine.testing.fake_api import FakeAPI, Step, check_anthropic_request
+from ctxengine_fakeapi import FakeAPI, Step, check_anthropic_request
 
 VERSION = {"anthropic-version": "2023-06-01"}
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy

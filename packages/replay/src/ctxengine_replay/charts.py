@@ -1,6 +1,6 @@
 """Charts of a replay: where ``--plot`` goes, and the matplotlib images.
 
-- ``.html``: the interactive page (:mod:`ctxengine._cli.html_report`, no matplotlib needed);
+- ``.html``: the interactive page (:mod:`ctxengine_replay.html_report`, no matplotlib needed);
 - ``.png``, ``.svg``, ``.pdf``: an image of fixed size whatever the number of sessions. One
   session gets its per-turn story (prompt tokens and cumulative cost per turn) and where each
   scenario's money goes (cache reads, writes, uncached input, summary calls, output); several
@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctxengine._cli.replay import ReplayReport, ScenarioResult, totals
-from ctxengine._cli.report import BREAKDOWN_COLOURS, BREAKDOWN_LABELS, colour, gaps_text, money
+from ctxengine_replay.report import BREAKDOWN_COLOURS, BREAKDOWN_LABELS, colour, gaps_text, money
+from ctxengine_replay.results import ReplayReport, ScenarioResult, totals
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -68,7 +68,7 @@ def write_chart(reports: Sequence[ReplayReport], path: Path) -> None:
     """
     check_chart_path(path)
     if path.suffix.lower() in HTML_SUFFIXES:
-        from ctxengine._cli.html_report import html_report
+        from ctxengine_replay.html_report import html_report
 
         path.write_text(html_report(reports), encoding="utf-8")
         return
