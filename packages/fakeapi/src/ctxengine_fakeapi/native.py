@@ -222,25 +222,9 @@ def _clear_tool_uses(
     }
     for i, message in enumerate(messages):
         content = message.get("content")
-        if not isinstance(content, list):
-            continue
-        new_content = []
-        for block in content:
-            if not isinstance(block, Mapping):
-                new_content.append(block)
-            elif block.get("type") == "tool_result" and block.get("tool_use_id") in cleared_ids:
-                new_content.append(
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": block["tool_use_id"],
-                        "content": CLEARED_RESULT,
-                    }
-                )
-            elif block.get("type") == "tool_use" and block.get("id") in clear_inputs:
-                new_content.append({**block, "input": {}})
-            else:
-                new_content.append(block)
-        messages[i] = {**message, "content": new_content}
+        if isinstance(content, list):
+            cleared_blocks = [_cleared_block(b, cleared_ids, clear_inputs) for b in content]
+            messages[i] = {**message, "content": cleared_blocks}
     out = {**body, "messages": messages}
     cleared = max(0, before - prompt_tokens(out, counter))
     minimum = edit.get("clear_at_least")
@@ -252,6 +236,22 @@ def _clear_tool_uses(
         "cleared_tool_uses": len(targets),
     }
     return out, entry
+
+
+def _cleared_block(block: Any, cleared_ids: set[str], clear_inputs: set[str]) -> Any:
+    """``block`` as the server sends it on: a cleared tool result's content replaced, a tool use
+    whose input is cleared with ``input: {}``, anything else as it was."""
+    if not isinstance(block, Mapping):
+        return block
+    if block.get("type") == "tool_result" and block.get("tool_use_id") in cleared_ids:
+        return {
+            "type": "tool_result",
+            "tool_use_id": block["tool_use_id"],
+            "content": CLEARED_RESULT,
+        }
+    if block.get("type") == "tool_use" and block.get("id") in clear_inputs:
+        return {**block, "input": {}}
+    return block
 
 
 def _clear_thinking(

@@ -88,49 +88,85 @@ def _check_tools(tools: Any, problems: list[str]) -> None:
                 )
 
 
+class _Calls:
+    """The function calls of an input so far: every call id seen, and those still waiting for
+    their output (``stateful``: the earlier calls are on the server, so an output may answer
+    one this input does not hold)."""
+
+    def __init__(self, *, stateful: bool) -> None:
+        self.open: list[str] = []
+        self.seen: set[str] = set()
+        self.stateful = stateful
+
+
+def _check_message_item(
+    item: Mapping[str, Any], where: str, problems: list[str], calls: _Calls
+) -> None:
+    role = item.get("role")
+    if role not in _ROLES:
+        problems.append(
+            f"Invalid value: {role!r}. Supported values are: 'user', 'assistant', "
+            f"'system' and 'developer'. ({where}.role)"
+        )
+    _check_content(item.get("content"), where, problems)
+    if role == "user" and calls.open:
+        problems.append(f"No tool output found for function call {calls.open[0]} (before {where}).")
+        calls.open.clear()
+
+
+def _check_call_item(
+    item: Mapping[str, Any], where: str, problems: list[str], calls: _Calls
+) -> None:
+    call_id = item.get("call_id")
+    for key in ("call_id", "name", "arguments"):
+        if not isinstance(item.get(key), str):
+            problems.append(f"Missing required parameter: '{where}.{key}'.")
+    if isinstance(call_id, str):
+        calls.open.append(call_id)
+        calls.seen.add(call_id)
+
+
+def _check_output_item(
+    item: Mapping[str, Any], where: str, problems: list[str], calls: _Calls
+) -> None:
+    call_id = item.get("call_id")
+    if not isinstance(item.get("output"), (str, list)):
+        problems.append(f"Missing required parameter: '{where}.output'.")
+    if call_id in calls.open:
+        calls.open.remove(call_id)
+    elif call_id not in calls.seen and not calls.stateful:
+        problems.append(
+            f"No tool call found for function call output with call_id {call_id}. ({where})"
+        )
+
+
+def _check_reasoning_item(
+    item: Mapping[str, Any], where: str, problems: list[str], calls: _Calls
+) -> None:
+    if not isinstance(item.get("summary"), list):
+        problems.append(f"Missing required parameter: '{where}.summary'.")
+
+
+_ITEM_CHECKS = {
+    "message": _check_message_item,
+    "function_call": _check_call_item,
+    "function_call_output": _check_output_item,
+    "reasoning": _check_reasoning_item,
+}
+"""What each input item type must carry (other known types are not checked)."""
+
+
 def _check_items(items: Sequence[Any], problems: list[str], *, stateful: bool) -> None:
-    open_calls: list[str] = []
-    seen_calls: set[str] = set()
+    calls = _Calls(stateful=stateful)
     for i, item in enumerate(items):
         where = f"input[{i}]"
         if not isinstance(item, Mapping):
             problems.append(f"Invalid type for '{where}': expected an object.")
             continue
         kind = item.get("type", "message" if "role" in item else None)
-        if kind == "message":
-            role = item.get("role")
-            if role not in _ROLES:
-                problems.append(
-                    f"Invalid value: {role!r}. Supported values are: 'user', 'assistant', "
-                    f"'system' and 'developer'. ({where}.role)"
-                )
-            _check_content(item.get("content"), where, problems)
-            if role == "user" and open_calls:
-                problems.append(
-                    f"No tool output found for function call {open_calls[0]} (before {where})."
-                )
-                open_calls = []
-        elif kind == "function_call":
-            call_id = item.get("call_id")
-            for key in ("call_id", "name", "arguments"):
-                if not isinstance(item.get(key), str):
-                    problems.append(f"Missing required parameter: '{where}.{key}'.")
-            if isinstance(call_id, str):
-                open_calls.append(call_id)
-                seen_calls.add(call_id)
-        elif kind == "function_call_output":
-            call_id = item.get("call_id")
-            if not isinstance(item.get("output"), (str, list)):
-                problems.append(f"Missing required parameter: '{where}.output'.")
-            if call_id in open_calls:
-                open_calls.remove(call_id)
-            elif call_id not in seen_calls and not stateful:
-                problems.append(
-                    f"No tool call found for function call output with call_id {call_id}. ({where})"
-                )
-        elif kind == "reasoning":
-            if not isinstance(item.get("summary"), list):
-                problems.append(f"Missing required parameter: '{where}.summary'.")
+        check = _ITEM_CHECKS.get(kind) if isinstance(kind, str) else None
+        if check is not None:
+            check(item, where, problems, calls)
         elif kind not in _OTHER_ITEMS:
             problems.append(f"Invalid value: {kind!r} for '{where}.type'.")
 

@@ -207,11 +207,7 @@ def _responses_item_events(index: int, item: Mapping[str, Any], emit: Any) -> No
         )
         for part_index, part in enumerate(item["content"]):
             where = {"item_id": item_id, "output_index": index, "content_index": part_index}
-            emit("response.content_part.added", part={**part, "text": ""}, **where)
-            for piece in _pieces(part.get("text", "")):
-                emit("response.output_text.delta", delta=piece, logprobs=[], **where)
-            emit("response.output_text.done", text=part.get("text", ""), logprobs=[], **where)
-            emit("response.content_part.done", part=part, **where)
+            _text_part_events(part, where, emit)
     elif kind == "function_call":
         emit(
             "response.output_item.added",
@@ -230,11 +226,25 @@ def _responses_item_events(index: int, item: Mapping[str, Any], emit: Any) -> No
         emit("response.output_item.added", output_index=index, item={**item, "summary": []})
         for summary_index, part in enumerate(item.get("summary") or []):
             where = {"item_id": item_id, "output_index": index, "summary_index": summary_index}
-            emit("response.reasoning_summary_part.added", part={**part, "text": ""}, **where)
-            for piece in _pieces(part.get("text", "")):
-                emit("response.reasoning_summary_text.delta", delta=piece, **where)
-            emit("response.reasoning_summary_text.done", text=part.get("text", ""), **where)
-            emit("response.reasoning_summary_part.done", part=part, **where)
+            _summary_part_events(part, where, emit)
     else:
         emit("response.output_item.added", output_index=index, item=item)
     emit("response.output_item.done", output_index=index, item=item)
+
+
+def _text_part_events(part: Mapping[str, Any], where: Mapping[str, Any], emit: Any) -> None:
+    """One output text part of a message item: added, its deltas, done."""
+    emit("response.content_part.added", part={**part, "text": ""}, **where)
+    for piece in _pieces(part.get("text", "")):
+        emit("response.output_text.delta", delta=piece, logprobs=[], **where)
+    emit("response.output_text.done", text=part.get("text", ""), logprobs=[], **where)
+    emit("response.content_part.done", part=part, **where)
+
+
+def _summary_part_events(part: Mapping[str, Any], where: Mapping[str, Any], emit: Any) -> None:
+    """One summary part of a reasoning item: added, its deltas, done."""
+    emit("response.reasoning_summary_part.added", part={**part, "text": ""}, **where)
+    for piece in _pieces(part.get("text", "")):
+        emit("response.reasoning_summary_text.delta", delta=piece, **where)
+    emit("response.reasoning_summary_text.done", text=part.get("text", ""), **where)
+    emit("response.reasoning_summary_part.done", part=part, **where)

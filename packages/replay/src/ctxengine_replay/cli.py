@@ -249,6 +249,19 @@ def _progress(
     return progress
 
 
+def _sandbox(stack: contextlib.ExitStack[Any], data_dir: str | None) -> Path:
+    """Where the replay's engines keep what they store: ``--data-dir`` (created), else a
+    temporary folder that lives as long as ``stack``."""
+    if not data_dir:
+        return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ctxengine-")))
+    sandbox = Path(data_dir).expanduser()
+    try:
+        sandbox.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandError(f"cannot create --data-dir {sandbox}: {exc}") from None
+    return sandbox
+
+
 def run(args: argparse.Namespace) -> int:
     """Replay sessions turn by turn under every scenario and compare tokens and cost."""
     from ctxengine import load, load_config
@@ -276,14 +289,7 @@ def run(args: argparse.Namespace) -> int:
                 raise CommandError(str(exc)) from None
     show_progress = args.progress or (not args.json and sys.stderr.isatty())
     with contextlib.ExitStack() as stack:
-        if args.data_dir:
-            sandbox = Path(args.data_dir).expanduser()
-            try:
-                sandbox.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise CommandError(f"cannot create --data-dir {sandbox}: {exc}") from None
-        else:
-            sandbox = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ctxengine-")))
+        sandbox = _sandbox(stack, args.data_dir)
         # Loading once first reports configuration problems before any replay starts.
         with load(loaded, trigger=args.threshold, sandbox=sandbox) as kernel:
             status = kernel.status_lines()

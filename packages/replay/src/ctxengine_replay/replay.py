@@ -66,6 +66,7 @@ from ctxengine import (
     CacheCost,
     Config,
     ConversationRecord,
+    Kernel,
     Message,
     TokenCounter,
     Usage,
@@ -292,52 +293,65 @@ def _replay_one(
             session.update_usage(usage)
             cost: CacheCost = cost_of(usage, kernel.model)
             outputs += cost.output_cost
-            turns.append(
-                TurnRecord(
-                    turn=len(turns) + 1,
-                    index=index,
-                    messages_sent=len(view),
-                    prompt_tokens=usage.prompt_tokens,
-                    input_tokens=usage.input_tokens,
-                    cache_read_tokens=usage.cache_read_tokens,
-                    cache_write_tokens=usage.cache_write_tokens,
-                    cache_write_1h_tokens=usage.cache_write_1h_tokens,
-                    output_tokens=output_tokens,
-                    cost=cost.total,
-                    uncached_cost=cost.uncached_total,
-                    compaction=event,
-                    seconds=now,
-                    read_cost=cost.cache_read_cost,
-                    write_cost=cost.cache_write_5m_cost + cost.cache_write_1h_cost,
-                    summary_prompt_tokens=summary.prompt_tokens,
-                    summary_cache_read_tokens=summary.cache_read_tokens,
-                    summary_input_cost=summary_cost.total - summary_cost.output_cost,
-                    summary_output_cost=summary_cost.output_cost,
-                    cleared_tokens=cleared,
-                )
-            )
+            turn = _turn(len(turns) + 1, index, len(view), usage, cost, summary, summary_cost)
+            turns.append(attrs.evolve(turn, compaction=event, seconds=now))
             view = [*view, message]
             if progress is not None:
                 progress(scenario.name, len(turns), len(answers))
-        key = kernel.trigger_key
         caching = kernel.config.prompt_caching
-        return _Run(
-            ScenarioResult(
-                scenario=scenario,
-                caching=caching_on,
-                turns=tuple(turns),
-                compactions=compactions,
-                output_cost=outputs,
-                strategy=caching.strategy if caching_on else None,
-                ttl=caching.cache_ttl if caching_on else None,
-                engine=kernel.engine,
-                clearing=editing,
-                fallbacks=fallbacks,
-            ),
+        result = ScenarioResult(
+            scenario=scenario,
+            caching=caching_on,
+            turns=tuple(turns),
+            compactions=compactions,
+            output_cost=outputs,
+            strategy=caching.strategy if caching_on else None,
+            ttl=caching.cache_ttl if caching_on else None,
             engine=kernel.engine,
-            trigger_key=key,
-            trigger=kernel.loaded.values.get(key) if key is not None else None,
+            clearing=editing,
+            fallbacks=fallbacks,
         )
+        return _ran(result, kernel)
+
+
+def _ran(result: ScenarioResult, kernel: Kernel) -> _Run:
+    """``result`` with the engine and the trigger its kernel ran with."""
+    key = kernel.trigger_key
+    trigger = kernel.loaded.values.get(key) if key is not None else None
+    return _Run(result, engine=kernel.engine, trigger_key=key, trigger=trigger)
+
+
+def _turn(
+    number: int,
+    index: int,
+    sent: int,
+    usage: Usage,
+    cost: CacheCost,
+    summary: Usage,
+    summary_cost: CacheCost,
+) -> TurnRecord:
+    """Turn ``number`` (the answer at ``index``, ``sent`` messages before it): what its request
+    and its summary calls used and cost (its compaction and time are the caller's to set)."""
+    return TurnRecord(
+        turn=number,
+        index=index,
+        messages_sent=sent,
+        prompt_tokens=usage.prompt_tokens,
+        input_tokens=usage.input_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        cache_write_1h_tokens=usage.cache_write_1h_tokens,
+        output_tokens=usage.output_tokens,
+        cost=cost.total,
+        uncached_cost=cost.uncached_total,
+        read_cost=cost.cache_read_cost,
+        write_cost=cost.cache_write_5m_cost + cost.cache_write_1h_cost,
+        summary_prompt_tokens=summary.prompt_tokens,
+        summary_cache_read_tokens=summary.cache_read_tokens,
+        summary_input_cost=summary_cost.total - summary_cost.output_cost,
+        summary_output_cost=summary_cost.output_cost,
+        cleared_tokens=usage.cleared_input_tokens,
+    )
 
 
 def replay_scenario(
