@@ -5,13 +5,27 @@ step and sends the reply as JSON or server-sent events."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ctxengine import estimate_tokens
-from ctxengine_fakeapi import native, streams
 from ctxengine_fakeapi.checks import check_anthropic_request, check_openai_request
+from ctxengine_fakeapi.native import (
+    Counter,
+    apply_clearing,
+    check_native,
+    check_responses_native,
+    compact,
+    compaction_item,
+    model_info,
+    prompt_tokens,
+    responses_compact_body,
+    responses_threshold,
+    responses_tokens,
+    server_view,
+    template_text,
+)
 from ctxengine_fakeapi.responses import check_responses_request, responses_body
 from ctxengine_fakeapi.script import (
     ANTHROPIC_ERROR_TYPES,
@@ -22,17 +36,42 @@ from ctxengine_fakeapi.script import (
     RecordedRequest,
     Step,
 )
+from ctxengine_fakeapi.streams import (
+    SSEvent,
+    anthropic_events,
+    chat_chunks,
+    encode,
+    responses_events,
+)
 
-if TYPE_CHECKING:
-    from ctxengine_fakeapi.server import FakeAPI
+
+class Fake(Protocol):
+    """What a handler asks of the :class:`~ctxengine_fakeapi.FakeAPI` it serves (called from the
+    handler threads; each method takes the fake's lock itself)."""
+
+    counter: Counter
+    validate: bool
+    responder: Callable[[Mapping[str, Any]], str] | None
+
+    def supports_native(self, model: str) -> bool: ...
+    def _record(self, request: RecordedRequest) -> None: ...
+    def _record_reply(self, reply: RecordedReply) -> None: ...
+    def _next_step(self) -> Step: ...
+    def _next_id(self) -> int: ...
+    def _wait(self, seconds: float) -> bool: ...
+    def _authorized(self, headers: Mapping[str, str], api: Api) -> bool: ...
+    def _anthropic_usage(
+        self, body: Mapping[str, Any], output_text: str, message_id: str
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]: ...
+    def _openai_cached_tokens(self, body: Mapping[str, Any]) -> int: ...
 
 
 class Server(ThreadingHTTPServer):
-    """The fake's HTTP server; its handlers reach the :class:`FakeAPI` through ``fake``."""
+    """The fake's HTTP server; its handlers reach the fake through ``fake``."""
 
     daemon_threads = False  # joined by server_close(), so no handler thread outlives the fake
     block_on_close = True
-    fake: FakeAPI
+    fake: Fake
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -95,7 +134,7 @@ class Handler(BaseHTTPRequestHandler):
 
         if path.startswith(_MODELS_PATH):
             model = path[len(_MODELS_PATH) :]
-            self._send_json(200, native.model_info(model, fake.supports_native(model)))
+            self._send_json(200, model_info(model, fake.supports_native(model)))
             return
         if path.endswith("/messages/count_tokens"):
             self._count_tokens(body)
@@ -105,19 +144,19 @@ class Handler(BaseHTTPRequestHandler):
                 self._send_error(api, 400, "anthropic-version: header is required")
                 return
             problems = check_anthropic_request(body)
-            problems = problems or native.check_native(body, headers, fake.supports_native)
+            problems = problems or check_native(body, headers, fake.supports_native)
             if problems:
                 self._send_error(api, 400, "; ".join(problems[:5]))
                 return
         if api == "openai":
             if _is_responses(path) or path.endswith(_COMPACT_PATH):
-                problems = check_responses_request(body) or native.check_responses_native(body)
+                problems = check_responses_request(body) or check_responses_native(body)
             else:
                 problems = check_openai_request(body)
             if problems:
                 self._send_error(api, 400, "; ".join(problems[:5]))
                 return
-            compacts = path.endswith(_COMPACT_PATH) or native.responses_threshold(body)
+            compacts = path.endswith(_COMPACT_PATH) or responses_threshold(body)
             model = str(body.get("model"))
             if compacts is not None and compacts is not False and not fake.supports_native(model):
                 self._send_error(
@@ -144,8 +183,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send_error("anthropic", 400, "; ".join(problems[:5]))
             return
         # The count is of the conversation as the server reads it (context management ignored).
-        view = {**body, "messages": native.server_view(body["messages"])}
-        self._send_json(200, {"input_tokens": native.prompt_tokens(view, self.server.fake.counter)})
+        view = {**body, "messages": server_view(body["messages"])}
+        self._send_json(200, {"input_tokens": prompt_tokens(view, self.server.fake.counter)})
 
     def _compact_responses(self, step: Step, body: Mapping[str, Any]) -> None:
         if step.kind == "error":
@@ -163,7 +202,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         number = self.server.fake._next_id()
         failed = step.kind == "compaction_null"
-        self._send_json(200, native.responses_compact_body(body, number, fail=failed))
+        self._send_json(200, responses_compact_body(body, number, fail=failed))
 
     def _respond(
         self, api: Api, step: Step, body: Mapping[str, Any], *, responses: bool = False
@@ -204,20 +243,20 @@ class Handler(BaseHTTPRequestHandler):
         if api == "anthropic":
             reply = self._anthropic_message(body, blocks, fail=step.kind == "compaction_null")
             if stream:
-                self._send_events(streams.anthropic_events(reply))
+                self._send_events(anthropic_events(reply))
             else:
                 self._send_json(200, reply)
         elif responses:
             response = responses_body(body, blocks, self.server.fake._next_id())
-            threshold = native.responses_threshold(body)
-            tokens = native.responses_tokens(body)
+            threshold = responses_threshold(body)
+            tokens = responses_tokens(body)
             if threshold is not None and tokens >= threshold and step.kind != "compaction_null":
                 raw = body.get("input")
                 items: list[Any] = raw if isinstance(raw, list) else []
-                item = native.compaction_item(items, self.server.fake._next_id(), tokens)
+                item = compaction_item(items, self.server.fake._next_id(), tokens)
                 response["output"] = [item, *response["output"]]
             if stream:
-                self._send_events(streams.responses_events(response))
+                self._send_events(responses_events(response))
             else:
                 self._send_json(200, response)
         else:
@@ -225,7 +264,7 @@ class Handler(BaseHTTPRequestHandler):
             if stream:
                 options = body.get("stream_options")
                 include_usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
-                self._send_events(streams.chat_chunks(completion, include_usage=include_usage))
+                self._send_events(chat_chunks(completion, include_usage=include_usage))
             else:
                 self._send_json(200, completion)
 
@@ -235,9 +274,9 @@ class Handler(BaseHTTPRequestHandler):
         """The reply as the server makes it: read from the last compaction block on, after the
         request's context edits and any compaction it asks for (:mod:`.native`)."""
         fake = self.server.fake
-        view: dict[str, Any] = {**body, "messages": native.server_view(body["messages"])}
-        clearing = native.apply_clearing(view, fake.counter)
-        compaction = native.compact(clearing.body, fake.counter, fail=fail)
+        view: dict[str, Any] = {**body, "messages": server_view(body["messages"])}
+        clearing = apply_clearing(view, fake.counter)
+        compaction = compact(clearing.body, fake.counter, fail=fail)
         message: dict[str, Any] = {
             "id": f"msg_fake_{fake._next_id():04d}",
             "type": "message",
@@ -373,11 +412,10 @@ class Handler(BaseHTTPRequestHandler):
         self, status: int, payload: object, headers: Mapping[str, str] | None = None
     ) -> None:
         fake = self.server.fake
-        with fake._lock:
-            fake._replies.append(RecordedReply(self.path.split("?", 1)[0], status, payload))
+        fake._record_reply(RecordedReply(self.path.split("?", 1)[0], status, payload))
         self._send_raw(status, json.dumps(payload).encode(), headers=headers)
 
-    def _send_events(self, events: list[streams.SSEvent]) -> None:
+    def _send_events(self, events: list[SSEvent]) -> None:
         """Send a ``text/event-stream`` body; the closed connection ends it (HTTP/1.0)."""
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
@@ -385,7 +423,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("connection", "close")
         self.send_header("request-id", "req_fake")
         self.end_headers()
-        self.wfile.write(streams.encode(events))
+        self.wfile.write(encode(events))
 
     def _send_raw(
         self,
@@ -451,7 +489,7 @@ def _echo_summary(body: Mapping[str, Any], api: Api) -> str:
     """The default reply: the summary template with a deterministic echo of the request's end
     (its start is a summariser's instructions, which a summary must not repeat)."""
     prompt = " ".join(_last_user_text(body).split())
-    return native.template_text(
+    return template_text(
         f"- Echo summary from FakeAPI ({api}) of a {len(prompt)}-character request.",
         [f"- Request ended: {prompt[-160:]}"],
     )

@@ -268,6 +268,10 @@ class FakeAPI:
         with self._lock:
             self._requests.append(request)
 
+    def _record_reply(self, reply: RecordedReply) -> None:
+        with self._lock:
+            self._replies.append(reply)
+
     def _next_step(self) -> Step:
         with self._lock:
             return self._steps.popleft() if self._steps else Step("default")
