@@ -299,7 +299,7 @@ def _replay_one(
             if progress is not None:
                 progress(scenario.name, len(turns), len(answers))
         caching = kernel.config.prompt_caching
-        result = ScenarioResult(
+        measured = ScenarioResult(
             scenario=scenario,
             caching=caching_on,
             turns=tuple(turns),
@@ -311,7 +311,7 @@ def _replay_one(
             clearing=editing,
             fallbacks=fallbacks,
         )
-        return _ran(result, kernel)
+        return _ran(measured, kernel)
 
 
 def _ran(result: ScenarioResult, kernel: Kernel) -> _Run:
