@@ -17,7 +17,7 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
-# packages/ is absent from the root sdist (each package has its own); the sessions still run.
+# packages/ is absent from the root sdist (each package has its own, installed beside it there).
 PACKAGES = sorted(p.name for p in ROOT.glob("packages/*") if (p / "pyproject.toml").is_file())
 PLUGINS = sorted(p.name for p in (ROOT / "plugins").iterdir() if (p / "tests").is_dir())
 DEMO_PACKAGES = ("fakeapi", "replay")
