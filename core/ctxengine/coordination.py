@@ -1,75 +1,38 @@
-"""The coordination SDK: what a plugin or a host needs to work across processes and hosts.
+"""The coordination SDK: what a coordination backend (or a host) needs from the kernel.
 
 This module is part of the declared SDK (see ``docs/sdk.md``); the modules it re-exports from
 are private and may move.
 
-- the backends behind ``coordination.backend`` (``process``, ``file``, ``postgresql``):
-  :class:`Coordinator` with its :class:`NamedLock` and :class:`SharedDocument`, and
-  :func:`open_coordinator`;
-- file locks for one host: :class:`FileLock`, :func:`file_lock`;
-- PostgreSQL plumbing, shared by every user of a URL in one process: the lazy driver import
-  (:func:`require_driver`), one pool per URL (:func:`shared_pool`, :func:`release_pool`,
-  :func:`pooled`), advisory locks (:func:`lock_key`, :func:`advisory_lock`), URL helpers.
+- the contract behind ``coordination.backend``: :class:`Coordinator` with its
+  :class:`NamedLock` and :class:`SharedDocument`, the errors, and the kernel's own ``process``
+  backend (:class:`ProcessCoordinator`). A plugin named ``coordination.<backend>`` provides
+  any other backend through the ``coordination_backend`` hook (``ctxengine-fleet`` has ``file``
+  and ``postgresql``);
+- ``postgresql://`` URLs as the configuration takes them, and their printable form.
 
-Importing it imports neither psycopg nor anything else outside the standard library.
+Importing it imports nothing outside the standard library and the kernel.
 """
 
 from __future__ import annotations
 
+from ctxengine._config.urls import POSTGRES_SCHEMES, is_database_url, redact_url
 from ctxengine._kernel.coordination import (
     CoordinationError,
     Coordinator,
-    FileCoordinator,
-    FileLock,
     NamedLock,
     ProcessCoordinator,
     SessionBusyError,
     SharedDocument,
-    file_lock,
-    lock_offset,
-)
-from ctxengine._kernel.coordination_setup import open_coordinator
-from ctxengine._kernel.postgres import (
-    POSTGRES_SCHEMES,
-    PoolExhausted,
-    advisory_lock,
-    checkout,
-    connect_kwargs,
-    is_database_url,
-    lock_key,
-    pooled,
-    redact_url,
-    release_pool,
-    require_driver,
-    shared_pool,
-    try_lock,
-    unlock,
 )
 
 __all__ = [
     "POSTGRES_SCHEMES",
     "CoordinationError",
     "Coordinator",
-    "FileCoordinator",
-    "FileLock",
     "NamedLock",
-    "PoolExhausted",
     "ProcessCoordinator",
     "SessionBusyError",
     "SharedDocument",
-    "advisory_lock",
-    "checkout",
-    "connect_kwargs",
-    "file_lock",
     "is_database_url",
-    "lock_key",
-    "lock_offset",
-    "open_coordinator",
-    "pooled",
     "redact_url",
-    "release_pool",
-    "require_driver",
-    "shared_pool",
-    "try_lock",
-    "unlock",
 ]

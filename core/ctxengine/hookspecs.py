@@ -18,9 +18,13 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ctxengine._accounting.estimate import TokenEstimate
     from ctxengine._accounting.usage import Usage
+    from ctxengine._config.core import Config
     from ctxengine._config.spec import PluginSettings
+    from ctxengine._kernel.coordination import Coordinator
     from ctxengine._messages.conversation import Conversation, Stage
     from ctxengine._plugin.commands import PluginCommands
     from ctxengine._plugin.context import CacheSettings, EngineContext
@@ -146,11 +150,30 @@ def declare_settings(settings: PluginSettings) -> None:
 
     Called once per kernel, for every loaded plugin, before the configuration is validated.
     Call ``settings.add(spec)`` with a :class:`~ctxengine.SettingsSpec` per section
-    (``engines.<name>``, or keys added to ``compression`` / ``prompt_caching``); the kernel then
-    validates those keys at :func:`ctxengine.load` with the same messages as its own, shows them
-    in ``ctxengine config``, and serves their values through ``ctx.config.settings(spec)``.
+    (``engines.<name>``, or keys added to ``compression``, ``prompt_caching`` or
+    ``coordination``); the kernel then validates those keys at :func:`ctxengine.load` with the
+    same messages as its own, shows them in ``ctxengine config``, and serves their values
+    through ``ctx.config.settings(spec)``.
 
     :param settings: the registry, stamped with this plugin's name.
+    """
+
+
+@hookspec(firstresult=True)
+def coordination_backend(backend: str, config: Config, data_dir: Path) -> Coordinator | None:
+    """First result: the coordinator for ``coordination.backend: <backend>``, opened.
+
+    Asked once per kernel, of the plugin named ``coordination.<backend>`` (an extension the
+    kernel loads only when that backend is selected; ``process`` is the kernel's own). What the
+    implementation raises stops :func:`ctxengine.load`: a backend that cannot be opened must not
+    leave the workers running unshared.
+
+    :param backend: the ``coordination.backend`` value.
+    :param config: the validated configuration; the plugin reads its keys with
+        ``config.settings(SPEC)``.
+    :param data_dir: ``$CTXENGINE_HOME``, where a backend keeps its files by default.
+    :returns: a :class:`~ctxengine.coordination.Coordinator`, or ``None`` for "not mine".
+    :raises CoordinationError: the backend cannot be reached or used (the message says why).
     """
 
 

@@ -32,7 +32,6 @@ from ctxengine._config.fields import (
 from ctxengine._config.files import ctxengine_home, find_file, read_yaml
 from ctxengine._config.resolve import RawConfig, Resolved, UnusedKey, resolve
 from ctxengine._config.spec import CORE_OWNER, OwnedSpec, SettingsSpec, SettingsView
-from ctxengine._config.urls import is_database_url
 
 __all__ = [
     "CORE_SPECS",
@@ -62,7 +61,6 @@ T = TypeVar("T")
 SummaryProviderName = Literal["auto", "anthropic", "openai", "main", "extractive"]
 CacheTTL = Literal["5m", "1h", "auto"]
 CacheRetention = Literal["in_memory", "24h"]
-CoordinationBackend = Literal["process", "file", "postgresql"]
 
 
 def _default(cls: type[Any], name: str) -> Any:
@@ -173,21 +171,16 @@ class ContextEditingSettings:
 @attrs.frozen
 class CoordinationSettings:
     """``coordination:`` — how the processes serving the same sessions exclude each other and
-    share per-session state (``docs/lcm-postgresql.md`` explains when to use which backend).
+    share per-session state (``docs/fleet.md`` explains when to use which backend).
 
-    :ivar backend: ``process`` (one process; state in memory), ``file`` (many processes on one
-        host), ``postgresql`` (many hosts).
-    :ivar path: the ``file`` backend's folder (``None``: ``<home>/coordination``).
-    :ivar database_url: the ``postgresql`` backend's database.
-    :ivar pool_size: most connections one process opens to ``database_url``.
+    :ivar backend: ``process`` (one process; state in memory, the kernel's own) or the backend of
+        a plugin (``file`` and ``postgresql`` come with ``ctxengine-fleet``), whose own keys in
+        this section it declares itself.
     :ivar lock_timeout_s: how long a session call waits for another worker's call on the same
         session before raising :class:`~ctxengine.SessionBusyError`.
     """
 
-    backend: CoordinationBackend = "process"
-    path: str | None = None
-    database_url: str | None = attrs.field(default=None, repr=False)
-    pool_size: int = 4
+    backend: str = "process"
     lock_timeout_s: float = 30.0
 
 
@@ -240,24 +233,6 @@ def _fallback_chain(view: SettingsView) -> None:
         )
     elif primary in chain:
         view.problem(key, f"names the provider itself ({primary!r}); list other providers")
-
-
-def _coordination_options(view: SettingsView) -> None:
-    """Each backend's own keys: ``database_url`` is required by ``postgresql`` and read by
-    nothing else, ``path`` is read by ``file`` only (a key the chosen backend ignores is a
-    mistake worth saying)."""
-    backend, url, path = "coordination.backend", "coordination.database_url", "coordination.path"
-    if view.has_problem(backend, url, path):
-        return
-    chosen, given_url = view.value(backend), view.value(url)
-    if given_url is not None and not is_database_url(given_url):
-        view.problem(url, "must be a postgresql:// (or postgres://) URL")
-    elif chosen == "postgresql" and given_url is None:
-        view.problem(url, "must be set when coordination.backend is postgresql")
-    elif chosen != "postgresql" and given_url is not None:
-        view.problem(url, f"is read by coordination.backend: postgresql only (it is {chosen})")
-    if chosen != "file" and view.value(path) is not None:
-        view.problem(path, f"is read by coordination.backend: file only (it is {chosen})")
 
 
 _Ctx, _Mod, _Comp = ContextSettings, ModelSettings, CompressionSettings
@@ -539,32 +514,10 @@ COORDINATION = SettingsSpec(
         _f(
             _Coord,
             "backend",
-            "choice",
-            choices=("process", "file", "postgresql"),
+            "name",
             env="CTXENGINE_COORDINATION",
-            doc="process = one process; file = many processes on one host; postgresql = many hosts",
-        ),
-        _f(
-            _Coord,
-            "path",
-            "str",
-            nullable=True,
-            doc="the file backend's folder, on local disk (null = <home>/coordination)",
-        ),
-        _f(
-            _Coord,
-            "database_url",
-            "str",
-            nullable=True,
-            env="CTXENGINE_COORDINATION_URL",
-            doc="the postgresql backend's database (postgresql://...); may be lcm's",
-        ),
-        _f(
-            _Coord,
-            "pool_size",
-            "int",
-            ge=1,
-            doc="most connections per process to database_url (a session call holds one)",
+            doc="process = one process; a plugin's backend (ctxengine-fleet: file = many "
+            "processes on one host, postgresql = many hosts)",
         ),
         _f(
             _Coord,
@@ -575,7 +528,6 @@ COORDINATION = SettingsSpec(
         ),
     ),
     build=CoordinationSettings,
-    checks=(_coordination_options,),
 )
 
 CORE_SPECS: tuple[SettingsSpec[Any], ...] = (

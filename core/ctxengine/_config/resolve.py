@@ -6,8 +6,8 @@ rules, every problem is collected (in file order, then environment, then overrid
 checks across keys) and reported at once. An invalid value is never replaced by a default.
 
 Which keys are valid depends on who reads them: the kernel's own sections (``context``,
-``model``, ``auxiliary.compression``, ``coordination``, ``models``) are closed; ``compression`` and
-``prompt_caching`` hold the kernel's keys plus those of the selected plugins; ``engines.<name>``
+``model``, ``auxiliary.compression``, ``models``) are closed; ``compression``, ``prompt_caching``
+and ``coordination`` hold the kernel's keys plus those of the selected plugins; ``engines.<name>``
 belongs to the plugin that declares it. A key nobody reads is an error when it is in a closed
 section, in a plugin's own ``engines.<name>`` section, or a near-miss of a key someone reads (a
 typo); otherwise it belongs to a plugin that is not selected and is reported as *unused*.
@@ -42,7 +42,7 @@ from ctxengine._config.spec import (
 )
 
 _ENGINE_NAME_RULE = "engine names must be made of letters, digits, '_', '.' and '-'"
-_CLOSED = ("context", "model", "auxiliary.compression", "context_editing", "coordination")
+_CLOSED = ("context", "model", "auxiliary.compression", "context_editing")
 
 
 @attrs.frozen(eq=False)

@@ -28,7 +28,7 @@ Check = Callable[["SettingsView"], None]
 CORE_OWNER = "kernel"
 """The owner name of the keys the kernel itself reads."""
 
-PLUGIN_SECTIONS = ("compression", "prompt_caching")
+PLUGIN_SECTIONS = ("compression", "prompt_caching", "coordination")
 """Sections a plugin may add keys to besides its own ``engines.<name>``."""
 
 _ENGINE_SECTION = re.compile(r"engines\.[A-Za-z0-9_.-]+")

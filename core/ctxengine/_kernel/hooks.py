@@ -31,6 +31,7 @@ import operator
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -38,7 +39,9 @@ import pluggy
 
 from ctxengine._accounting.estimate import TokenEstimate
 from ctxengine._accounting.usage import Usage
+from ctxengine._config.core import Config
 from ctxengine._config.spec import SettingsRegistry
+from ctxengine._kernel.coordination import Coordinator
 from ctxengine._messages.conversation import Conversation, Stage
 from ctxengine._plugin.commands import CommandRegistry
 from ctxengine._plugin.context import CacheSettings, EngineContext
@@ -495,6 +498,16 @@ class Hooks:
         failed (their keys are then not validated at load)."""
         _, failures, _ = self._call("declare_settings", settings=registry)
         return failures
+
+    def coordinator(self, backend: str, config: Config, data_dir: Path) -> Coordinator | None:
+        """The first plugin's coordinator for ``backend``; what that plugin raised is raised
+        again (an unopened backend stops the kernel)."""
+        found, failures, _ = self._call(
+            "coordination_backend", backend=backend, config=config, data_dir=data_dir
+        )
+        if failures:
+            raise failures[0].error
+        return found if isinstance(found, Coordinator) else None
 
     def register_commands(self, registry: CommandRegistry) -> list[HookFailure]:
         """Every plugin adds its CLI commands to ``registry``; returns the failures."""

@@ -50,7 +50,7 @@ from ctxengine._kernel.cache_settings import (
     validation_profile,
 )
 from ctxengine._kernel.coordination import Coordinator, ProcessCoordinator
-from ctxengine._kernel.coordination_setup import open_coordinator
+from ctxengine._kernel.coordination_setup import open_coordinator, select_provider
 from ctxengine._kernel.hooks import Hooks, guarded
 from ctxengine._kernel.hygiene import HygieneReport
 from ctxengine._kernel.resolve import (
@@ -146,9 +146,11 @@ def select_fallback(engine: PluginEntry, catalog: Catalog) -> tuple[PluginEntry 
 
 
 def select_plugins(config: Config, catalog: Catalog) -> Selection:
-    """Import the selected engine, cache strategy and extensions (nothing else).
+    """Import the selected engine, cache strategy and extensions, and the plugin of a
+    ``coordination.backend`` other than ``process`` (nothing else).
 
     :raises EngineNotFoundError: when the engine cannot be resolved and ``context.strict`` is set.
+    :raises ConfigError: no plugin provides ``coordination.backend``.
     """
     notices: list[str] = []
     wanted = config.context.engine
@@ -196,6 +198,9 @@ def select_plugins(config: Config, catalog: Catalog) -> Selection:
             backup.name if backup else None,
         }:
             extensions.append(extension)
+    provider = select_provider(config.coordination.backend, catalog)
+    if provider is not None and provider.name not in {e.name for e in extensions}:
+        extensions.append(provider)
     return Selection(engine, strategy, tuple(extensions), tuple(notices), backup)
 
 
@@ -355,7 +360,7 @@ class Kernel:
         self.coordinator: Coordinator = (
             ProcessCoordinator()
             if sandbox is not None
-            else open_coordinator(self.config.coordination, self.env)
+            else open_coordinator(self.hooks, self.config, self.data_dir)
         )
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()

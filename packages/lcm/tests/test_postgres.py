@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from ctxengine import ConfigError, ToolError
-from ctxengine import coordination as postgres
+from ctxengine_fleet import postgres
 from ctxengine_lcm.doctor import examine
 from ctxengine_lcm.ingest import prepare
 from ctxengine_lcm.search import Searcher

@@ -1,8 +1,9 @@
 """One compaction per session at a time, across threads and processes, for the SQLite store.
 
-The kernel's file lock (:func:`ctxengine.coordination.file_lock`): a POSIX record lock on one
-byte of ``<store>.locks`` chosen by the session id (released by the OS if the process dies, so a
-crash never leaves a stale lock), plus a thread lock within the process. Acquisition waits at
+The file lock of the ``file`` coordination backend (:func:`ctxengine_fleet.file_lock`): a POSIX
+record lock on one byte of ``<store>.locks`` chosen by the session id (released by the OS if the
+process dies, so a crash never leaves a stale lock), plus a thread lock within the process.
+Acquisition waits at
 most ``wait`` seconds (default: not at all); a session still busy then is reported so the caller
 can answer without blocking on.
 """
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ctxengine.coordination import file_lock
+from ctxengine_fleet import file_lock
 
 
 @contextmanager

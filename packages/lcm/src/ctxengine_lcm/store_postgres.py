@@ -30,7 +30,7 @@ PostgreSQL types, in the connection's current schema (the first schema of ``sear
   conversation reads that conversation's entries only;
 - **immutability**: triggers reject UPDATE, DELETE and TRUNCATE of the append-only tables;
 - **compaction lock**: a session-level advisory lock per session (see
-  :mod:`ctxengine.coordination`), so two workers on different hosts never compact one session
+  :mod:`ctxengine_fleet.postgres`), so two workers on different hosts never compact one session
   at once; while it is held, this thread's store calls run on the lock's connection;
 - **connections**: one pool per URL per process (``engines.lcm.database_pool_size``).
 
@@ -46,7 +46,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from ctxengine import coordination
+from ctxengine_fleet import postgres
 from ctxengine_lcm.store import (
     IMMUTABLE_TABLES,
     MESSAGE_COLUMNS,
@@ -373,20 +373,20 @@ class PostgresStore(Store):
         self.location = redact_url(url)
         self.fts = True
         try:
-            psycopg = coordination.require_driver(
+            psycopg = postgres.require_driver(
                 "the lcm store on PostgreSQL", "pip install 'ctxengine-lcm[postgres]'"
             )
         except ImportError as exc:
             raise StoreError(str(exc)) from exc
         self._errors = psycopg.errors
         try:
-            with psycopg.connect(url, **coordination.connect_kwargs(url)) as conn:
+            with psycopg.connect(url, **postgres.connect_kwargs(url)) as conn:
                 self.schema = self._prepare(conn, create=create)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the lcm store {self.location}: {exc}") from exc
         self._lock_namespace = f"ctxengine-lcm\0{self.schema}"
         self._pinned = threading.local()
-        self._pool = coordination.shared_pool(url, pool_size)
+        self._pool = postgres.shared_pool(url, pool_size)
         self._closed = False
 
     # -- schema ------------------------------------------------------------------------------
@@ -403,7 +403,7 @@ class PostgresStore(Store):
             # Two processes opening a new database at once: the second waits, then finds it.
             conn.execute(
                 "SELECT pg_advisory_xact_lock(%s)",
-                (coordination.lock_key("ctxengine-lcm schema", schema),),
+                (postgres.lock_key("ctxengine-lcm schema", schema),),
             )
             tables = {
                 row[0]
@@ -479,7 +479,7 @@ class PostgresStore(Store):
         if self._pinned_connection() is not None:
             yield
             return
-        with coordination.pooled(self._pool) as conn, self.pinned(conn):
+        with postgres.pooled(self._pool) as conn, self.pinned(conn):
             yield
 
     @contextmanager
@@ -491,7 +491,7 @@ class PostgresStore(Store):
         if conn is not None:
             yield PgConnection(conn)
             return
-        with coordination.pooled(self._pool) as conn:
+        with postgres.pooled(self._pool) as conn:
             yield PgConnection(conn)
 
     @contextmanager
@@ -503,20 +503,20 @@ class PostgresStore(Store):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            coordination.release_pool(self.url)
+            postgres.release_pool(self.url)
 
     @contextmanager
     def session_lock(self, session_id: str, *, wait: float = 0.0) -> Iterator[bool]:
         """The session's advisory lock; while held, this thread's calls use its connection."""
-        key = coordination.lock_key(self._lock_namespace, session_id)
+        key = postgres.lock_key(self._lock_namespace, session_id)
         try:
-            with coordination.advisory_lock(self._pool, key, wait=wait) as conn:
+            with postgres.advisory_lock(self._pool, key, wait=wait) as conn:
                 if conn is None:
                     yield False
                     return
                 with self.pinned(conn):
                     yield True
-        except coordination.PoolExhausted as exc:
+        except postgres.PoolExhausted as exc:
             raise StoreError(str(exc)) from exc
 
     # -- what the shared repository needs ----------------------------------------------------

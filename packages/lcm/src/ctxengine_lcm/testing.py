@@ -1,6 +1,6 @@
 """Helpers for testing code that runs on the lcm engine (no network, a temporary store, and
 when wanted a throwaway PostgreSQL server: :func:`throwaway_postgres` and :func:`schema_url`
-are the kernel's, from :mod:`ctxengine.testing.postgres`)."""
+come from :mod:`ctxengine_fleet.testing`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctxengine.testing.postgres import EMBEDDED_POSTGRES_HINT, schema_url, throwaway_postgres
+from ctxengine_fleet.testing import EMBEDDED_POSTGRES_HINT, schema_url, throwaway_postgres
 from ctxengine_lcm.urls import is_database_url
 
 __all__ = [

@@ -1,6 +1,6 @@
 """``coordination.backend: postgresql``: advisory locks and one small table, for many hosts.
 
-- **Locks**: session-level advisory locks (:func:`ctxengine._kernel.postgres.try_lock`) keyed by
+- **Locks**: session-level advisory locks (:func:`ctxengine_fleet.postgres.try_lock`) keyed by
   the schema and the lock's name, each held on a pooled connection for as long as it is held.
   The server releases a lock when its connection ends, so a killed worker never leaves one
   behind (for a host that vanishes without closing its sockets, set the server's
@@ -23,16 +23,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ctxengine._kernel import postgres
-from ctxengine._kernel.coordination import (
-    CoordinationError,
-    Coordinator,
-    NamedLock,
-    SharedDocument,
-    damaged,
-)
-
-INSTALL_HINT = "pip install 'ctxengine[postgres]'"
+from ctxengine.coordination import CoordinationError, Coordinator, NamedLock, SharedDocument
+from ctxengine_fleet import postgres
+from ctxengine_fleet.file_backend import damaged
 
 TABLE = "ctxengine_coordination"
 
@@ -172,7 +165,7 @@ class PostgresCoordinator(Coordinator):
     def __init__(self, url: str, *, pool_size: int = 4) -> None:
         self.url = url
         self.location = postgres.redact_url(url)
-        psycopg = postgres.require_driver("coordination.backend: postgresql", INSTALL_HINT)
+        psycopg = postgres.require_driver("coordination.backend: postgresql")
         self._errors = psycopg.Error
         try:
             with psycopg.connect(url, **postgres.connect_kwargs(url)) as conn:

@@ -1,7 +1,7 @@
 """A worker process for the coordination tests: one kernel, commands on stdin, answers on stdout.
 
-Run as ``python tests/coordination_worker.py '<json options>'``; it prints ``{"ready": pid}``,
-then answers each command line (JSON) with one JSON line. Options:
+Run as ``python coordination_worker.py '<json options>'`` (beside this file); it prints
+``{"ready": pid}``, then answers each command line (JSON) with one JSON line. Options:
 
 - ``config``: the kernel configuration (a mapping shaped like ``config.yaml``);
 - ``rendezvous``: a folder; the summary provider of a process that compacts writes

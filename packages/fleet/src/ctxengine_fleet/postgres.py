@@ -1,11 +1,10 @@
 """PostgreSQL plumbing: the driver import, per-process connection pools, advisory locks.
 
 Nothing here knows any table: the ``postgresql`` coordination backend
-(:mod:`ctxengine._kernel.coordination_postgres`) and the lossless engine's store both build on
-it (plugins reach it as :mod:`ctxengine.coordination`), so a process whose coordination and
-store use one URL opens one pool for both.
+(:mod:`ctxengine_fleet.postgres_backend`) and the lossless engine's store both build on it, so a
+process whose coordination and store use one URL opens one pool for both.
 
-- **Driver**: psycopg 3 and psycopg_pool are an optional dependency (``ctxengine[postgres]``),
+- **Driver**: psycopg 3 and psycopg_pool are an optional dependency (``ctxengine-fleet[postgres]``),
   imported on first use; :func:`require_driver` raises an :class:`ImportError` that says what
   needs it and names the exact ``pip install`` line.
 - **Pools**: one :class:`psycopg_pool.ConnectionPool` per URL per process, shared by every user
@@ -31,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ctxengine._config.urls import POSTGRES_SCHEMES, is_database_url, redact_url
+from ctxengine.coordination import POSTGRES_SCHEMES, is_database_url, redact_url
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
@@ -56,7 +55,7 @@ if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-INSTALL_HINT = "pip install 'ctxengine[postgres]'"
+INSTALL_HINT = "pip install 'ctxengine-fleet[postgres]'"
 """The pip line that installs the PostgreSQL driver (psycopg 3 with its binary build and
 psycopg_pool)."""
 

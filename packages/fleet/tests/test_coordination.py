@@ -1,6 +1,6 @@
 """Coordination backends: many processes serving the same sessions behave like one.
 
-The multi-process tests start real worker processes (``tests/coordination_worker.py``) on the
+The multi-process tests start real worker processes (``coordination_worker.py``) on the
 ``file`` backend and on a throwaway PostgreSQL server (``postgres_server``), and compare what they
 do with what one process does.
 """
@@ -21,14 +21,13 @@ from typing import Any
 import pytest
 
 import ctxengine
-from ctxengine import SessionBusyError, SessionState
-from ctxengine._config.fields import ConfigError
-from ctxengine.coordination import FileCoordinator, FileLock, file_lock, open_coordinator
+from ctxengine import ConfigError, SessionBusyError, SessionState
 from ctxengine.testing import samples
-from ctxengine.testing.postgres import schema_url, throwaway_postgres
+from ctxengine_fleet import FileCoordinator, FileLock, file_lock
+from ctxengine_fleet.postgres_backend import PostgresCoordinator
+from ctxengine_fleet.testing import schema_url, throwaway_postgres
 
-ROOT = Path(__file__).resolve().parents[1]
-WORKER = ROOT / "tests" / "coordination_worker.py"
+WORKER = Path(__file__).resolve().parent / "coordination_worker.py"
 TIMEOUT_S = 120.0
 
 _schemas = itertools.count()
@@ -247,7 +246,7 @@ def test_file_locks_exclude_threads_and_name_their_bytes(tmp_path: Path) -> None
 def test_a_file_lock_excludes_another_process(tmp_path: Path) -> None:
     path = tmp_path / "locks"
     code = (
-        "import sys; from ctxengine.coordination import FileLock; "
+        "import sys; from ctxengine_fleet import FileLock; "
         f"lock = FileLock({str(path)!r}, 'x'); print(lock.acquire(blocking=False))"
     )
     with file_lock(path, "x") as held:
@@ -454,11 +453,8 @@ def test_a_damaged_document_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_the_postgresql_documents_and_locks(postgres_server: str) -> None:
-    from ctxengine._config.core import CoordinationSettings
-
     url = schema_url(postgres_server, f"coord_unit_{os.getpid()}")
-    settings = CoordinationSettings(backend="postgresql", database_url=url)
-    first, second = open_coordinator(settings), open_coordinator(settings)
+    first, second = PostgresCoordinator(url), PostgresCoordinator(url)
     try:
         lock_a, lock_b = first.lock("n"), second.lock("n")
         assert lock_a.acquire(blocking=False)
@@ -489,9 +485,20 @@ def test_the_postgresql_documents_and_locks(postgres_server: str) -> None:
             {"backend": "file", "database_url": "postgresql://h/db"},
             "is read by coordination.backend: postgresql only (it is file)",
         ),
-        ({"database_url": "mysql://h/db"}, "must be a postgresql:// (or postgres://) URL"),
-        ({"path": "/tmp/x"}, "is read by coordination.backend: file only (it is process)"),
-        ({"backend": "redis"}, "coordination.backend = 'redis'"),
+        (
+            {"backend": "postgresql", "database_url": "mysql://h/db"},
+            "must be a postgresql:// (or postgres://) URL",
+        ),
+        (
+            {"backend": "postgresql", "database_url": "postgresql://h/db", "path": "/tmp/x"},
+            "is read by coordination.backend: file only (it is postgresql)",
+        ),
+        (
+            {"backend": "redis"},
+            "coordination.backend = 'redis': no plugin provides this backend; available: "
+            "process, file, postgresql. The file and postgresql backends come with "
+            "ctxengine-fleet: pip install 'ctxengine[fleet]'",
+        ),
         (
             {"lock_timeout": 3},
             "coordination.lock_timeout: unknown key; did you mean 'lock_timeout_s'?",
@@ -508,3 +515,81 @@ def test_the_postgresql_backend_without_a_server_says_where(tmp_path: Path) -> N
     url = f"postgresql://nobody@/none?host={tmp_path}&connect_timeout=1"
     with pytest.raises(ctxengine.CoordinationError, match=r"coordination backend postgresql \("):
         ctxengine.load({"coordination": {"backend": "postgresql", "database_url": url}})
+
+
+def test_the_package_is_imported_only_for_its_backends(tmp_path: Path) -> None:
+    # With the kernel's own backend the plugin is not even imported, and its keys are a plugin's
+    # that is not selected (reported as unused, like any such key).
+    file_backend = {"backend": "file", "path": str(tmp_path)}
+    imported = "any(m.startswith('ctxengine_fleet') for m in sys.modules)"
+    code = (
+        "import sys, ctxengine; k = ctxengine.load({'coordination': {'path': 'x'}}); "
+        f"print({imported}, [u.key for u in k.loaded.unused]); "
+        f"k = ctxengine.load({{'coordination': {file_backend!r}}}); "
+        f"print({imported}, k.coordinator.describe())"
+    )
+    env = {**os.environ, "CTXENGINE_CONFIG": "", "CTXENGINE_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.stdout.splitlines() == [
+        "False ['coordination.path']",
+        f"True file ({tmp_path})",
+    ], done.stderr
+
+
+def test_a_backend_plugin_registered_at_run_time_is_asked(tmp_path: Path) -> None:
+    opened: list[tuple[str, Path]] = []
+
+    class Plugin:
+        CTXENGINE_KIND = "extension"
+
+        @ctxengine.hookimpl
+        def coordination_backend(self, backend: str, data_dir: Path) -> FileCoordinator:
+            opened.append((backend, data_dir))
+            return FileCoordinator(tmp_path / "c")
+
+    ctxengine.register_engine("coordination.mine", Plugin(), kind="extension")
+    try:
+        kernel = ctxengine.load(
+            {"coordination": {"backend": "mine"}}, env={"CTXENGINE_HOME": str(tmp_path)}
+        )
+        assert opened == [("mine", tmp_path)]
+        assert kernel.coordinator.describe() == f"file ({tmp_path / 'c'})"
+        kernel.close()
+    finally:
+        ctxengine.unregister_engine("coordination.mine")
+
+
+@pytest.mark.parametrize(
+    "section",
+    [
+        # A wrong scheme, a key the backend does not read, a bad pool size beside a password in
+        # the query: each is an error message that echoes the value, and none may echo the
+        # password.
+        {"backend": "postgresql", "database_url": "mysql://bob:hunter2@db/x"},
+        {"backend": "file", "database_url": "postgresql://bob:hunter2@db/x"},
+        {
+            "backend": "postgresql",
+            "database_url": "postgresql://db/x?password=hunter2&sslmode=x",
+            "pool_size": 0,
+        },
+    ],
+)
+def test_config_errors_never_echo_a_password(section: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        ctxengine.load({"coordination": section})
+    assert "hunter2" not in str(caught.value)
+    assert "***" in str(caught.value) or "pool_size" in str(caught.value)
+
+
+def test_the_report_hides_the_url_password_and_names_the_owner(tmp_path: Path) -> None:
+    section = {"backend": "file", "path": str(tmp_path / "c")}
+    with ctxengine.load({"coordination": section}) as kernel:
+        rows = {row.key: row for row in kernel.loaded.rows()}
+    assert rows["coordination.path"].owner == "coordination.file"
+    assert rows["coordination.backend"].owner == "kernel"
+    url = "postgres://ann:hunter2@db/y"
+    with pytest.raises(ConfigError) as caught:  # read by postgresql only
+        ctxengine.load({"coordination": {**section, "database_url": url}})
+    assert "postgres://ann:***@db/y" in str(caught.value)
