@@ -8,14 +8,15 @@ are private and may move.
   backend (:class:`ProcessCoordinator`). A plugin named ``coordination.<backend>`` provides
   any other backend through the ``coordination_backend`` hook (``ctxengine-fleet`` has ``file``
   and ``postgresql``);
-- ``postgresql://`` URLs as the configuration takes them, and their printable form.
+- :func:`redact_url`: a database URL with its password as ``***``, as ``ctxengine config``
+  prints it.
 
 Importing it imports nothing outside the standard library and the kernel.
 """
 
 from __future__ import annotations
 
-from ctxengine._config.urls import POSTGRES_SCHEMES, is_database_url, redact_url
+from ctxengine._config.urls import redact_url
 from ctxengine._kernel.coordination import (
     CoordinationError,
     Coordinator,
@@ -26,13 +27,11 @@ from ctxengine._kernel.coordination import (
 )
 
 __all__ = [
-    "POSTGRES_SCHEMES",
     "CoordinationError",
     "Coordinator",
     "NamedLock",
     "ProcessCoordinator",
     "SessionBusyError",
     "SharedDocument",
-    "is_database_url",
     "redact_url",
 ]

@@ -1,16 +1,8 @@
-"""Database URLs in settings: which values name a PostgreSQL database, and their printable form."""
+"""Database URLs in settings: their printable form (no password)."""
 
 from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlencode, urlsplit
-
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-"""URL prefixes that name a PostgreSQL database (libpq accepts both spellings)."""
-
-
-def is_database_url(target: object) -> bool:
-    """Whether ``target`` is a ``postgresql://`` (or ``postgres://``) URL."""
-    return isinstance(target, str) and target.startswith(POSTGRES_SCHEMES)
 
 
 def redact_url(url: str) -> str:
@@ -34,4 +26,4 @@ def redact_url(url: str) -> str:
         return "<unparsable database URL>"
 
 
-__all__ = ["POSTGRES_SCHEMES", "is_database_url", "redact_url"]
+__all__ = ["redact_url"]

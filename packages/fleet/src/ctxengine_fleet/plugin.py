@@ -13,7 +13,8 @@ from pathlib import Path
 import attrs
 
 from ctxengine import Config, Field, PluginSettings, SettingsSpec, SettingsView, hookimpl
-from ctxengine.coordination import Coordinator, is_database_url
+from ctxengine.coordination import Coordinator
+from ctxengine_fleet.postgres import is_database_url
 
 CTXENGINE_KIND = "extension"
 

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ctxengine.coordination import POSTGRES_SCHEMES, is_database_url, redact_url
+from ctxengine.coordination import redact_url
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
@@ -58,6 +58,15 @@ if TYPE_CHECKING:
 INSTALL_HINT = "pip install 'ctxengine-fleet[postgres]'"
 """The pip line that installs the PostgreSQL driver (psycopg 3 with its binary build and
 psycopg_pool)."""
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+"""URL prefixes that name a PostgreSQL database (libpq accepts both spellings)."""
+
+
+def is_database_url(target: object) -> bool:
+    """Whether ``target`` is a ``postgresql://`` (or ``postgres://``) URL."""
+    return isinstance(target, str) and target.startswith(POSTGRES_SCHEMES)
+
 
 CONNECT_TIMEOUT_S = 10
 """libpq ``connect_timeout`` used when the URL sets none (libpq's own default is to wait for

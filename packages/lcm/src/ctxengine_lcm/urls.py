@@ -1,8 +1,8 @@
 """PostgreSQL URLs as the lcm settings take them, and their printable form (no password): the
-kernel's helpers (:mod:`ctxengine.coordination`), under the names this package has used."""
+helpers of :mod:`ctxengine_fleet.postgres`, under the names this package has used."""
 
 from __future__ import annotations
 
-from ctxengine.coordination import POSTGRES_SCHEMES, is_database_url, redact_url
+from ctxengine_fleet.postgres import POSTGRES_SCHEMES, is_database_url, redact_url
 
 __all__ = ["POSTGRES_SCHEMES", "is_database_url", "redact_url"]
