@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -34,6 +35,7 @@ from ctxengine import (
     register_engine,
     unregister_engine,
 )
+from ctxengine.coordination import Coordinator, ProcessCoordinator
 from ctxengine.testing import samples
 
 NAME = "everyhook"
@@ -127,7 +129,22 @@ class Marker:
         return {**request, "metadata": {"marked_by": "marker"}}
 
 
-TEST_PLUGINS = (EveryHook, Marker)
+class SharedBackend:
+    """A coordination backend plugin (``coordination.backend: shared``)."""
+
+    CTXENGINE_KIND = "extension"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Path]] = []
+        self.opened = ProcessCoordinator()
+
+    @hookimpl
+    def coordination_backend(self, backend: str, data_dir: Path) -> Coordinator | None:
+        self.calls.append((backend, data_dir))
+        return self.opened if backend == "shared" else None
+
+
+TEST_PLUGINS = (EveryHook, Marker, SharedBackend)
 """With :class:`Wrappers`, these implement every hookspec (checked by test_hookspecs)."""
 
 
@@ -209,6 +226,25 @@ def test_declare_settings_reads_the_declared_environment_variable(
     kernel = ctxengine.load()
     assert kernel.config.settings(SETTINGS).limit == 9
     assert kernel.loaded.sources["engines.everyhook.limit"] == "env EVERYHOOK_LIMIT"
+
+
+def test_coordination_backend_is_asked_after_loading_the_plugin_named_for_it(
+    engine: EveryHook, tmp_path: Path
+) -> None:
+    backend = SharedBackend()
+    register_engine("coordination.shared", backend, kind="extension")
+    try:
+        data = {"context": {"engine": NAME}, "coordination": {"backend": "shared"}}
+        kernel = ctxengine.load(data, env={"CTXENGINE_HOME": str(tmp_path)})
+        assert kernel.coordinator is backend.opened
+        assert backend.calls == [("shared", tmp_path)]
+        assert "coordination.shared" in kernel.plugin_names
+        kernel.close()
+    finally:
+        unregister_engine("coordination.shared")
+    # Without the plugin, the name is a configuration error listing what there is.
+    with pytest.raises(ctxengine.ConfigError, match=r"coordination\.backend = 'shared': no plugin"):
+        ctxengine.load(data, env={"CTXENGINE_HOME": str(tmp_path)})
 
 
 def test_should_compress_and_its_wrapper(engine: EveryHook) -> None:

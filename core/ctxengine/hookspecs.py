@@ -163,8 +163,8 @@ def declare_settings(settings: PluginSettings) -> None:
 def coordination_backend(backend: str, config: Config, data_dir: Path) -> Coordinator | None:
     """First result: the coordinator for ``coordination.backend: <backend>``, opened.
 
-    Asked once per kernel, of the plugin named ``coordination.<backend>`` (an extension the
-    kernel loads only when that backend is selected; ``process`` is the kernel's own). What the
+    Asked once per kernel when ``backend`` is not ``process`` (the kernel's own), after loading
+    the extension plugin named ``coordination.<backend>`` for it (only then). What an
     implementation raises stops :func:`ctxengine.load`: a backend that cannot be opened must not
     leave the workers running unshared.
 

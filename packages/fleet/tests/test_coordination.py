@@ -538,29 +538,6 @@ def test_the_package_is_imported_only_for_its_backends(tmp_path: Path) -> None:
     ], done.stderr
 
 
-def test_a_backend_plugin_registered_at_run_time_is_asked(tmp_path: Path) -> None:
-    opened: list[tuple[str, Path]] = []
-
-    class Plugin:
-        CTXENGINE_KIND = "extension"
-
-        @ctxengine.hookimpl
-        def coordination_backend(self, backend: str, data_dir: Path) -> FileCoordinator:
-            opened.append((backend, data_dir))
-            return FileCoordinator(tmp_path / "c")
-
-    ctxengine.register_engine("coordination.mine", Plugin(), kind="extension")
-    try:
-        kernel = ctxengine.load(
-            {"coordination": {"backend": "mine"}}, env={"CTXENGINE_HOME": str(tmp_path)}
-        )
-        assert opened == [("mine", tmp_path)]
-        assert kernel.coordinator.describe() == f"file ({tmp_path / 'c'})"
-        kernel.close()
-    finally:
-        ctxengine.unregister_engine("coordination.mine")
-
-
 @pytest.mark.parametrize(
     "section",
     [

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 __all__ = ["EMBEDDED_POSTGRES_HINT", "schema_url", "throwaway_postgres"]
@@ -31,6 +32,18 @@ def _run(command: list[str], user: str | None, what: str) -> None:
     done = subprocess.run(command, capture_output=True, text=True, user=user, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{what} failed ({done.returncode}): {done.stderr.strip()}")
+
+
+def _server_account(utils: Any, bin_dir: Path, folder: Path) -> str:
+    """As root: the unprivileged account the server runs as, created if missing, allowed to run
+    the binaries and owning ``folder``."""
+    entry = utils.ensure_user_exists(_SERVER_USER)
+    assert entry is not None  # it creates the account or raises
+    utils.ensure_prefix_permissions(bin_dir)
+    readable = stat.S_IRGRP | stat.S_IROTH | stat.S_IXGRP | stat.S_IXOTH
+    utils.ensure_folder_permissions(bin_dir.parent, readable)
+    os.chown(folder, entry.pw_uid, entry.pw_gid)
+    return _SERVER_USER
 
 
 @contextmanager
@@ -62,16 +75,8 @@ def throwaway_postgres(*, durable: bool = False, max_connections: int = 200) -> 
     import psycopg
 
     bin_dir = Path(POSTGRES_BIN_PATH)
-    user: str | None = None
     folder = Path(tempfile.mkdtemp(prefix="ctxengine-pg-"))
-    if os.geteuid() == 0:
-        user = _SERVER_USER
-        entry = utils.ensure_user_exists(user)
-        assert entry is not None  # it creates the account or raises
-        utils.ensure_prefix_permissions(bin_dir)
-        readable = stat.S_IRGRP | stat.S_IROTH | stat.S_IXGRP | stat.S_IXOTH
-        utils.ensure_folder_permissions(bin_dir.parent, readable)
-        os.chown(folder, entry.pw_uid, entry.pw_gid)
+    user = _server_account(utils, bin_dir, folder) if os.geteuid() == 0 else None
     data = folder / "data"
     started = False
     try:
