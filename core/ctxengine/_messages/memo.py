@@ -20,9 +20,8 @@ How :meth:`MessageMemo.resolve` finds the entry of each message of a list:
    characters. Either way there is no per-message Python work for the common prefix;
 2. **identity**: a message past the first difference is looked up by ``id()``;
 3. **content**: otherwise by a content key (role, text length, images, markers);
-4. a message found nowhere gets a new entry (:func:`describe`): one walk that copies its
-   containers, measures its strings and looks for markers, giving what
-   :func:`ctxengine.messages.text_size` and :func:`ctxengine.messages.carries_marker` give.
+4. a message found nowhere gets a new entry (:func:`describe`): its snapshot, what
+   :func:`ctxengine.messages.text_size` and :func:`ctxengine.messages.carries_marker` say of it.
 
 Steps 2 and 3 check the candidate against its snapshot too, so a reused ``id()`` or a key shared
 by different messages never hands out the wrong entry.
@@ -42,20 +41,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from itertools import compress
-from operator import attrgetter
 from typing import Any
 
 from ctxengine._messages.markers import carries_marker
-from ctxengine._messages.read import (
-    BLOCK_TEXT_KEYS,
-    IMAGE_BLOCK_TYPES,
-    _content_length,
-    _json_length,
-    compaction_text,
-    image_count,
-    text_size,
-)
+from ctxengine._messages.read import text_size
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
@@ -133,163 +122,16 @@ class MemoEntry:
         self.key: tuple[Any, ...] = (role if type(role) is str else None, chars, images, marked)
 
 
-def _described(message: dict[str, Any]) -> MemoEntry:
-    """What :func:`describe` gives, from the three general walks."""
-    chars, images = text_size(message)
-    return MemoEntry(snapshot(message), chars, images, carries_marker(message))
-
-
-def _copy_measuring(value: dict[Any, Any]) -> tuple[dict[Any, Any], int]:
-    """``(snapshot(value), _json_length(value))`` for a tool input dict, in one loop over it."""
-    copied = value.copy()
-    total = 0
-    for key, item in copied.items():
-        if type(key) is not str:
-            return snapshot(value), _json_length(value)
-        kind = type(item)
-        if kind is str:
-            total += len(key) + len(item) + 8
-        else:
-            total += len(key) + 6 + _json_length(item)
-            if kind not in _ATOMS:
-                copied[key] = snapshot(item)
-    return copied, total or 2
-
-
 def describe(message: dict[str, Any]) -> MemoEntry:
-    """A new entry for ``message``: ``snapshot(message)``, ``text_size(message)`` and
-    ``carries_marker(message)`` in one walk over it.
-
-    The walk knows the shapes messages have (a plain dict whose ``content`` is a string or a list
-    of block dicts, whose ``tool_calls`` is a list of dicts) and reads each value with the
-    same tests those functions make, the block rules from the same table
-    (:data:`BLOCK_TEXT_KEYS`); a message of any other shape (a subclass of dict or list where the
-    walk copies one itself, say) is handed to the three functions. Either way the entry is exactly
-    what they give (the tests compare them over every bundled session and odd shapes).
+    """A new entry for ``message``: its :func:`snapshot`, :func:`text_size` and
+    :func:`carries_marker`.
 
     :raises NotAMessageError: ``message`` is not a dict.
     """
-    # Runs once per new message of every request (the whole history on a session's first one),
-    # so it is one flat loop: no call per block for the usual shapes. The measuring rules are
-    # text_size's, inlined (the tests check the two agree); the block table is shared.
-    if type(message) is not dict:
-        if not isinstance(message, dict):
-            raise NotAMessageError(f"message: expected a dict, got {type(message).__name__}")
-        return _described(message)
-    snap = message.copy()
-    chars = pieces = images = 0
-    marked = "cache_control" in snap
-    for key, value in snap.items():
-        kind = type(value)
-        if kind in _ATOMS:
-            continue
-        if kind is list and key == "content":
-            blocks = value.copy()
-            snap[key] = blocks  # a value replaced while iterating: the dict's size is unchanged
-            for index, block in enumerate(blocks):
-                if type(block) is not dict:
-                    if isinstance(block, dict):
-                        return _described(message)
-                    if type(block) not in _ATOMS:
-                        blocks[index] = snapshot(block)
-                    continue
-                copied = block.copy()
-                blocks[index] = copied
-                btype = block.get("type")
-                if "cache_control" in copied:
-                    marked = True
-                input_length = -1
-                for field, item in copied.items():
-                    if type(item) in _ATOMS:
-                        continue
-                    if type(item) is dict and field == "input" and btype == "tool_use":
-                        copied[field], input_length = _copy_measuring(item)
-                        continue
-                    copied[field] = snapshot(item)
-                    if field == "content" and isinstance(item, list) and not marked:
-                        marked = carries_marker(block)  # markers nested in its own content
-                if not isinstance(btype, str):
-                    continue
-                text_key = BLOCK_TEXT_KEYS.get(btype)
-                if text_key is not None:
-                    text = block.get(text_key)
-                    length = len(text) if isinstance(text, str) else 0
-                elif btype == "tool_use":
-                    name = block.get("name", "")
-                    length = len(name if isinstance(name, str) else f"{name}") + 1
-                    if input_length < 0:
-                        input_length = _json_length(block.get("input", {}))
-                    length += input_length
-                elif btype == "tool_result":
-                    inner = block.get("content")
-                    if type(inner) is str:
-                        length = len(inner)
-                    else:
-                        length = _content_length(inner)
-                        images += image_count(inner)
-                elif btype == "compaction":
-                    length = len(compaction_text(block))
-                else:
-                    length = 0
-                    if btype in IMAGE_BLOCK_TYPES:
-                        images += 1
-                if length:
-                    chars += length
-                    pieces += 1
-        elif kind is list and key == "tool_calls":
-            calls = value.copy()
-            snap[key] = calls
-            for index, call in enumerate(calls):
-                if type(call) is not dict:
-                    if isinstance(call, dict):
-                        return _described(message)
-                    if type(call) not in _ATOMS:
-                        calls[index] = snapshot(call)
-                    continue
-                copied = call.copy()
-                calls[index] = copied
-                for field, item in copied.items():
-                    if type(item) in _ATOMS:
-                        continue
-                    if type(item) is dict and field == "function":
-                        inner = item.copy()  # {"name": ..., "arguments": ...}: strings, as a rule
-                        copied[field] = inner
-                        for part, piece in inner.items():
-                            if type(piece) not in _ATOMS:
-                                inner[part] = snapshot(piece)
-                    else:
-                        copied[field] = snapshot(item)
-                function = call.get("function")
-                if not isinstance(function, dict):
-                    function = {}
-                name = function.get("name")
-                arguments = function.get("arguments", "")
-                chars += (len(name) if isinstance(name, str) else 0) + 1
-                if isinstance(arguments, str):
-                    chars += len(arguments)
-                else:
-                    chars += _json_length(arguments)
-                pieces += 1
-        elif key in _WALKED:
-            return _described(message)  # a shape the loop above does not copy itself
-        else:
-            snap[key] = snapshot(value)
-    content = snap.get("content")
-    if isinstance(content, str) and content:
-        chars += len(content)
-        pieces += 1
-    reasoning = snap.get("reasoning_content")
-    if isinstance(reasoning, str) and reasoning:
-        chars += len(reasoning)
-        pieces += 1
-    return MemoEntry(snap, chars + pieces - 1 if pieces else 0, images, marked)
-
-
-_WALKED = frozenset({"content", "tool_calls"})
-"""The message keys :func:`describe` copies itself when they hold a plain list."""
-_KEY = attrgetter("key")
-_MARKED = attrgetter("marked")
-_SNAPSHOT = attrgetter("snapshot")
+    if not isinstance(message, dict):
+        raise NotAMessageError(f"message: expected a dict, got {type(message).__name__}")
+    chars, images = text_size(message)
+    return MemoEntry(snapshot(message), chars, images, carries_marker(message))
 
 
 class MessageView:
@@ -425,8 +267,6 @@ class MessageMemo:
         last = self._last
         count = len(items)
         if last is None:
-            if not self._order:
-                return self._fill(items)
             start = known = 0
             old_entries: list[MemoEntry] = []
             old_snaps: list[Any] = []
@@ -467,41 +307,6 @@ class MessageMemo:
         self._evict(view)
         return view
 
-    def _fill(self, items: list[Any]) -> MessageView:
-        """The first list of an empty memo (a session's first request): there is nothing to
-        find, so every message gets its walk and the entries are filed in bulk, each with the
-        loops in C. Equal contents within the list still share one entry."""
-        try:
-            entries = [describe(message) for message in items]
-        except NotAMessageError:
-            index = next(i for i, message in enumerate(items) if not isinstance(message, dict))
-            raise NotAMessageError(
-                f"messages[{index}]: expected a dict, got {type(items[index]).__name__}"
-            ) from None
-        keys = list(map(_KEY, entries))
-        chains = [[entry] for entry in entries]
-        table = dict(zip(keys, chains, strict=True))
-        if len(table) < len(entries):
-            # Some share a key (a quarter of them, in long sessions): the first with a key keeps
-            # its chain, and each later one joins it unless it equals an entry there.
-            table = dict(zip(reversed(keys), reversed(chains), strict=True))
-            for index, entry in enumerate(entries):
-                chain = table[entry.key]
-                if chain[0] is entry:
-                    continue
-                for candidate in chain:
-                    if candidate.snapshot == entry.snapshot:
-                        entries[index] = candidate
-                        break
-                else:
-                    chain.append(entry)
-        self._table = table
-        self._order = dict(zip(entries, keys, strict=True))
-        if len(items) <= 4 * self._max:  # the bound on the hints, as in _entry
-            self._by_id = dict(zip(map(id, items), entries, strict=True))
-        marked = tuple(compress(range(len(entries)), map(_MARKED, entries)))
-        return MessageView(items, entries, list(map(_SNAPSHOT, entries)), marked, base=[])
-
     # -- single messages --------------------------------------------------------------------
 
     def entry(self, message: object) -> MemoEntry:
@@ -515,7 +320,6 @@ class MessageMemo:
     def _entry(self, message: object, index: int | None, *, by_position: bool) -> MemoEntry:
         """``by_position``: also look for the object in the list resolved last (worth it for
         single lookups; :meth:`_resolve` has compared positions already)."""
-        # Runs once per new message of every request: kept flat on purpose.
         if not isinstance(message, dict):
             where = "message" if index is None else f"messages[{index}]"
             raise NotAMessageError(f"{where}: expected a dict, got {type(message).__name__}")
