@@ -23,6 +23,7 @@ import pytest
 
 import ctxengine
 from ctxengine._accounting.tokens import TokenCounter
+from ctxengine.testing import samples
 from ctxengine.testing.transcripts import load_sessions, transcript_files
 
 WINDOW = 60_000
@@ -156,3 +157,57 @@ def test_the_long_sessions_cross_the_threshold() -> None:
     )
     decisions = [outcome["same"][0] for outcome in replay(row, ("same",), usage=True)]
     assert decisions.count(True) >= 2
+
+
+# -- a list that changes between should_compress and prepare -----------------------------------
+
+CONFIG: dict[str, Any] = {
+    "model": {"name": "claude-sonnet-4-6", "context_length": 200_000},
+    "auxiliary": {"compression": {"provider": "extractive"}},
+}
+
+
+def request(history: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"model": "claude-sonnet-4-6", "messages": history}
+
+
+def cold(kernel: ctxengine.Kernel, name: str, history: list[dict[str, Any]]) -> tuple[int, Any]:
+    """The prepared record and request of a session that never saw ``history`` before."""
+    session = kernel.session(name)
+    prepared = session.prepare(request(json.loads(json.dumps(history))))
+    assert session.ctx.last_request is not None
+    return session.ctx.last_request.tokens, prepared
+
+
+def served(session: ctxengine.Session, history: list[dict[str, Any]]) -> tuple[int, Any]:
+    session.should_compress(history)
+    prepared = session.prepare(request(history))
+    assert session.ctx.last_request is not None
+    return session.ctx.last_request.tokens, prepared
+
+
+def test_a_list_grown_between_the_two_calls_is_sized_from_its_own_messages() -> None:
+    kernel = ctxengine.load(CONFIG)
+    session = kernel.session("warm")
+    history = samples.openai_conversation(turns=30)
+    session.should_compress(history)
+    grown = [*history, {"role": "user", "content": "and one more question " * 200}]
+    prepared = session.prepare(request(grown))
+    assert session.ctx.last_request is not None
+    assert (session.ctx.last_request.tokens, prepared) == cold(kernel, "cold", grown)
+    kernel.close()
+
+
+def test_an_in_place_edit_after_the_same_request_is_seen() -> None:
+    kernel = ctxengine.load(CONFIG)
+    session = kernel.session("warm")
+    history = samples.openai_conversation(turns=30)
+    before = served(session, history)
+    session.update_usage({"input_tokens": 5_000, "output_tokens": 10})
+    assert served(session, history) == before
+    session.update_usage({"input_tokens": 5_000, "output_tokens": 10})
+    history[3]["content"] = "an edited message, much longer than before " * 300
+    after = served(session, history)
+    assert after[0] > before[0]
+    assert after == cold(kernel, "cold", history)
+    kernel.close()

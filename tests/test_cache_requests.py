@@ -11,6 +11,7 @@ import pytest
 import ctxengine
 from ctxengine._accounting.cache_stats import cache_line
 from ctxengine._kernel.cache_settings import is_openai_api, session_cache_key
+from ctxengine.testing import samples
 from ctxengine_fakeapi import FakeAPI
 
 
@@ -171,3 +172,18 @@ def test_openai_prompt_cache_key_reads_back_through_the_sdk() -> None:
     assert api.requests[-1].body["prompt_cache_key"] == session_cache_key("s")
     assert usage.cache_read_tokens > 0
     assert usage.prompt_tokens == second.usage.prompt_tokens
+
+
+def test_caching_off_prepares_without_markers() -> None:
+    history = samples.openai_conversation(turns=5)
+    request = {"model": "claude-sonnet-4-6", "messages": history}
+    marked = ctxengine.load({"model": {"name": "claude-sonnet-4-6"}}).session("s").prepare(request)
+    unmarked = (
+        ctxengine.load(
+            {"model": {"name": "claude-sonnet-4-6"}, "prompt_caching": {"enabled": False}}
+        )
+        .session("s")
+        .prepare(request)
+    )
+    assert "cache_control" in repr(marked["messages"])
+    assert "cache_control" not in repr(unmarked["messages"])

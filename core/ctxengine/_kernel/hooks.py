@@ -1,13 +1,9 @@
 """The typed facade between the kernel and pluggy: the only place that calls ``pm.hook``.
 
-Every call is pluggy's: ``CTXENGINE_TRACE=1`` traces it and ``wrapper=True`` /
-``hookwrapper=True`` / ``tryfirst`` / ``trylast`` implementations behave as pluggy documents.
-A hook whose implementations are all plain ones (no wrappers) and that nobody traces is called
-*directly*: the facade calls the same guarded functions in pluggy's order with pluggy's rules
-(the first non-``None`` answer for ``firstresult`` hooks, else every non-``None`` answer),
-without pluggy's per-call machinery, which costs more than the built-in plugins' own work on
-every request. The plan is checked against the hook's current implementations on every call,
-so a plugin registered later is heard.
+Every call is pluggy's (``pm.hook.<name>(...)``): ``CTXENGINE_TRACE=1`` traces it,
+``wrapper=True`` / ``hookwrapper=True`` / ``tryfirst`` / ``trylast`` implementations behave as
+pluggy documents, and a plugin registered later is heard.
+
 Failure isolation comes from :func:`guarded`: each plugin is registered as a stand-in whose
 ordinary hook implementations catch what the plugin raises, log it with the plugin's name and
 answer ``None`` (pluggy then asks the next implementation), so one broken plugin never silences
@@ -27,7 +23,6 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import operator
 import threading
 import time
 from collections.abc import Callable
@@ -110,18 +105,6 @@ def _guard(function: Callable[..., Any], hook: str, plugin: str) -> Callable[...
         else {}
     )
 
-    if not owned and hook != "expose_tools":
-
-        @functools.wraps(function)  # keeps the marker attribute and, via __wrapped__, the argnames
-        def plain_guard(*args: Any) -> Any:
-            # The guard of every hook on the request path: nothing but the call and the catch.
-            try:
-                return function(*args)
-            except Exception as exc:
-                return _failed(plugin, hook, exc)
-
-        return plain_guard
-
     @functools.wraps(function)  # keeps the marker attribute and, via __wrapped__, the argnames
     def guard(*args: Any) -> Any:
         if owned:
@@ -194,70 +177,11 @@ _ENGINE_HOOKS = ("should_compress", "compress", "expose_tools")
 """Hooks the selected engine answers and its fallback never does."""
 
 
-@attrs.frozen
-class _DirectPlan:
-    """How to call one hook without pluggy (see the module docstring).
-
-    :ivar impls: the hook implementations the plan was made from, in pluggy's registration order
-        (the plan holds while the caller still has exactly these).
-    :ivar calls: each implementation's function and argument names, in pluggy's call order.
-    :ivar firstresult: the hookspec's ``firstresult``.
-    """
-
-    impls: list[pluggy.HookImpl]
-    calls: tuple[tuple[Callable[..., Any], Callable[[dict[str, Any]], tuple[Any, ...]]], ...]
-    firstresult: bool
-
-    def run(self, kwargs: dict[str, Any]) -> Any:
-        """What pluggy's ``_multicall`` returns for plain implementations."""
-        # Runs for every hook call of every request: a plain loop, each implementation's
-        # arguments picked by a getter made once (see _arguments).
-        if self.firstresult:
-            for function, arguments in self.calls:
-                answer = function(*arguments(kwargs))
-                if answer is not None:
-                    return answer
-            return None
-        answers = []
-        for function, arguments in self.calls:
-            answer = function(*arguments(kwargs))
-            if answer is not None:
-                answers.append(answer)
-        return answers
-
-
-def _arguments(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
-    """Picks ``names`` out of a hook call's keyword arguments, as a tuple, in C."""
-    if not names:
-        return lambda kwargs: ()
-    if len(names) == 1:  # itemgetter of one name returns the value, not a tuple
-        (name,) = names
-        return lambda kwargs: (kwargs[name],)
-    return operator.itemgetter(*names)
-
-
-def _direct_plan(caller: Any) -> _DirectPlan | None:
-    """A plan for ``caller`` (a pluggy hook caller), or ``None`` when pluggy must run it: a
-    wrapper is involved, the hook is historic or its spec has default arguments."""
-    spec = caller.spec
-    if caller.is_historic() or (spec is not None and spec.kwargdefaults):
-        return None
-    impls: list[pluggy.HookImpl] = caller.get_hookimpls()
-    if any(impl.wrapper or impl.hookwrapper for impl in impls):
-        return None
-    firstresult = bool(spec.opts.get("firstresult", False)) if spec is not None else False
-    calls = tuple((impl.function, _arguments(tuple(impl.argnames))) for impl in reversed(impls))
-    return _DirectPlan(impls, calls, firstresult)
-
-
 class Hooks:
     """Typed calls into the plugins registered with one kernel's plugin manager.
 
     :param engine: the registered name of the selected engine.
     :param fallback: the registered name of the engine's fallback, when one was loaded.
-    :param traced: hook calls of ``pm`` are monitored (``CTXENGINE_TRACE``): every call then goes
-        through pluggy, so the monitor sees it. Monitoring must be set up before the facade is
-        built (the kernel does so).
     """
 
     def __init__(
@@ -266,12 +190,8 @@ class Hooks:
         *,
         engine: str | None = None,
         fallback: str | None = None,
-        traced: bool = False,
     ) -> None:
         self._pm = pm
-        self._traced = traced
-        # caller key -> its direct plan, or None when pluggy must run it.
-        self._plans: dict[str, _DirectPlan | None] = {}
         self.fallback = fallback if fallback is not None and pm.has_plugin(fallback) else None
         # caller key -> its pluggy hook caller (the subsets below, the others on first use).
         self._callers: dict[str, Any] = {}
@@ -301,30 +221,17 @@ class Hooks:
         if caller is None:
             # pluggy keeps one caller per hook name for the manager's lifetime.
             caller = self._callers[key] = getattr(self._pm.hook, hook)
-        plan = None if self._traced else self._plan(key, caller)
         previous = _failures.items
         _failures.items = []
         try:
             try:
-                answer = caller(**kwargs) if plan is None else plan.run(kwargs)
+                answer = caller(**kwargs)
                 return answer, _failures.items, False
             except Exception as exc:
                 log.exception("the %s hook call failed (in a wrapper); using the safe answer", hook)
                 return None, [*_failures.items, HookFailure("<wrapper>", hook, exc)], True
         finally:
             _failures.items = previous
-
-    def _plan(self, key: str, caller: Any) -> _DirectPlan | None:
-        """The direct plan of ``caller``, made again when its implementations changed since."""
-        plans = self._plans
-        if key in plans:
-            plan = plans[key]
-            # None: pluggy runs this hook, which is right whatever was registered since.
-            # get_hookimpls() copies a short list; comparing it compares identities.
-            if plan is None or plan.impls == caller.get_hookimpls():
-                return plan
-        plan = plans[key] = _direct_plan(caller)
-        return plan
 
     def should_compress(
         self,
@@ -335,9 +242,7 @@ class Hooks:
         message_count: int,
     ) -> bool:
         """First answer of ``should_compress``; ``False`` when nobody answers or a plugin fails."""
-        # What verdict(...).compact is, without building the verdict (this runs every request).
-        answer = self._should_compress(ctx, prompt, stage, force, message_count)
-        return bool(answer.compact if isinstance(answer, GatewayVerdict) else answer)
+        return self.verdict(ctx, prompt, stage, force, message_count).compact
 
     def verdict(
         self,
@@ -352,20 +257,6 @@ class Hooks:
 
         Implementations get ``prompt`` and, for those that take plain numbers, its point
         estimate as ``prompt_tokens`` and ``prompt.measured`` as ``measured``."""
-        answer = self._should_compress(ctx, prompt, stage, force, message_count)
-        if isinstance(answer, GatewayVerdict):
-            return answer
-        return GatewayVerdict(bool(answer))
-
-    def _should_compress(
-        self,
-        ctx: EngineContext,
-        prompt: TokenEstimate,
-        stage: Stage,
-        force: bool,
-        message_count: int,
-    ) -> object:
-        """The first answer of ``should_compress`` as the plugin gave it (``None``: none)."""
         answer, _, _ = self._call(
             "should_compress",
             ctx=ctx,
@@ -376,7 +267,9 @@ class Hooks:
             message_count=message_count,
             prompt=prompt,
         )
-        return answer
+        if isinstance(answer, GatewayVerdict):
+            return answer
+        return GatewayVerdict(bool(answer))
 
     def compress(
         self,

@@ -297,7 +297,6 @@ class Kernel:
             pm,
             engine=self.selection.engine.name,
             fallback=fallback.name if fallback else None,
-            traced=trace,
         )
         self.engine_entry = self.selection.engine
         notices = list(self.selection.notices)

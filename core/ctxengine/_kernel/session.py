@@ -155,9 +155,6 @@ class Session:
         # (message count, digest), until a history here is found to extend it.
         self._foreign_measured: tuple[int, str] | None = None
         self._measured_digest: tuple[_Request, str] | None = None
-        # The rough size of the entries prompt() last sized in full, so that prepare() of the
-        # same request (the very same entry list) does not add them up again.
-        self._sized: tuple[list[MemoEntry], TextSize] | None = None
         self._tools: dict[str, RegisteredTool] | None = None
         self._closed = False
         self._ttl = TTLPlanner()
@@ -324,9 +321,7 @@ class Session:
                         return TokenEstimate.known(measured_tokens, measured=True)
                     added = tokens.tally(view.entries[known:])
                     return tokens.scaled(added, plus=measured_tokens, measured=True)
-            size = tokens.size_of(view.entries)
-            self._sized = (view.entries, size)
-            return tokens.scaled(tokens.tally(view.entries, system=system, tools=tools, size=size))
+            return tokens.scaled(tokens.tally(view.entries, system=system, tools=tools))
 
     def prompt_tokens(
         self,
@@ -438,7 +433,7 @@ class Session:
             )
             if result.compacted:
                 self._usage_stale = True
-                self._measured = self._prepared = self._sized = None
+                self._measured = self._prepared = None
                 self._foreign_measured = None
                 # What the compaction replaced need not stay alive in the memo.
                 self.ctx.tokens.retain(result.messages)
@@ -576,16 +571,10 @@ class Session:
         tokens = self.ctx.tokens
         entries = view.entries
         base = self._prepared or self._measured
-        size: TextSize | None = None
         if base is not None and view.starts_with(base.entries):
             size = tokens.size_of(entries[len(base.entries) :], base.size)
-        if size is None:
-            sized = self._sized
-            # View entry lists are never mutated: the list prompt() sized has that size still.
-            if sized is not None and sized[0] is entries:
-                size = sized[1]
-            else:
-                size = tokens.size_of(entries)
+        else:
+            size = tokens.size_of(entries)
         system = system if isinstance(system, (str, list)) else None
         tools = tools if isinstance(tools, list) else None
         local = tokens.tally(entries, system=system, tools=tools, size=size)
@@ -676,7 +665,7 @@ class Session:
             self._ttl_wall = None
             self._last_message_id = None
             self._usage_stale = True
-            self._measured = self._prepared = self._sized = None
+            self._measured = self._prepared = None
             self._foreign_measured = None
             self._tools = None
             self.cache_stats = SessionCacheStats()

@@ -1,7 +1,6 @@
-"""Hooks whose implementations are all plain ones are called without pluggy's machinery
-(``ctxengine._kernel.hooks``): the answers, their order and failure isolation must be pluggy's,
-a plugin registered later must be heard, and a wrapper or tracing must send the call through
-pluggy again."""
+"""The hook facade (``ctxengine._kernel.hooks``) calls every hook through pluggy: a failing
+plugin is isolated, a plugin registered later is heard, wrappers run and tracing sees the calls
+of plain implementations."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ import pytest
 import ctxengine
 from ctxengine import hookimpl, hookspecs
 from ctxengine._kernel.hooks import Hooks, guarded
+from ctxengine.testing import samples
 
 
 class Answers:
@@ -76,28 +76,7 @@ ARGS: dict[str, Any] = {
 }
 
 
-def test_a_direct_call_answers_as_pluggy_does() -> None:
-    calls: list[str] = []
-    pm = manager(
-        ("none", First("none", None, calls)),
-        ("yes", Answers("yes", True, calls)),
-        ("no", Answers("no", False, calls)),
-    )
-    expected = pm.hook.should_compress(**ARGS)
-    expected_calls = list(calls)
-    calls.clear()
-    hooks = Hooks(pm)
-    answer, failures, raised = hooks._call("should_compress", **ARGS)
-    assert (answer, failures, raised) == (expected, [], False)
-    assert calls == expected_calls  # the same order, stopping at the first answer
-    assert "should_compress" in hooks._plans and hooks._plans["should_compress"] is not None
-
-    calls.clear()
-    hooks._call("session_start", ctx="ctx")  # a broadcast reaches every plugin
-    assert sorted(calls) == ["start:no:ctx", "start:none:ctx", "start:yes:ctx"]
-
-
-def test_a_failing_plugin_is_isolated_on_the_direct_path() -> None:
+def test_a_failing_plugin_is_isolated() -> None:
     calls: list[str] = []
     hooks = Hooks(manager(("broken", Raises()), ("yes", Answers("yes", True, calls))))
     answer, failures, raised = hooks._call("should_compress", **ARGS)
@@ -115,15 +94,14 @@ def test_a_plugin_registered_after_the_first_call_is_heard() -> None:
     assert calls == ["no:5", "late:5"]
 
 
-def test_a_wrapper_sends_the_call_through_pluggy() -> None:
+def test_a_wrapper_registered_later_wraps_the_call() -> None:
     calls: list[str] = []
     pm = manager(("yes", Answers("yes", True, calls)))
     hooks = Hooks(pm)
-    assert hooks._call("should_compress", **ARGS)[0] is True  # planned directly
+    assert hooks._call("should_compress", **ARGS)[0] is True
     pm.register(Wraps(calls), name="wraps")
     assert hooks._call("should_compress", **ARGS)[0] is True
     assert calls == ["yes:5", "wrapper", "yes:5"]
-    assert hooks._plans["should_compress"] is None
 
 
 def test_tracing_sees_the_calls_of_plain_implementations(
@@ -146,3 +124,24 @@ def test_tracing_sees_the_calls_of_plain_implementations(
         if r.getMessage().startswith("hook ")
     }
     assert {"should_compress", "cache_strategy", "update_usage"} <= traced
+
+
+class AlwaysCompact:
+    """An extension that answers the agent-stage decision before the engine does."""
+
+    CTXENGINE_KIND = "extension"
+
+    @hookimpl(tryfirst=True)
+    def should_compress(self, stage: str) -> bool | None:
+        return True if stage == "agent" else None
+
+
+def test_a_plugin_that_answers_first_changes_the_decision() -> None:
+    config = {"auxiliary": {"compression": {"provider": "extractive"}}}
+    history = samples.openai_conversation(turns=5)
+    plain = ctxengine.load(config)
+    assert plain.session("s").should_compress(history) is False
+    eager = ctxengine.load(config, plugins=[("always", AlwaysCompact())])
+    assert eager.session("s").should_compress(history) is True
+    plain.close()
+    eager.close()
