@@ -11,6 +11,7 @@ import pytest
 import ctxengine
 from ctxengine._accounting.cache_stats import cache_line
 from ctxengine._kernel.cache_settings import is_openai_api, session_cache_key
+from ctxengine.messages import marker_positions
 from ctxengine.testing import samples
 from ctxengine_fakeapi import FakeAPI
 
@@ -187,3 +188,38 @@ def test_caching_off_prepares_without_markers() -> None:
     )
     assert "cache_control" in repr(marked["messages"])
     assert "cache_control" not in repr(unmarked["messages"])
+
+
+class BareStrategy:
+    """A strategy written before MarkedRequest: it answers with the bare marked request."""
+
+    CTXENGINE_KIND = "cache_strategy"
+
+    @ctxengine.hookimpl
+    def cache_strategy(self, request: dict[str, Any]) -> dict[str, Any]:
+        last = {**request["messages"][-1], "cache_control": {"type": "ephemeral"}}
+        return {**request, "messages": [*request["messages"][:-1], last]}
+
+
+def test_a_strategy_answering_with_the_bare_request_has_its_markers_counted() -> None:
+    ctxengine.register_engine("bare", BareStrategy(), kind="cache_strategy")
+    try:
+        kernel = ctxengine.load(
+            {"model": {"name": "claude-sonnet-4-6"}, "prompt_caching": {"strategy": "bare"}}
+        )
+        session = kernel.session("s")
+        history = samples.openai_conversation(turns=3)
+        prepared = session.prepare({"model": "claude-sonnet-4-6", "messages": history})
+        assert "cache_control" in prepared["messages"][-1]
+        assert session.ctx.last_request is not None
+        assert session.ctx.last_request.breakpoints == 1
+    finally:
+        ctxengine.unregister_engine("bare")
+
+
+def test_the_built_in_strategy_reports_the_markers_it_placed() -> None:
+    session = ctxengine.load({"model": {"name": "claude-sonnet-4-6"}}).session("s")
+    history = samples.openai_conversation(turns=5)
+    prepared = session.prepare({"model": "claude-sonnet-4-6", "messages": history})
+    assert session.ctx.last_request is not None
+    assert session.ctx.last_request.breakpoints == len(marker_positions(prepared)) > 0

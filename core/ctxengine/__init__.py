@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     from ctxengine._plugin.context import (
         CacheSettings,
         EngineContext,
+        MarkedRequest,
         PreparedRequest,
         Route,
         usable_window,
@@ -191,6 +192,7 @@ _LAZY = {
     "Stage": "ctxengine._messages.conversation",
     "SummaryError": "ctxengine._summarize",
     "PreparedRequest": "ctxengine._plugin.context",
+    "MarkedRequest": "ctxengine._plugin.context",
     "SummaryProvider": "ctxengine._summarize",
     "SystemPrompt": "ctxengine._messages.conversation",
     "THRASH_RUN": "ctxengine._plugin.guards",
@@ -266,6 +268,7 @@ __all__ = [
     "HygieneReport",
     "Kernel",
     "LoadedConfig",
+    "MarkedRequest",
     "Message",
     "MessageSizes",
     "ModelInfo",

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ctxengine._kernel.coordination import Coordinator
     from ctxengine._messages.conversation import Conversation, Stage
     from ctxengine._plugin.commands import PluginCommands
-    from ctxengine._plugin.context import CacheSettings, EngineContext
+    from ctxengine._plugin.context import CacheSettings, EngineContext, MarkedRequest
     from ctxengine._plugin.results import CompressResult, GatewayVerdict
     from ctxengine._plugin.tools import Tool
 
@@ -118,14 +118,18 @@ def update_usage(ctx: EngineContext, usage: Usage) -> None:
 @hookspec(firstresult=True)
 def cache_strategy(
     ctx: EngineContext, request: dict[str, Any], settings: CacheSettings
-) -> dict[str, Any] | None:
+) -> MarkedRequest | dict[str, Any] | None:
     """First result: ``request`` marked with ``cache_control`` breakpoints.
 
     ``request`` holds the keyword arguments of the API call (``messages`` and, for Anthropic,
     ``system``/``tools``). Implementations return a new dict and never mutate the caller's objects;
     they copy only what they mark. Applying a strategy twice gives the same request.
 
-    :returns: the marked request, or ``None`` to leave it unmarked.
+    :returns: a :class:`~ctxengine.MarkedRequest` (the marked request and how many markers it
+        carries, which the kernel reports as ``RoundRecord.breakpoints`` without counting them
+        again); or the marked request alone, whose markers the kernel then counts itself (what
+        strategies written before ``MarkedRequest`` return, still accepted); or ``None`` to
+        leave it unmarked.
     """
 
 

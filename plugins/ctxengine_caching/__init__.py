@@ -13,10 +13,10 @@ from typing import Any
 
 import attrs
 
-from ctxengine import CacheSettings, EngineContext, hookimpl
+from ctxengine import CacheSettings, EngineContext, MarkedRequest, hookimpl
 from ctxengine.messages import strip_cache_markers
 from ctxengine_caching.breakpoints import Breakpoint, breakpoint_report, shortfall
-from ctxengine_caching.strategy import apply_system_and_3
+from ctxengine_caching.strategy import apply_system_and_3, mark_system_and_3
 
 __all__ = [
     "CTXENGINE_KIND",
@@ -24,6 +24,7 @@ __all__ = [
     "StrategyState",
     "apply_system_and_3",
     "cache_strategy",
+    "mark_system_and_3",
     "strip_cache_markers",
 ]
 
@@ -79,20 +80,21 @@ class StrategyState:
 @hookimpl
 def cache_strategy(
     ctx: EngineContext, request: dict[str, Any], settings: CacheSettings
-) -> dict[str, Any] | None:
+) -> MarkedRequest | None:
     """Mark ``request`` with ``system_and_3`` and record its breakpoint report.
 
     The first breakpoint shortfall of a session is logged once at INFO (short conversations start
     below the minimum); see :class:`StrategyState` for what is measured when.
     """
     state = ctx.plugin_state(STATE_KEY, StrategyState)
-    marked = apply_system_and_3(
+    result = mark_system_and_3(
         request,
         ttl=settings.ttl,
         native=settings.native,
         memo=ctx.memo,
         stable_ttl=settings.stable_ttl,
     )
+    marked = result.request
     # Counts come from the caller's message objects (the session's memo knows them); the list
     # itself is snapshotted because the caller keeps appending to it.
     unmarked = {**request, "messages": list(request["messages"])}
@@ -100,7 +102,7 @@ def cache_strategy(
     state.record(lambda: breakpoint_report(marked, counter, minimum, unmarked=unmarked))
     if not state.reached_minimum:
         _check_minimum(ctx, state, minimum, shortfall(marked, request, counter, minimum))
-    return marked
+    return result
 
 
 def _check_minimum(

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ctxengine import Format
+from ctxengine import Format, MarkedRequest
 from ctxengine.messages import (
     MarkedMessages,
     breakpoint_ttls,
@@ -46,7 +46,23 @@ def apply_system_and_3(
     memo: MarkedMessages | None = None,
     stable_ttl: str | None = None,
 ) -> dict[str, Any]:
-    """``request`` marked with up to four ``cache_control`` breakpoints.
+    """The request of :func:`mark_system_and_3` (same arguments and errors)."""
+    marked = mark_system_and_3(
+        request, ttl=ttl, native=native, fmt=fmt, memo=memo, stable_ttl=stable_ttl
+    )
+    return marked.request
+
+
+def mark_system_and_3(
+    request: Mapping[str, Any],
+    *,
+    ttl: str,
+    native: bool,
+    fmt: Format | None = None,
+    memo: MarkedMessages | None = None,
+    stable_ttl: str | None = None,
+) -> MarkedRequest:
+    """``request`` marked with up to four ``cache_control`` breakpoints, and how many it got.
 
     Breakpoint 1 is the system prompt (Anthropic ``system``, or an OpenAI first message with role
     ``system``/``developer``); breakpoints 2-4 are the last three non-system messages that may
@@ -63,8 +79,8 @@ def apply_system_and_3(
     :param fmt: the request's format; detected with :func:`detect_request_format` when omitted.
     :param memo: the session's message memo, which knows which of the caller's messages carry
         markers (see :func:`strip_cache_markers`); without it every message is scanned.
-    :returns: a new request dict; the caller's objects are untouched and only the marked messages
-        (and the system prompt when marked) are copies.
+    :returns: a new request dict (the caller's objects are untouched and only the marked
+        messages, and the system prompt when marked, are copies) and the markers placed.
     :raises ValueError: for a TTL other than "5m"/"1h", or a stable TTL shorter than ``ttl``.
     :raises TypeError: for a request that is not a mapping with a list of dict messages.
     """
@@ -77,19 +93,22 @@ def apply_system_and_3(
     messages: list[dict[str, Any]] = out["messages"]
     marked = list(messages)
 
+    placed = 0
     if fmt == "anthropic":
         system = out.get("system")
         new_system = mark_system(system, stable)
         if new_system is not None:
             out["system"] = new_system
+            placed = 1
     elif messages and messages[0].get("role") in _SYSTEM_ROLES:
         first = mark_message(messages[0], stable, fmt, tool=False)
         if first is not None:
             marked[0] = first
+            placed = 1
 
-    placed = 0
+    rolling = 0
     for index in range(len(messages) - 1, -1, -1):
-        if placed == ROLLING_BREAKPOINTS:
+        if rolling == ROLLING_BREAKPOINTS:
             break
         msg = messages[index]
         if msg.get("role") in _SYSTEM_ROLES:
@@ -101,6 +120,6 @@ def apply_system_and_3(
         if new_msg is None:
             continue
         marked[index] = new_msg
-        placed += 1
+        rolling += 1
     out["messages"] = marked
-    return out
+    return MarkedRequest(out, placed + rolling)

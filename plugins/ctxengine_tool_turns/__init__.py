@@ -12,10 +12,17 @@ from typing import Any
 
 import attrs
 
-from ctxengine import CacheSettings, EngineContext, hookimpl
-from ctxengine_tool_turns.layout import apply_tool_turns
+from ctxengine import CacheSettings, EngineContext, MarkedRequest, hookimpl
+from ctxengine_tool_turns.layout import apply_tool_turns, mark_tool_turns
 
-__all__ = ["CTXENGINE_KIND", "STATE_KEY", "LayoutState", "apply_tool_turns", "cache_strategy"]
+__all__ = [
+    "CTXENGINE_KIND",
+    "STATE_KEY",
+    "LayoutState",
+    "apply_tool_turns",
+    "cache_strategy",
+    "mark_tool_turns",
+]
 
 CTXENGINE_KIND = "cache_strategy"
 STATE_KEY = "tool_turns"
@@ -37,10 +44,10 @@ class LayoutState:
 @hookimpl
 def cache_strategy(
     ctx: EngineContext, request: dict[str, Any], settings: CacheSettings
-) -> dict[str, Any] | None:
+) -> MarkedRequest | None:
     """Mark ``request`` with the ``tool_turns`` layout for this route and these TTLs."""
     state = ctx.plugin_state(STATE_KEY, LayoutState)
-    marked = apply_tool_turns(
+    marked = mark_tool_turns(
         request,
         ttl=settings.ttl,
         stable_ttl=settings.stable_ttl,
@@ -49,6 +56,6 @@ def cache_strategy(
         memo=ctx.memo,
     )
     state.requests += 1
-    if "cache_control" in marked:
+    if "cache_control" in marked.request:
         state.automatic += 1
     return marked

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxengine import Format
+from ctxengine import Format, MarkedRequest
 from ctxengine.messages import (
     MAX_BREAKPOINTS,
     MarkedMessages,
@@ -61,7 +61,32 @@ def apply_tool_turns(
     fmt: Format | None = None,
     memo: MarkedMessages | None = None,
 ) -> dict[str, Any]:
-    """``request`` marked with the ``tool_turns`` layout (see the module docstring).
+    """The request of :func:`mark_tool_turns` (same arguments and errors)."""
+    marked = mark_tool_turns(
+        request,
+        ttl=ttl,
+        native=native,
+        automatic=automatic,
+        stable_ttl=stable_ttl,
+        fmt=fmt,
+        memo=memo,
+    )
+    return marked.request
+
+
+def mark_tool_turns(
+    request: Mapping[str, Any],
+    *,
+    ttl: str,
+    native: bool,
+    automatic: bool = False,
+    stable_ttl: str | None = None,
+    fmt: Format | None = None,
+    memo: MarkedMessages | None = None,
+) -> MarkedRequest:
+    """``request`` marked with the ``tool_turns`` layout (see the module docstring), and how
+    many markers it carries on tools, system and messages (the host's tool markers it kept
+    included, the top-level automatic marker not).
 
     :param ttl: ``"5m"`` or ``"1h"``: transaction ends and the tail.
     :param native: the route accepts markers on tool messages.
@@ -72,7 +97,7 @@ def apply_tool_turns(
     :param memo: the session's message memo, which knows which of the caller's messages carry
         markers (see :func:`ctxengine.messages.strip_cache_markers`); without it every message
         is scanned.
-    :returns: a new request dict; the caller's objects are untouched.
+    :returns: a new request dict (the caller's objects are untouched) and its marker count.
     :raises ValueError: for a TTL other than "5m"/"1h" or a stable TTL shorter than ``ttl``.
     :raises TypeError: for a request that is not a mapping with a list of dict messages.
     """
@@ -97,7 +122,8 @@ def apply_tool_turns(
     # The tail first: it is worth the most (the whole prompt), then the system prompt, then the
     # transaction ends with whatever is left.
     tail: int | None = None
-    if automatic and fmt == "anthropic":
+    top_level = automatic and fmt == "anthropic"
+    if top_level:
         out["cache_control"] = cache_marker(ttl)
         budget -= 1
         tail = _last_markable(messages, fmt, native)
@@ -126,7 +152,8 @@ def apply_tool_turns(
         marked[index] = new_msg
         budget -= 1
     out["messages"] = marked
-    return out
+    # What the budget was spent on, less the top-level marker.
+    return MarkedRequest(out, MAX_BREAKPOINTS - budget - (1 if top_level else 0))
 
 
 def _host_tool_markers(tools: object) -> tuple[object, list[str]]:

@@ -38,8 +38,9 @@ from ctxengine._config.core import Config
 from ctxengine._config.spec import SettingsRegistry
 from ctxengine._kernel.coordination import Coordinator
 from ctxengine._messages.conversation import Conversation, Stage
+from ctxengine._messages.markers import marker_positions
 from ctxengine._plugin.commands import CommandRegistry
-from ctxengine._plugin.context import CacheSettings, EngineContext
+from ctxengine._plugin.context import CacheSettings, EngineContext, MarkedRequest
 from ctxengine._plugin.results import CompressResult, GatewayVerdict
 from ctxengine._plugin.tools import Tool, ToolRegistry
 
@@ -377,14 +378,20 @@ class Hooks:
 
     def cache_strategy(
         self, ctx: EngineContext, request: dict[str, Any], settings: CacheSettings
-    ) -> dict[str, Any]:
-        """The marked request; the request itself when no strategy answers or one fails."""
+    ) -> MarkedRequest:
+        """The marked request and its marker count (see :class:`MarkedRequest`; a strategy that
+        answers with the bare request has the markers of that request counted); the request
+        itself with no markers counted when no strategy answers or one fails."""
         marked, failures, _ = self._call(
             "cache_strategy", ctx=ctx, request=request, settings=settings
         )
         if failures:
             log.warning("sending the request without cache markers: the cache strategy failed")
-        return marked if isinstance(marked, dict) else request
+        if isinstance(marked, MarkedRequest):
+            return marked
+        if isinstance(marked, dict):
+            return MarkedRequest(marked, len(marker_positions(marked)))
+        return MarkedRequest(request, 0)
 
     def declare_settings(self, registry: SettingsRegistry) -> list[HookFailure]:
         """Every plugin declares its settings into ``registry``; returns the plugins that

@@ -48,7 +48,7 @@ from ctxengine._messages.editing import (
     request_edits,
     with_edits,
 )
-from ctxengine._messages.markers import detect_request_format
+from ctxengine._messages.markers import detect_request_format, marker_positions
 from ctxengine._messages.memo import MemoEntry, MessageView
 from ctxengine._messages.read import detect_format
 from ctxengine._messages.validate import ensure_well_formed
@@ -528,12 +528,14 @@ class Session:
             if edits:
                 prepared = with_edits(prepared, edits)
             settings = self._services.cache_settings
+            breakpoints = 0
             if settings is not None:
                 if settings.policy == "auto":
                     choice = self._ttl.choose(now, tokens)
                     self._ttl_wall = self._services.wall_clock()
                     settings = attrs.evolve(settings, ttl=choice.ttl, stable_ttl=choice.stable_ttl)
-                prepared = self._hooks.cache_strategy(self.ctx, prepared, settings)
+                marked = self._hooks.cache_strategy(self.ctx, prepared, settings)
+                prepared, breakpoints = marked.request, marked.breakpoints
             if edits or request_edits(prepared):  # the host's own edits clear blocks too
                 sent = prepared.get("messages")
                 prepared = markers_kept_off_cleared(
@@ -542,6 +544,10 @@ class Session:
                     if view is not None and isinstance(sent, list)
                     else None,
                 )
+                if breakpoints and prepared.get("messages") is not sent:
+                    # Markers moved off cleared blocks, one dropped where no earlier block could
+                    # carry it: the strategy's count no longer describes the request.
+                    breakpoints = len(marker_positions(prepared))
             if isinstance(messages, list):
                 fmt = detect_request_format(prepared)
                 self._add_options(prepared, fmt, marked=settings is not None)
@@ -553,6 +559,7 @@ class Session:
                     format=fmt,
                     tokens=tokens,
                     sent_at=now,
+                    breakpoints=breakpoints,
                 )
             memo.release()
         return prepared

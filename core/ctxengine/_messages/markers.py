@@ -44,7 +44,6 @@ __all__ = [
     "mark_message",
     "mark_system",
     "marked_items",
-    "marker_count",
     "marker_findings",
     "marker_positions",
     "marker_problems",
@@ -114,35 +113,18 @@ def carries_marker(item: object) -> bool:
     return False
 
 
-_CHECKED_TTLS: dict[tuple[object, object], tuple[TTL, TTL]] = {}
-"""The answers of :func:`breakpoint_ttls` for every valid pair (filled below), looked up before
-checking anything."""
-
-
 def breakpoint_ttls(ttl: str, stable_ttl: str | None = None) -> tuple[TTL, TTL]:
     """``(ttl, stable_ttl)`` checked: both "5m" or "1h", the stable one (default ``ttl``) never
     shorter, since stable breakpoints come first and a 1h one must never follow a 5m one.
 
     :raises ValueError: naming the allowed values, or the order problem.
     """
-    if type(ttl) is str and (stable_ttl is None or type(stable_ttl) is str):
-        checked = _CHECKED_TTLS.get((ttl, stable_ttl))  # every request asks for one of these
-        if checked is not None:
-            return checked
     cache_marker(ttl)
     stable = ttl if stable_ttl is None else stable_ttl
     cache_marker(stable)
     if ttl == "1h" and stable == "5m":
         raise ValueError("stable_ttl '5m' would put a 5m breakpoint before 1h ones")
     return ("1h" if ttl == "1h" else "5m"), ("1h" if stable == "1h" else "5m")
-
-
-_CHECKED_TTLS.update(
-    {
-        (ttl, stable): breakpoint_ttls(ttl, stable)
-        for ttl, stable in [("5m", None), ("1h", None), ("5m", "5m"), ("1h", "1h"), ("5m", "1h")]
-    }
-)
 
 
 def strip_cache_markers(
@@ -234,10 +216,7 @@ def is_tool_message(msg: Mapping[str, Any]) -> bool:
     content = msg.get("content")
     if not isinstance(content, list) or not content:
         return False
-    for block in content:  # a loop, not all(...): this runs for the last messages of a request
-        if not isinstance(block, dict) or block.get("type") != "tool_result":
-            return False
-    return True
+    return all(isinstance(block, dict) and block.get("type") == "tool_result" for block in content)
 
 
 def can_carry_marker(block: object) -> bool:
@@ -258,19 +237,13 @@ def can_carry_marker(block: object) -> bool:
 
 
 def _visible(text: str) -> bool:
-    """``bool(text.strip())`` without copying ``text``: the texts tested are whole messages and
-    blocks of every request, and ``isspace`` stops at the first visible character (both use
-    the same definition of whitespace)."""
+    """``bool(text.strip())``: ``isspace`` uses the same definition of whitespace."""
     return bool(text) and not text.isspace()
 
 
 def _message_list(request: Mapping[str, Any]) -> list[Any]:
     """``request["messages"]`` after checking it is a list (its items are checked by the loops
     that visit them anyway, see :func:`_strip_list`)."""
-    if type(request) is dict:  # the usual case, checked first: this runs several times a request
-        messages = request.get("messages")
-        if type(messages) is list:
-            return messages
     if not isinstance(request, Mapping):
         raise TypeError(
             f"request must be a mapping of API call arguments, got {type(request).__name__}"
@@ -331,25 +304,9 @@ def _strip_list(items: list[Any], *, what: str | None = None) -> list[Any]:
     :param what: when given, every item must be a dict; a TypeError names ``what[index]``.
     """
     out: list[Any] | None = None
-    for index in range(len(items)):
-        item = items[index]
-        # Fast path, inlined because it runs for every message and block of every request: a
-        # dict without a marker whose content is not a list of blocks needing work is kept.
-        if not isinstance(item, dict):
-            if what is not None:
-                raise TypeError(f"{what}[{index}] must be a dict, got {type(item).__name__}")
-            continue
-        if "cache_control" not in item:
-            content = item.get("content")
-            if not isinstance(content, list):
-                continue
-            for block in content:
-                if isinstance(block, dict) and (
-                    "cache_control" in block or isinstance(block.get("content"), list)
-                ):
-                    break
-            else:
-                continue
+    for index, item in enumerate(items):
+        if what is not None and not isinstance(item, dict):
+            raise TypeError(f"{what}[{index}] must be a dict, got {type(item).__name__}")
         new_item = _strip_item(item)
         if new_item is not item:
             if out is None:
@@ -418,24 +375,6 @@ def _collect(
             _collect(block, f"{where}.content[{k}]", index, found)
 
 
-def marker_count(items: Sequence[object]) -> int:
-    """How many of the markers :func:`marked_items` finds are in ``items`` (messages, system
-    blocks or tools): on each item, on the blocks of its ``content`` list and on theirs.
-
-    The same walk without the positions, for callers that only count (the SDK wrappers count
-    the markers of every request they send)."""
-    count = 0
-    for item in items:
-        if not isinstance(item, dict):
-            continue
-        if item.get("cache_control") is not None:
-            count += 1
-        content = item.get("content")
-        if isinstance(content, list):
-            count += marker_count(content)
-    return count
-
-
 def marker_positions(request: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """Every ``cache_control`` marker of ``request`` in prompt order, as ``(position, marker)``
     pairs (positions as in :func:`marked_items`)."""
@@ -459,40 +398,9 @@ def marker_findings(
     ``cache-control-empty-text`` (on a text block without visible text),
     ``cache-control-thinking`` (on a thinking block).
     """
-    findings: list[MarkerFinding] = []
-    for where, index, item in items:
-        value = item["cache_control"]
-        ok = (
-            isinstance(value, dict)
-            and value.get("type") == "ephemeral"
-            and set(value) <= {"type", "ttl"}
-            and value.get("ttl", "5m") in TTLS
-        )
-        if not ok:
-            findings.append(
-                (
-                    index,
-                    "cache-control-shape",
-                    where,
-                    "cache_control must be {'type': 'ephemeral'}, optionally with 'ttl': "
-                    f"'5m' or '1h'; got {value!r}",
-                )
-            )
-        kind = item.get("type")
-        if kind in _UNMARKABLE_BLOCKS:
-            findings.append(
-                (index, "cache-control-thinking", where, f"cache_control on a {kind} block")
-            )
-        elif kind == "text" and not str(item.get("text") or "").strip():
-            findings.append(
-                (
-                    index,
-                    "cache-control-empty-text",
-                    where,
-                    "cache_control on an empty text block (the API rejects it); mark a "
-                    "non-empty block or the message instead",
-                )
-            )
+    findings = [
+        finding for where, index, item in items for finding in _item_findings(where, index, item)
+    ]
     total = len(items) + extra_markers
     if total > MAX_BREAKPOINTS:
         places = ", ".join(where for where, _, _ in items)
@@ -507,6 +415,51 @@ def marker_findings(
                 "allowed",
             )
         )
+    return findings + _ttl_order_findings(items, trailing_ttl)
+
+
+def _item_findings(where: str, index: int | None, item: Mapping[str, Any]) -> list[MarkerFinding]:
+    """The shape of one marker and whether the block it is on may carry one."""
+    findings: list[MarkerFinding] = []
+    value = item["cache_control"]
+    if not (
+        isinstance(value, dict)
+        and value.get("type") == "ephemeral"
+        and set(value) <= {"type", "ttl"}
+        and value.get("ttl", "5m") in TTLS
+    ):
+        findings.append(
+            (
+                index,
+                "cache-control-shape",
+                where,
+                "cache_control must be {'type': 'ephemeral'}, optionally with 'ttl': "
+                f"'5m' or '1h'; got {value!r}",
+            )
+        )
+    kind = item.get("type")
+    if kind in _UNMARKABLE_BLOCKS:
+        findings.append(
+            (index, "cache-control-thinking", where, f"cache_control on a {kind} block")
+        )
+    elif kind == "text" and not str(item.get("text") or "").strip():
+        findings.append(
+            (
+                index,
+                "cache-control-empty-text",
+                where,
+                "cache_control on an empty text block (the API rejects it); mark a "
+                "non-empty block or the message instead",
+            )
+        )
+    return findings
+
+
+def _ttl_order_findings(
+    items: Sequence[tuple[str, int | None, Mapping[str, Any]]], trailing_ttl: str | None
+) -> list[MarkerFinding]:
+    """Every 1h marker after a 5m one, the top-level one (``trailing_ttl``) last."""
+    findings: list[MarkerFinding] = []
     first_short: str | None = None
     for where, index, item in items:
         value = item["cache_control"]

@@ -85,6 +85,23 @@ class CacheSettings:
 
 
 @attrs.frozen
+class MarkedRequest:
+    """What a cache strategy may answer instead of the bare marked request: the request and how
+    many ``cache_control`` markers it carries on ``tools``, ``system`` and ``messages`` (those
+    the strategy placed or kept; a top-level automatic marker is not counted), as the strategy
+    knows from placing them. The kernel reports that count (``RoundRecord.breakpoints``,
+    :attr:`PreparedRequest.breakpoints`); for a strategy that answers with the bare request it
+    counts the markers of that request itself.
+
+    :ivar request: the marked request (a new dict; see the ``cache_strategy`` hookspec).
+    :ivar breakpoints: the markers it carries, as above.
+    """
+
+    request: dict[str, Any]
+    breakpoints: int
+
+
+@attrs.frozen
 class PreparedRequest:
     """The last request a session prepared, as the kernel keeps it for engines
     (``ctx.last_request``).
@@ -100,6 +117,8 @@ class PreparedRequest:
     :ivar format: the request's wire format.
     :ivar tokens: the local token count of the request.
     :ivar sent_at: ``ctx.clock()`` when it was prepared.
+    :ivar breakpoints: the ``cache_control`` markers the cache strategy reported the request
+        carries (see :class:`MarkedRequest`; 0 when no strategy marked it).
     """
 
     request: Mapping[str, Any]
@@ -107,6 +126,7 @@ class PreparedRequest:
     format: Format
     tokens: int
     sent_at: float
+    breakpoints: int = 0
 
 
 @attrs.define(eq=False)

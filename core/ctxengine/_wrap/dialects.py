@@ -99,9 +99,13 @@ class Dialect:
         """The engine's tools as this API declares them."""
         return session.tool_schemas(self.format)
 
-    def prepare(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
-        """The request marked for prompt caching (when the kernel marks requests)."""
-        return session.prepare(request)
+    def prepare(self, session: Session, request: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """The request marked for prompt caching (when the kernel marks requests), and the
+        markers the cache strategy reported it carries (:attr:`PreparedRequest.breakpoints`)."""
+        with session.call_lock:  # the prepared request read back is this one
+            prepared = session.prepare(request)
+            last = session.ctx.last_request
+            return prepared, last.breakpoints if last is not None else 0
 
     def calls(self, response: Any) -> list[EngineCall]:
         """Every tool call in ``response``, in order."""
@@ -325,7 +329,7 @@ class ResponsesDialect(Dialect):
             flat.append({"type": "function", **function})
         return flat
 
-    def prepare(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
+    def prepare(self, session: Session, request: dict[str, Any]) -> tuple[dict[str, Any], int]:
         # The Responses API takes no cache_control (OpenAI caches prefixes by itself), so the
         # request goes out unmarked; preparing its chat form still records the local count that
         # the provider's usage calibrates, and gives the session's prompt_cache_key.
@@ -336,7 +340,7 @@ class ResponsesDialect(Dialect):
             for key in ("prompt_cache_key", "prompt_cache_retention")
             if key in prepared and key not in request
         }
-        return {**request, **routing} if routing else request
+        return ({**request, **routing} if routing else request), 0
 
     def calls(self, response: Any) -> list[EngineCall]:
         output = plain(response).get("output") or []

@@ -17,7 +17,9 @@ class RoundRecord:
 
     :ivar usage: the provider's usage for this request, normalised (from the final event for a
         stream).
-    :ivar breakpoints: ``cache_control`` markers the request carried.
+    :ivar breakpoints: ``cache_control`` markers the request carried on its tools, system prompt
+        and messages, as the cache strategy reported them (see :class:`ctxengine.MarkedRequest`;
+        0 for a request no strategy marked, a Responses request among them).
     :ivar messages: messages (or Responses input items) the request carried.
     :ivar tools_answered: names of the engine tools the wrapper ran after this response, in call
         order (empty for the last round).

@@ -20,13 +20,10 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from itertools import compress
-from operator import is_not
 from typing import Any, Literal, Protocol
 
 from ctxengine._kernel.session import Session
 from ctxengine._messages.conversation import Message, SystemPrompt
-from ctxengine._messages.markers import marker_count
 from ctxengine._messages.memo import MessageView
 from ctxengine._plugin.results import CompressResult
 from ctxengine._wrap.dialects import (
@@ -234,17 +231,15 @@ class Turn:
             return self._request
         request = self.dialect.join(self.kwargs, self.messages, self.system)
         request = self._with_tools(request)
-        # Which of the messages carry markers before the strategy runs: should_compress has
-        # just resolved this list in the memo (or this resolves it and prepare reuses it).
-        marked: tuple[int, ...] = ()
         if "messages" in request:
+            # finish() hands the view of the list sent to the history (should_compress has just
+            # resolved this list in the memo, or this resolves it and prepare reuses it).
             view = self._sent_view
             if view is None or not view.describes(self.messages):
-                view = self._sent_view = self.session.ctx.memo.view_of(self.messages)
-            marked = view.marked
+                self._sent_view = self.session.ctx.memo.view_of(self.messages)
         self._count = len(self.messages)
-        self._request = prepared = self.dialect.prepare(self.session, request)
-        self._breakpoints = _markers_added(request, prepared, marked)
+        prepared, self._breakpoints = self.dialect.prepare(self.session, request)
+        self._request = prepared
         # Counted now: without a cache strategy the request holds the host's own list.
         self._items = self.dialect.count_items(prepared)
         return prepared
@@ -360,58 +355,6 @@ class Turn:
 
     def run_tools(self, calls: Sequence[EngineCall]) -> list[tuple[EngineCall, str]]:
         return [(call, self.session.call_tool(call.name, call.arguments)) for call in calls]
-
-
-EDGE_MESSAGES = 8
-"""Messages at each end of a request that :func:`_markers_added` compares one by one: where
-cache strategies put their markers (an OpenAI system prompt first, the rolling breakpoints
-last). Elsewhere one comparison in C covers them all."""
-
-
-def _markers_added(
-    before: Mapping[str, Any], after: Mapping[str, Any], marked: Sequence[int]
-) -> int:
-    """The ``cache_control`` markers in ``after``, the prepared form of ``before``, whose
-    messages at the indices ``marked`` carried markers before it was prepared.
-
-    A cache strategy copies only what it marks (and strips markers from what it copies), so the
-    markers are in the parts that are no longer the same objects: only those are walked.
-    """
-    total = 0
-    for key in ("tools", "system"):
-        old, new = before.get(key), after.get(key)
-        if new is not old and isinstance(new, list):
-            total += marker_count(new)
-    old, new = before.get("messages"), after.get("messages")
-    if new is old or not isinstance(new, list):
-        return total
-    if not isinstance(old, list):
-        return total + marker_count(new)
-    return total + marker_count(_copied(old, new, marked))
-
-
-def _copied(old: list[Any], new: list[Any], marked: Sequence[int]) -> list[Any]:
-    """The messages of ``new`` that are not ``old``'s objects at their position, and those past
-    ``old``'s end (``marked``: the indices of ``old``'s messages that carry markers)."""
-    count = len(old)
-    head, tail = 1, count - EDGE_MESSAGES
-    if (
-        tail > head
-        and len(new) >= count
-        and (not marked or not any(head <= index < tail for index in marked))
-        and new[head:tail] == old[head:tail]
-    ):
-        # The middle holds old's objects or copies equal to them, and an equal copy carries a
-        # marker only where its original does (none does there): only the ends are looked at
-        # one by one, instead of an identity check per message of a long history.
-        last = new[tail:count]
-        return [
-            *(new[:1] if new[0] is not old[0] else ()),
-            *compress(last, map(is_not, last, old[tail:])),
-            *new[count:],
-        ]
-    # map/compress keep the per-message identity check in C.
-    return [*compress(new, map(is_not, new, old)), *new[count:]]
 
 
 # -- drivers ---------------------------------------------------------------------------------

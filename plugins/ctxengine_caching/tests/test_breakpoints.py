@@ -150,10 +150,11 @@ def test_plugin_marks_and_records_breakpoints(caplog: pytest.LogCaptureFixture) 
         marked = ctxengine_caching.cache_strategy(ctx=ctx, request=small, settings=settings)
         ctxengine_caching.cache_strategy(ctx=ctx, request=small, settings=settings)
     assert marked is not None
-    assert [where for where, _ in marker_positions(marked)] == [
+    assert [where for where, _ in marker_positions(marked.request)] == [
         "system[0]",
         "messages[0].content[0]",
     ]
+    assert marked.breakpoints == 2
     state = ctx.state[STATE_KEY]
     assert isinstance(state, StrategyState)
     assert state.requests == 2

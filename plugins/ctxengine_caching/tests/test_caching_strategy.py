@@ -19,7 +19,7 @@ from ctxengine._messages.markers import (
     marker_problems,
     strip_cache_markers,
 )
-from ctxengine_caching.strategy import apply_system_and_3
+from ctxengine_caching.strategy import apply_system_and_3, mark_system_and_3
 
 M5 = {"type": "ephemeral"}
 M1H = {"type": "ephemeral", "ttl": "1h"}
@@ -476,6 +476,9 @@ def test_properties_on_arbitrary_requests(
     assert request == snapshot
     assert apply_system_and_3(out, ttl=ttl, native=native) == out
     assert len(marker_positions(out)) <= 4
+    assert mark_system_and_3(request, ttl=ttl, native=native).breakpoints == len(
+        marker_positions(out)
+    )
     assert marker_problems(out) == []
     for before, after in zip(messages, out["messages"], strict=True):
         if after is not before:

@@ -12,7 +12,7 @@ import pytest
 import ctxengine
 from ctxengine._cli.main import main
 from ctxengine._messages.markers import MAX_BREAKPOINTS, marker_positions, marker_problems
-from ctxengine_tool_turns.layout import apply_tool_turns
+from ctxengine_tool_turns.layout import apply_tool_turns, mark_tool_turns
 
 SYSTEM = [
     {"type": "text", "text": "You are a coding agent. Follow the house rules."},
@@ -155,6 +155,32 @@ def test_idempotent_and_copy_on_write() -> None:
         i for i, (a, b) in enumerate(zip(messages, once["messages"], strict=True)) if a is not b
     ]
     assert len(changed) <= 2
+
+
+@pytest.mark.parametrize("automatic", [False, True])
+@pytest.mark.parametrize("native", [False, True])
+@pytest.mark.parametrize("host_tool_markers", [0, 1, 5])
+def test_the_count_reported_is_the_markers_the_request_carries(
+    automatic: bool, native: bool, host_tool_markers: int
+) -> None:
+    marker = {"cache_control": {"type": "ephemeral"}}
+    tools = [
+        {
+            "name": f"t{k}",
+            "input_schema": {"type": "object"},
+            **(marker if k < host_tool_markers else {}),
+        }
+        for k in range(6)
+    ]
+    requests: list[dict[str, Any]] = [
+        {"model": "m", "system": SYSTEM, "tools": tools, "messages": anthropic_turns(4)},
+        {"model": "m", "tools": tools, "messages": anthropic_turns(1)},
+        {"model": "m", "messages": openai_turns(3)},
+        {"model": "m", "messages": []},
+    ]
+    for request in requests:
+        marked = mark_tool_turns(request, ttl="5m", native=native, automatic=automatic)
+        assert marked.breakpoints == len(marker_positions(marked.request))
 
 
 @pytest.mark.parametrize(
