@@ -264,16 +264,9 @@ class TokenEstimate:
         refined until their bounds separate.
         """
         mine: TokenEstimate = self
-        if not isinstance(threshold, TokenEstimate):
-            # A number (every engine's threshold, on every request): the same steps as for an
-            # exact estimate of it, without building one.
-            while True:
-                if mine.low >= threshold:
-                    return True
-                if mine.high < threshold or mine.is_exact:
-                    return False
-                mine = mine.refined()
-        other = threshold
+        other = (
+            threshold if isinstance(threshold, TokenEstimate) else TokenEstimate.known(threshold)
+        )
         while True:
             if mine.low >= other.high:
                 return True

@@ -26,7 +26,7 @@ import os
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -39,7 +39,7 @@ from ctxengine._accounting.estimate import (
     system_text,
     tools_text,
 )
-from ctxengine._messages.memo import MemoEntry, MessageMemo, MessageView, snapshot
+from ctxengine._messages.memo import MemoEntry, MessageMemo, MessageView
 from ctxengine._messages.read import message_text
 
 if TYPE_CHECKING:
@@ -401,22 +401,6 @@ class MessageSizes:
         return self._counter.tally(self._entries, system=system, tools=tools)
 
 
-class _LastText:
-    """The text of the last system prompt list or tool list seen, reused while it is equal
-    (one comparison instead of building the text on every request)."""
-
-    def __init__(self, render: Callable[[Any], str]) -> None:
-        self._render = render
-        self._seen: Any = None
-        self._text = ""
-
-    def text(self, value: Any) -> str:
-        if self._seen is None or self._seen != value:
-            text = self._render(value)  # raises before anything is remembered
-            self._seen, self._text = snapshot(value), text
-        return self._text
-
-
 class TokenCounter:
     """Counts conversations with a tiktoken encoding, remembering each message content's count.
 
@@ -445,8 +429,6 @@ class TokenCounter:
         self.memo = MessageMemo(cache_size)
         """The memo of message contents this counter's counts are kept in (one per session)."""
         self._texts: dict[str, int] = {}  # system prompt and tool texts, by value
-        self._system = _LastText(system_text)
-        self._tools = _LastText(tools_text)
         self._lock = threading.Lock()
         self._calibration = Calibration()
 
@@ -500,9 +482,7 @@ class TokenCounter:
 
         :raises ValueError: for a system prompt that is neither a string nor a list of blocks.
         """
-        if system is None or isinstance(system, str):
-            return system or ""
-        return self._system.text(system)  # raises for anything but a list of blocks
+        return system_text(system)
 
     def count_system(self, system: SystemPrompt | None) -> int:
         """Tokens of an Anthropic-style system prompt (0 for ``None``)."""
@@ -514,7 +494,7 @@ class TokenCounter:
         """Tokens of tool definitions, counted as their JSON text (0 for none)."""
         if not tools:
             return 0
-        return self._count_by_value(self._tools.text(tools))
+        return self._count_by_value(tools_text(tools))
 
     def count(
         self,
@@ -547,15 +527,8 @@ class TokenCounter:
     def size_of(self, entries: Iterable[MemoEntry], start: TextSize | None = None) -> TextSize:
         """The :class:`TextSize` of some message contents, added to a copy of ``start``."""
         size = TextSize() if start is None else TextSize(start.rough, start.chars, start.fixed)
-        rough = size.rough
-        chars = size.chars
-        fixed = size.fixed
         for entry in entries:
-            length = entry.chars
-            rough -= -length // 4  # CHARS_PER_TOKEN, inlined: this runs for every message
-            chars += length
-            fixed += IMAGE_TOKENS * entry.images + MESSAGE_OVERHEAD_TOKENS
-        size.rough, size.chars, size.fixed = rough, chars, fixed
+            size.add(entry.chars, IMAGE_TOKENS * entry.images + MESSAGE_OVERHEAD_TOKENS)
         return size
 
     def tally(
@@ -578,7 +551,7 @@ class TokenCounter:
         if system is not None:
             size.add(len(self.system_text(system)), MESSAGE_OVERHEAD_TOKENS)
         if tools:
-            size.add(len(self._tools.text(tools)), 0)
+            size.add(len(tools_text(tools)), 0)
 
         def count() -> int:
             # Remembered counts make this cheap once the contents were counted before.
