@@ -8,13 +8,10 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from anthropic.types import MessageDeltaUsage, RawMessageStreamEvent
-from anthropic.types import Usage as AnthropicUsage
-from openai.types import CompletionUsage
+from anthropic.types import RawMessageStreamEvent
 from openai.types.chat import ChatCompletionChunk
 from pydantic import TypeAdapter
 
-from ctxengine._messages.sdk_objects import scalar_dump
 from ctxengine._wrap.streams import AnthropicCollector, AsyncRawRound, ChatCollector, RawRound
 
 
@@ -157,47 +154,6 @@ def test_the_chat_collector_joins_deltas_split_over_the_sdk_chunks() -> None:
             {"id": "call_2", "type": "function", "function": {"name": "read", "arguments": "{}"}},
         ],
     }
-
-
-def test_usage_objects_are_read_as_the_sdk_dumps_them() -> None:
-    # What the collectors keep of a stream's usage is the SDK's own dump (fields set, in order,
-    # None left out, extras and nested breakdowns included), read without dumping.
-    anthropic_usages = [
-        {"input_tokens": 10, "output_tokens": 1},
-        {"input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": None},
-        {
-            "input_tokens": 10,
-            "cache_creation_input_tokens": 4,
-            "cache_read_input_tokens": 5,
-            "cache_creation": {"ephemeral_5m_input_tokens": 1, "ephemeral_1h_input_tokens": 3},
-            "output_tokens": 1,
-            "server_tool_use": {"web_search_requests": 2, "web_fetch_requests": 0},
-            "service_tier": "standard",
-            "a_new_count": 9,
-        },
-    ]
-    objects: list[Any] = [AnthropicUsage.model_validate(data) for data in anthropic_usages]
-    objects.append(MessageDeltaUsage.model_validate({"output_tokens": 42, "input_tokens": None}))
-    objects.append(
-        CompletionUsage.model_validate(
-            {
-                "prompt_tokens": 7,
-                "completion_tokens": 3,
-                "total_tokens": 10,
-                "prompt_tokens_details": {"cached_tokens": 2},
-                "completion_tokens_details": {"reasoning_tokens": 1, "audio_tokens": None},
-            }
-        )
-    )
-    for usage in objects:
-        dumped = scalar_dump(usage)
-        assert dumped is not None
-        assert list(dumped.items()) == list(usage.to_dict(exclude_none=True).items())
-    # Anything it cannot read as the dump would give is left to the caller to dump.
-    listed = AnthropicUsage.model_validate({"input_tokens": 1, "output_tokens": 1, "x": [1]})
-    assert scalar_dump(listed) is None
-    assert scalar_dump({"input_tokens": 1}) is None
-    assert scalar_dump(None) is None
 
 
 def test_the_stream_usage_is_the_dump_of_both_usage_events() -> None:

@@ -165,21 +165,10 @@ _TOKEN_KEYS = frozenset({"input_tokens", "output_tokens", *_CHAT_KEYS})
 def _as_mapping(obj: object) -> dict[str, Any] | None:
     """A dict view of a usage dict or SDK object (pydantic models, plain attribute objects);
     keys whose value is None are dropped, so absent and null fields look the same."""
-    if type(obj) is dict:  # the usual case, kept cheap: this runs on every response
-        return {k if type(k) is str else str(k): v for k, v in obj.items() if v is not None}
     if isinstance(obj, Mapping):
         items = dict(obj)
-    elif hasattr(type(obj), "__pydantic_fields__"):
-        # A pydantic model (every SDK usage object): its fields are its instance dict, its
-        # undeclared keys in the extras. Read shallowly, not with model_dump (which converts
-        # every nested model, several times slower); nested objects are read by this function
-        # again where they are used (_details).
-        items = dict(vars(obj))
-        extra = getattr(obj, "__pydantic_extra__", None)
-        if extra:
-            items.update(extra)
     else:
-        dump = getattr(obj, "model_dump", None)
+        dump = getattr(obj, "model_dump", None)  # every SDK usage object: a pydantic model
         if callable(dump):
             dumped = dump()
             if not isinstance(dumped, Mapping):
@@ -381,44 +370,6 @@ def usage_from_data(data: Any) -> Usage:
         raise ValueError(f"not a usage record ({exc})") from exc
 
 
-_PLAIN_ANTHROPIC_ORDER = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_input_tokens",
-    "cache_creation_input_tokens",
-)
-"""The keys of the usual Anthropic usage dict (top-level counts, no split, nothing nested), in
-the order of :class:`Usage`'s first four fields."""
-_PLAIN_ANTHROPIC_KEYS = frozenset(_PLAIN_ANTHROPIC_ORDER)
-
-
-def _plain_anthropic(raw: dict[str, Any]) -> Usage | None:
-    """What :func:`_from_anthropic` gives for a dict whose keys are among
-    :data:`_PLAIN_ANTHROPIC_KEYS` and whose values are non-negative ints or ``None`` (not all
-    ``None``); ``None`` for any other dict, which the general path then reads (and refuses,
-    naming the field, when it must).
-
-    Such a dict is Anthropic's by every rule of :func:`normalize_usage` (its keys are
-    Anthropic-only or the bare ``input_tokens``/``output_tokens``). It is read on every
-    response, so this skips the general path's copy of the dict and its per-field calls.
-    """
-    counts = [0, 0, 0, 0]
-    present = False
-    for index, key in enumerate(_PLAIN_ANTHROPIC_ORDER):
-        value = raw.get(key)
-        if value is None:
-            continue
-        if type(value) is not int or value < 0:
-            return None
-        counts[index] = value
-        present = True
-    if not present:
-        return None  # nothing but nulls: no shape at all, which the general path reports
-    uncached, output, read, written = counts
-    # No split: every written token is a 5-minute write, as _from_anthropic counts them.
-    return Usage(uncached, output, read, written)
-
-
 def normalize_usage(raw: object) -> Usage:
     """Turn a provider's usage report into a :class:`Usage`.
 
@@ -437,21 +388,11 @@ def normalize_usage(raw: object) -> Usage:
     """
     if isinstance(raw, Usage):
         return raw
-    if type(raw) is dict and raw.keys() <= _PLAIN_ANTHROPIC_KEYS:
-        plain = _plain_anthropic(raw)
-        if plain is not None:
-            return plain
-    if (
-        type(raw) is not dict  # the usual case, decided first: this runs on every response
-        and not isinstance(raw, Mapping)
-        and field(raw, "usage") is not None
-        # Read, not hasattr: an SDK model lacking a key would raise and catch inside pydantic
-        # for each (about 4 us apiece). A token key present but None reads the same as absent;
-        # such an object takes the general path below, to the same result.
-        and all(field(raw, key) is None for key in _TOKEN_KEYS)
+    if field(raw, "usage") is not None and all(
+        field(raw, key) is None for key in (*_TOKEN_KEYS, *_ANTHROPIC_ONLY_KEYS)
     ):
-        # A whole SDK response: read its usage, edits and diagnostics without dumping all of
-        # its content.
+        # A whole response (a dict or the SDK's object): its usage, edits and diagnostics are
+        # read, the rest of its content is not.
         return _whole_response(normalize_usage(field(raw, "usage")), raw)
     data = _as_mapping(raw)
     if data is None:
@@ -460,8 +401,6 @@ def normalize_usage(raw: object) -> Usage:
             "usage object"
         )
     keys = data.keys()
-    if keys.isdisjoint(_TOKEN_KEYS) and keys.isdisjoint(_ANTHROPIC_ONLY_KEYS) and "usage" in data:
-        return _whole_response(normalize_usage(data["usage"]), data)
     if not keys.isdisjoint(_CHAT_KEYS):
         return _from_openai_chat(data)
     if not keys.isdisjoint(_ANTHROPIC_ONLY_KEYS):

@@ -18,7 +18,7 @@ import attrs
 from ctxengine._kernel.session import Session
 from ctxengine._messages.conversation import Format, Message, SystemPrompt
 from ctxengine._messages.responses_items import ItemsConverter, item_kind
-from ctxengine._messages.sdk_objects import field
+from ctxengine._messages.sdk_objects import field, plain
 
 Api = Literal["anthropic.messages", "openai.chat", "openai.responses"]
 
@@ -35,19 +35,6 @@ class EngineCall:
 def given(value: Any) -> bool:
     """False for ``None`` and the SDKs' "not given" markers (``NOT_GIVEN``, ``omit``)."""
     return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
-
-
-def plain(obj: Any) -> Any:
-    """``obj`` as JSON-shaped data: SDK models dumped (unset and ``None`` fields left out),
-    mappings and lists converted recursively, anything else as it is."""
-    dump = getattr(obj, "to_dict", None)
-    if callable(dump) and not isinstance(obj, Mapping):
-        return dump(exclude_none=True)
-    if isinstance(obj, Mapping):
-        return {str(k): plain(v) for k, v in obj.items() if v is not None}
-    if isinstance(obj, (list, tuple)):
-        return [plain(v) for v in obj]
-    return obj
 
 
 def listed(value: Any) -> list[Any]:
@@ -128,7 +115,7 @@ class Dialect:
 
     def usage(self, response: Any) -> Any:
         """The usage object of ``response``."""
-        data = field(response, "usage")  # no Mapping ABC check per response
+        data = field(response, "usage")
         if data is None:
             raise ValueError(f"the {self.api} response carries no usage")
         return data
@@ -161,8 +148,6 @@ class AnthropicDialect(Dialect):
         return [str(field(tool, "name")) for tool in tools]
 
     def calls(self, response: Any) -> list[EngineCall]:
-        # Read the blocks' fields directly: dumping the whole response costs more than the rest
-        # of the wrapper's work on a response without tool calls.
         return [
             EngineCall(
                 id=str(field(block, "id")),

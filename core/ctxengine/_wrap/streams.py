@@ -19,15 +19,12 @@ its final events. The round sources collect each round's whole response from its
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from functools import partial
+from collections.abc import AsyncIterator, Callable, Iterator
 from itertools import chain
-from operator import is_not
 from types import TracebackType
 from typing import Any
 
-from ctxengine._messages.sdk_objects import field, is_mapping, scalar_dump
-from ctxengine._wrap.dialects import plain
+from ctxengine._messages.sdk_objects import field, plain
 
 _END = object()
 HIDDEN = object()
@@ -47,60 +44,55 @@ class AnthropicCollector:
         self._json: dict[int, str] = {}
 
     def feed(self, event: Any) -> Any:
-        """Take ``event`` in; returns it (to be handed to the host)."""
-        # Runs on every event of every streamed request: the SDK's event objects are read by
-        # attribute (one C call each) and only the parts each event contributes are dumped.
-        read, kind = event, getattr(event, "type", None)
-        if kind is None and is_mapping(event):  # a plain dict has no attributes: read its keys
-            read = _Fields(event)
-            kind = read.type
-        if kind == "content_block_delta":  # the most frequent, one per token or so
-            if self.message is not None:
-                index = getattr(read, "index", None)
-                self._delta(self.message["content"][index], index, getattr(read, "delta", None))
-            return event
+        """Take ``event`` (the SDK's event object or a plain dict) in; returns it (to be handed
+        to the host)."""
+        kind = field(event, "type")
         if kind == "message_start":
-            message = getattr(read, "message", None)
+            message = field(event, "message")
             self.message = {
                 "role": "assistant",
-                "content": [_block(block) for block in getattr(message, "content", None) or []],
-                "usage": _usage(getattr(message, "usage", None)),
+                "content": [dict(plain(block)) for block in field(message, "content") or []],
+                "usage": plain(field(message, "usage")) or {},
             }
-            return event
-        if self.message is None:
-            return event
-        if kind == "content_block_start":
-            self.message["content"].append(_block(getattr(read, "content_block", None)))
-        elif kind == "content_block_stop":
-            index = getattr(read, "index", None)
-            if index in self._json:
-                text = self._json.pop(index)
-                self.message["content"][index]["input"] = json.loads(text) if text.strip() else {}
-        elif kind == "message_delta":
-            delta = getattr(read, "delta", None)
-            for key in ("stop_reason", "stop_sequence"):
-                value = getattr(delta, key, None)
-                if value is not None:
-                    self.message[key] = value
-            # message_delta usage is cumulative: its counts replace those of message_start.
-            usage = _usage(getattr(read, "usage", None))
-            self.message["usage"] = {**self.message.get("usage", {}), **usage}
+        elif self.message is not None:
+            self._take(kind, event, self.message)
         return event
 
+    def _take(self, kind: Any, event: Any, message: dict[str, Any]) -> None:
+        """What an event after ``message_start`` adds to ``message``."""
+        if kind == "content_block_delta":
+            index = field(event, "index")
+            self._delta(message["content"][index], index, field(event, "delta"))
+            return
+        if kind == "content_block_start":
+            message["content"].append(dict(plain(field(event, "content_block"))))
+            return
+        if kind == "content_block_stop":
+            index = field(event, "index")
+            text = self._json.pop(index, None)
+            if text is not None:
+                message["content"][index]["input"] = json.loads(text) if text.strip() else {}
+            return
+        if kind == "message_delta":
+            delta = field(event, "delta")
+            for key in ("stop_reason", "stop_sequence"):
+                value = field(delta, key)
+                if value is not None:
+                    message[key] = value
+            # message_delta usage is cumulative: its counts replace those of message_start.
+            message["usage"] = {**message.get("usage", {}), **(plain(field(event, "usage")) or {})}
+
     def _delta(self, block: dict[str, Any], index: Any, delta: Any) -> None:
-        kind = getattr(delta, "type", None)
-        if kind == "text_delta":
-            block["text"] = block.get("text", "") + (getattr(delta, "text", None) or "")
+        kind = field(delta, "type")
+        appended = _APPENDED.get(kind)
+        if appended is not None:  # text and thinking grow block by block
+            block[appended] = block.get(appended, "") + (field(delta, appended) or "")
         elif kind == "input_json_delta":
-            part = getattr(delta, "partial_json", None) or ""
-            self._json[index] = self._json.get(index, "") + part
-        elif kind == "thinking_delta":
-            part = getattr(delta, "thinking", None) or ""
-            block["thinking"] = block.get("thinking", "") + part
+            self._json[index] = self._json.get(index, "") + (field(delta, "partial_json") or "")
         elif kind == "signature_delta":
-            block["signature"] = getattr(delta, "signature", None) or ""
+            block["signature"] = field(delta, "signature") or ""
         elif kind == "citations_delta":
-            block.setdefault("citations", []).append(plain(getattr(delta, "citation", None)))
+            block.setdefault("citations", []).append(plain(field(delta, "citation")))
 
     def final(self) -> dict[str, Any]:
         if self.message is None:
@@ -108,47 +100,8 @@ class AnthropicCollector:
         return self.message
 
 
-class _Fields:
-    """A mapping read by attribute, the mappings inside it too (also in lists): an event that
-    is a plain dict (one the SDK does not model) is read the way the collectors read the SDK's
-    event objects."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self._data = data
-
-    def __getattr__(self, key: str) -> Any:
-        if key.startswith("__"):  # not a key of the data: hasattr() and copies ask for these
-            raise AttributeError(key)
-        return _as_fields(self._data.get(key))
-
-    def to_dict(self, *, exclude_none: bool = True) -> Any:
-        """What :func:`plain` reads of it: the mapping's data, as plain reads a mapping (which
-        leaves ``None`` values out whatever ``exclude_none`` says)."""
-        return plain(self._data)
-
-
-def _as_fields(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return _Fields(value)
-    if isinstance(value, list):
-        return [_as_fields(item) for item in value]
-    return value
-
-
-def _usage(usage: Any) -> dict[str, Any]:
-    """``plain(usage)`` (``{}`` for none), read without the SDK's dump where it can be."""
-    found = scalar_dump(usage)
-    return found if found is not None else plain(usage) or {}
-
-
-def _block(block: Any) -> dict[str, Any]:
-    """A content block as a dict (a text block read directly: dumping is the costly part of
-    collecting a stream whose blocks are text)."""
-    if field(block, "type") == "text" and field(block, "citations") is None:
-        return {"type": "text", "text": field(block, "text") or ""}
-    return dict(plain(block))
+_APPENDED = {"text_delta": "text", "thinking_delta": "thinking"}
+"""The deltas whose field of that name is appended to the block's field of the same name."""
 
 
 class ChatCollector:
@@ -165,45 +118,41 @@ class ChatCollector:
         self.usage: dict[str, Any] | None = None
 
     def feed(self, event: Any) -> Any:
-        """Take ``event`` (a chunk) in; returns it, or :data:`HIDDEN` for the usage chunk the
-        host is not to see."""
-        # Runs on every chunk, one per token or so of the reply: the SDK's objects are read by
-        # attribute (the delta's fields, not a dump of it), as the Anthropic collector does.
-        chunk, choices = event, getattr(event, "choices", None)
-        if choices is None and is_mapping(event):  # a plain dict has no attributes
-            chunk = _Fields(event)
-            choices = chunk.choices
-        usage = getattr(chunk, "usage", None)
+        """Take ``event`` (a chunk: the SDK's object or a plain dict) in; returns it, or
+        :data:`HIDDEN` for the usage chunk the host is not to see."""
+        choices = field(event, "choices")
+        usage = field(event, "usage")
         if usage is not None:
             if usage:
-                self.usage = _usage(usage)
+                self.usage = plain(usage) or {}
             if self.hide_usage and not choices:
                 return HIDDEN
         for choice in choices or ():
-            if (getattr(choice, "index", None) or 0) != 0:
-                continue
-            delta = getattr(choice, "delta", None)
-            if delta is None:
-                continue
-            self.content += getattr(delta, "content", None) or ""
-            # Not a field of the SDK's delta (a provider's extra): read where the SDK keeps it.
-            self.reasoning += field(delta, "reasoning_content") or ""
-            for call in getattr(delta, "tool_calls", None) or ():
-                slot = self.calls.setdefault(
-                    getattr(call, "index", None) or 0,
-                    {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
-                )
-                call_id = getattr(call, "id", None)
-                if call_id:
-                    slot["id"] = call_id
-                function = getattr(call, "function", None)
-                if function is not None:
-                    slot["function"]["name"] += getattr(function, "name", None) or ""
-                    slot["function"]["arguments"] += getattr(function, "arguments", None) or ""
-            finish_reason = getattr(choice, "finish_reason", None)
-            if finish_reason:
-                self.finish_reason = finish_reason
+            if (field(choice, "index") or 0) == 0:
+                self._choice(choice)
         return event
+
+    def _choice(self, choice: Any) -> None:
+        delta = field(choice, "delta")
+        if delta is None:
+            return
+        self.content += field(delta, "content") or ""
+        self.reasoning += field(delta, "reasoning_content") or ""  # a provider's extra field
+        for call in field(delta, "tool_calls") or ():
+            slot = self.calls.setdefault(
+                field(call, "index") or 0,
+                {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+            )
+            call_id = field(call, "id")
+            if call_id:
+                slot["id"] = call_id
+            function = field(call, "function")
+            if function is not None:
+                slot["function"]["name"] += field(function, "name") or ""
+                slot["function"]["arguments"] += field(function, "arguments") or ""
+        finish_reason = field(choice, "finish_reason")
+        if finish_reason:
+            self.finish_reason = finish_reason
 
     def final(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.content or None}
@@ -225,8 +174,8 @@ class ResponsesCollector:
 
     def feed(self, event: Any) -> Any:
         """Take ``event`` in; returns it (to be handed to the host)."""
-        if getattr(event, "type", None) in self._FINAL:
-            self.response = event.response
+        if field(event, "type") in self._FINAL:
+            self.response = field(event, "response")
         return event
 
     def final(self) -> Any:
@@ -239,10 +188,6 @@ Collector = AnthropicCollector | ChatCollector | ResponsesCollector
 
 
 # -- one round's stream ---------------------------------------------------------------------------
-
-
-_handed_on = partial(is_not, HIDDEN)
-"""Whether the host is handed what a collector's ``feed`` returned (in C: it runs per event)."""
 
 
 class _CollectingRound:
@@ -264,9 +209,9 @@ class RawRound(_CollectingRound):
     """One round of a ``create(stream=True)`` call: the SDK's stream and a collector."""
 
     def events(self) -> Iterator[Any]:
-        # map and filter run in C: no generator of the wrapper's own between the SDK's stream
-        # and the host's loop (a resumption per event); both are lazy, as the stream is.
-        return filter(_handed_on, map(self.collector.feed, self.stream))
+        for event in self.stream:
+            if self.collector.feed(event) is not HIDDEN:
+                yield event
 
     def close(self) -> None:
         self.stream.close()
@@ -276,9 +221,8 @@ class AsyncRawRound(_CollectingRound):
     """:class:`RawRound` for async clients."""
 
     async def events(self) -> AsyncIterator[Any]:
-        feed = self.collector.feed  # read once: this runs per event
         async for event in self.stream:
-            if feed(event) is not HIDDEN:
+            if self.collector.feed(event) is not HIDDEN:
                 yield event
 
     async def close(self) -> None:
@@ -357,10 +301,9 @@ class ChainedStream:
         return self.current.response if self.current is not None else None
 
     def __iter__(self) -> Iterator[Any]:
-        # The first event (taken when the call was made), then the rest, chained in C: no
-        # generator of the wrapper's own is resumed per event. The first is handed out only
-        # when the chain is read, so an iterator made and dropped, or next() called before
-        # reading it, loses nothing and keeps the order.
+        # The first event (taken when the call was made), then the rest. The first is handed
+        # out only when the chain is read, so an iterator made and dropped, or next() called
+        # before reading it, loses nothing and keeps the order.
         return chain(self._pending(), self._events)
 
     def _pending(self) -> Iterator[Any]:

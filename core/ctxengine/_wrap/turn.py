@@ -25,6 +25,7 @@ from typing import Any, Literal, Protocol
 from ctxengine._kernel.session import Session
 from ctxengine._messages.conversation import Message, SystemPrompt
 from ctxengine._messages.memo import MessageView
+from ctxengine._messages.sdk_objects import plain
 from ctxengine._plugin.results import CompressResult
 from ctxengine._wrap.dialects import (
     AnthropicDialect,
@@ -34,7 +35,6 @@ from ctxengine._wrap.dialects import (
     EngineCall,
     ResponsesDialect,
     given,
-    plain,
 )
 from ctxengine._wrap.history import HistoryView
 from ctxengine._wrap.record import CallRecord, RoundRecord
