@@ -1,11 +1,12 @@
-"""Kernel per-request cost for every way a host hands the history over.
+"""Kernel time per request on the largest bundled session, for every way a host hands the
+history over.
 
 One request = ``session.update_usage`` (the previous response's usage) +
-``session.should_compress`` + ``session.prepare`` (the ``system_and_3`` cache strategy). Every
-bundled session with at least 100 messages is replayed: a session serves its turns up to the last
-``TURNS`` untimed, then serves those turns one after the other as an agent loop does, each timed
-on its own; a turn's figure is its fastest over the rounds, a session's the mean over its
-turns. Arrival modes:
+``session.should_compress`` + ``session.prepare`` (the ``system_and_3`` cache strategy). The
+largest bundled session is replayed: a session serves its turns up to the last ``TURNS``
+untimed, then serves those turns one after the other as an agent loop does, each timed on its
+own; a turn's figure is its fastest over the rounds, the mode's figure the mean over its turns.
+Arrival modes:
 
 - ``same_list``: the host appends each turn's messages to one list object;
 - ``new_list``: a new list of the same message dicts every turn;
@@ -15,15 +16,13 @@ turns. Arrival modes:
   per-request web handler) on new dicts: ``kernel.session`` + ``should_compress`` + ``prepare``
   + ``update_usage``, with the kernel loaded and tiktoken's encoding in memory.
 
-Each is a ratio to ``copy.deepcopy`` of the same turns' histories, timed the same way in the same
-run, interleaved with the modes. The ``*_same_request_again`` figures time the first three modes
-the way the earlier version of this benchmark did: a session that served the whole session sends
-its last request again (nothing new to walk, everything hot in the CPU's caches). The
-model's window is set per session so the prompt of the last turn lies just below 80 % of the
-compaction threshold: no compaction is due, and no turn is further from the threshold than the
-targets allow.
+Each mode is reported in microseconds per request (budget: at most ``BUDGET_US``) and as a ratio
+to ``copy.deepcopy`` of the same turns' histories, timed the same way in the same run,
+interleaved with the modes (budget for ``new_dicts``: at most ``NEW_DICTS_BUDGET`` x). The
+model's window is set so the prompt of the last turn lies just below 80 % of the compaction
+threshold: no compaction is due.
 
-Run: ``python benchmarks/bench_kernel.py``. Prints ``name<TAB>value<TAB>target`` lines; exits
+Run: ``python benchmarks/bench_kernel.py``. Prints ``name<TAB>value<TAB>budget`` lines; exits
 non-zero only on a crash.
 """
 
@@ -45,19 +44,16 @@ from ctxengine._accounting.tokens import TokenCounter
 if not __package__:  # run as a script (nox -s bench): make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.harness import BenchSession, Steps, interleaved_min, line, long_sessions, repeat
+from benchmarks.harness import BenchSession, Steps, interleaved_min, long_sessions, repeat
 
 ROUNDS = 7
 TURNS = 8
 """Turns timed back to back per round (the last ones of each session)."""
-TARGETS = {
-    "same_list": 0.03,
-    "new_list": 0.05,
-    "new_dicts": 0.4,
-    "fresh_session": 1.0,
-}
-AGAIN = ("same_list", "new_list", "new_dicts")
-"""Modes also timed on the same request sent again (the steady state of the earlier benchmark)."""
+MODES = ("same_list", "new_list", "new_dicts", "fresh_session")
+BUDGET_US = 1_000
+"""Kernel time per request, in every mode."""
+NEW_DICTS_BUDGET = 0.4
+"""Kernel time per request with new dicts, as a ratio to ``copy.deepcopy`` of the history."""
 MODEL = "claude-sonnet-4-6"
 
 
@@ -122,7 +118,7 @@ class Workload:
 
 
 def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, float]:
-    """The four ratios for one bundled session."""
+    """Seconds per request of each mode and of ``deepcopy`` on one bundled session."""
     work = Workload.of(session_data, reference)
     messages, system, ends, kernel, usage = (
         work.messages,
@@ -133,7 +129,6 @@ def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, fl
     )
     request = work.request
     warmup, timed = ends[-TURNS - 2 : -TURNS], ends[-TURNS:]
-    again = [len(messages)] * TURNS  # the last request, sent TURNS more times
     ids = itertools.count()
     opened: list[str] = []
 
@@ -144,9 +139,8 @@ def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, fl
         opened.append(f"bench-{next(ids)}")
         return kernel.session(opened[-1])
 
-    def replay(history_at: Callable[[int], list[dict[str, Any]]], repeated: bool) -> Steps:
-        """A session that served the warm-up turns, and the timed turns as steps (or, when
-        ``repeated``, one that served every turn, and the last request again as the steps).
+    def replay(history_at: Callable[[int], list[dict[str, Any]]]) -> Steps:
+        """A session that served the warm-up turns, and the timed turns as steps.
 
         ``history_at(end)`` is the host handing over ``messages[:end]`` its way."""
         session = new_session()
@@ -160,28 +154,27 @@ def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, fl
 
             return run
 
-        for end in ends if repeated else warmup:
+        for end in warmup:
             turn(end)()
-        return [turn(end) for end in (again if repeated else timed)]
+        return [turn(end) for end in timed]
 
-    def same_list(repeated: bool) -> Steps:
+    def same_list() -> Steps:
         grown: list[dict[str, Any]] = []
 
         def history_at(end: int) -> list[dict[str, Any]]:
             grown.extend(messages[len(grown) : end])  # the same list object, appended in place
             return grown
 
-        return replay(history_at, repeated)
+        return replay(history_at)
 
-    def new_list(repeated: bool) -> Steps:
-        return replay(lambda end: list(messages[:end]), repeated)
+    def new_list() -> Steps:
+        return replay(lambda end: list(messages[:end]))
 
-    def new_dicts(repeated: bool) -> Steps:
+    def new_dicts() -> Steps:
         # Built before the timer starts: the reload is the host's cost, not ctxengine's. One
         # list per step, as each request of a gateway reloads its history anew.
-        order = [*ends, *again] if repeated else [*warmup, *timed]
-        built = iter([session_data.fresh_messages()[:end] for end in order])
-        return replay(lambda end: next(built), repeated)
+        built = iter([session_data.fresh_messages()[:end] for end in [*warmup, *timed]])
+        return replay(lambda end: next(built))
 
     def fresh_session() -> Steps:
         def first_request(end: int) -> Callable[[], object]:
@@ -203,42 +196,31 @@ def measure(session_data: BenchSession, reference: TokenCounter) -> dict[str, fl
         {
             # The baseline: a stateless deep copy of each timed turn's history.
             "deepcopy": repeat(*(deepcopy_of(messages[:end]) for end in timed)),
-            "deepcopy_again": repeat(*(deepcopy_of(messages) for _ in again)),
-            "same_list": lambda: same_list(False),
-            "new_list": lambda: new_list(False),
-            "new_dicts": lambda: new_dicts(False),
+            "same_list": same_list,
+            "new_list": new_list,
+            "new_dicts": new_dicts,
             "fresh_session": fresh_session,
-            "same_list_again": lambda: same_list(True),
-            "new_list_again": lambda: new_list(True),
-            "new_dicts_again": lambda: new_dicts(True),
         },
         ROUNDS,
     )
     kernel.close()
-    ratios = {mode: best[mode] / best["deepcopy"] for mode in TARGETS}
-    ratios |= {f"{mode}_again": best[f"{mode}_again"] / best["deepcopy_again"] for mode in AGAIN}
-    return ratios | {"deepcopy_ms": best["deepcopy"] * 1e3}
+    return best
 
 
 def main() -> None:
-    sessions = long_sessions()
-    reference = TokenCounter()
-    results = []
-    for session_data in sessions:
-        ratios = measure(session_data, reference)
-        results.append(ratios)
-        figures = ", ".join(f"{mode} {ratios[mode]:.3f}x" for mode in TARGETS)
-        print(
-            f"session\t{session_data.name}\t{len(session_data.messages)} messages, "
-            f"deepcopy {ratios['deepcopy_ms']:.2f} ms; {figures}"
-        )
-    for mode, target in TARGETS.items():
-        values = [r[mode] for r in results]
-        print(line(f"kernel_{mode}_vs_deepcopy", values, f"target<={target:g}x", len(values)))
-    for mode in AGAIN:
-        values = [r[f"{mode}_again"] for r in results]
-        wanted = f"target<={TARGETS[mode]:g}x"
-        print(line(f"kernel_{mode}_same_request_again_vs_deepcopy", values, wanted, len(values)))
+    largest = max(long_sessions(), key=lambda found: len(found.messages))
+    best = measure(largest, TokenCounter())
+    deepcopy = best["deepcopy"]
+    print(
+        f"session\t{largest.name}\t{len(largest.messages)} messages, "
+        f"deepcopy {deepcopy * 1e6:.0f} µs per request"
+    )
+    for mode in MODES:
+        ratio = best[mode] / deepcopy
+        budget = f"budget<={BUDGET_US} µs"
+        if mode == "new_dicts":
+            budget += f", <={NEW_DICTS_BUDGET:g}x deepcopy"
+        print(f"kernel_{mode}\t{best[mode] * 1e6:.0f} µs ({ratio:.3f}x deepcopy)\t{budget}")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ The view is in one of two states after a call:
   history is walked once per call, by the memo, as it is for a host calling the kernel itself;
 - **mapped**: what was sent differs from the host's messages (a compaction, an engine tool
   round). The covered host messages are compared with what the host passes (one list
-  comparison in C); the view's own list of what was sent grows in place from call to call,
+  comparison); the view's own list of what was sent grows in place from call to call,
   followed by whatever the host added since.
 
 In both, the reference for the covered host messages is the objects the host first passed for
@@ -41,7 +41,7 @@ from ctxengine._messages.memo import MemoEntry, MessageView
 
 
 class ResolvedHistory(NamedTuple):
-    """What to send for one call, before any compaction (a tuple: it is made on every call).
+    """What to send for one call, before any compaction.
 
     :ivar messages: the messages to send, in the form the kernel reads: the host's own list
         when it is ``as_given`` and the host passed a list (which the host may still append to
@@ -123,7 +123,7 @@ class HistoryView:
         as_given = new is added or _same_objects(new, added)
         if as_given and isinstance(host, list):
             # The host's own list, not a copy: the kernel finds the very list it resolved last
-            # (its cheapest path) and nothing is copied per call. The slice above is what
+            # and nothing is copied per call. The slice above is what
             # commit takes, so messages the host appends while the call runs are not taken
             # as sent; the Turn reads the list only up to the length it had when sent.
             messages = host
@@ -158,8 +158,6 @@ class HistoryView:
         covered = len(self._host)
         prefix: list[Any] = []
         if covered:
-            # A list comparison runs in C, by identity first: O(covered) pointer checks for a
-            # host that re-sends the same message objects.
             if len(host) == covered and isinstance(host, list):
                 prefix = host
             elif len(host) > covered:
@@ -243,5 +241,5 @@ class HistoryView:
 
 def _same_objects(converted: list[Message], host: Sequence[Any]) -> bool:
     """Whether ``converted`` holds the very objects of ``host`` (the dialect kept them as they
-    are): checked in C, by identity."""
+    are), compared by identity."""
     return len(converted) == len(host) and all(map(is_, converted, host))
