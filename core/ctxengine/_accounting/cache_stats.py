@@ -148,50 +148,38 @@ _TOKEN_VALUES = operator.attrgetter(*_TOKEN_FIELDS)
 _COST_VALUES = operator.attrgetter(*_COST_FIELDS)
 
 
-def _accumulate(totals: list[Any], values: tuple[Any, ...]) -> None:
-    """Add ``values`` to ``totals`` element by element, in place (runs on every response)."""
-    for index, value in enumerate(values):
-        totals[index] += value
-
-
 @attrs.define
 class SessionCacheStats:
     """Running totals of one session's responses.
 
     ``add`` each response's normalised usage with the model that served it (the model may change
-    within a session, so it is passed per response). Totals are kept as plain sums (this runs on
-    every response); :attr:`usage` and :attr:`cost` build the records when read.
+    within a session, so it is passed per response).
+
+    :ivar usage: the sum of every response's usage.
+    :ivar cost: the sum of every response's cost.
     """
 
     responses: int = 0
-    # The sums of _TOKEN_FIELDS and of _COST_FIELDS, in their order (what dump writes).
-    _tokens: list[int] = attrs.field(factory=lambda: [0] * len(_TOKEN_FIELDS), repr=False)
-    _costs: list[float] = attrs.field(factory=lambda: [0.0] * len(_COST_FIELDS), repr=False)
-    _miss_reason: str | None = attrs.field(default=None, repr=False)
-    """The latest cache-miss reason, as a sum of :class:`Usage` keeps it."""
-    _compaction: Usage | None = attrs.field(default=None, repr=False)
+    usage: Usage = attrs.field(factory=Usage)
+    cost: CacheCost = attrs.field(factory=lambda: CacheCost(*[0.0] * len(_COST_FIELDS)))
 
     def add(self, usage: Usage, model: ModelInfo) -> CacheCost:
         """Count one response; returns its cost."""
         response_cost = cost_of(usage, model)
         self.responses += 1
-        _accumulate(self._tokens, _TOKEN_VALUES(usage))
-        _accumulate(self._costs, _COST_VALUES(response_cost))
-        if usage.cache_miss_reason:
-            self._miss_reason = usage.cache_miss_reason
-        if usage.compaction is not None:  # rare: a response whose server compacted
-            done = self._compaction
-            self._compaction = usage.compaction if done is None else done + usage.compaction
+        self.usage = self.usage + usage
+        self.cost = self.cost + response_cost
         return response_cost
 
     def dump(self) -> dict[str, Any]:
         """The totals as JSON data, for another process to continue from (:meth:`restore`)."""
+        usage = self.usage
         return {
             "responses": self.responses,
-            "tokens": [*self._tokens],
-            "costs": [*self._costs],
-            "miss_reason": self._miss_reason,
-            "compaction": None if self._compaction is None else attrs.asdict(self._compaction),
+            "tokens": [*_TOKEN_VALUES(usage)],
+            "costs": [*_COST_VALUES(self.cost)],
+            "miss_reason": usage.cache_miss_reason,
+            "compaction": None if usage.compaction is None else attrs.asdict(usage.compaction),
         }
 
     @classmethod
@@ -200,7 +188,6 @@ class SessionCacheStats:
 
         :raises ValueError: ``data`` is not what :meth:`dump` writes.
         """
-        empty = cls()
         try:
             responses = int(data["responses"])
             tokens = [int(value) for value in data["tokens"]]
@@ -212,32 +199,17 @@ class SessionCacheStats:
             raise ValueError(f"not session cache statistics ({type(exc).__name__}: {exc})") from exc
         if (
             responses < 0
-            or len(tokens) != len(empty._tokens)
-            or len(costs) != len(empty._costs)
+            or len(tokens) != len(_TOKEN_FIELDS)
+            or len(costs) != len(_COST_FIELDS)
             or not (reason is None or isinstance(reason, str))
         ):
             raise ValueError(f"not session cache statistics: {data!r}")
-        return cls(
-            responses=responses,
-            tokens=tokens,
-            costs=costs,
-            miss_reason=reason,
+        usage = Usage(
+            **dict(zip(_TOKEN_FIELDS, tokens, strict=True)),
+            cache_miss_reason=reason,
             compaction=compaction,
         )
-
-    @property
-    def usage(self) -> Usage:
-        """The sum of every response's usage."""
-        return Usage(
-            **dict(zip(_TOKEN_FIELDS, self._tokens, strict=True)),
-            cache_miss_reason=self._miss_reason,
-            compaction=self._compaction,
-        )
-
-    @property
-    def cost(self) -> CacheCost:
-        """The sum of every response's cost."""
-        return CacheCost(*self._costs)
+        return cls(responses=responses, usage=usage, cost=CacheCost(*costs))
 
     @property
     def hit_ratio(self) -> float:
