@@ -9,7 +9,7 @@ variants run the same code in a worker thread, since engines may block on I/O (s
 SQLite).
 
 What a request costs: :meth:`Session.should_compress` checks the history against the session's
-message memo once (one comparison in C when the history is the one seen before, however it was
+message memo once (one list comparison when the history is the one seen before, however it was
 handed over) and sizes the prompt as the provider's last measured prompt tokens plus an estimate
 of what was added since, or as a calibrated estimate; exact counts are made only when the estimate
 lies within its error of a threshold an engine compares it with (:class:`~ctxengine.TokenEstimate`).

@@ -71,26 +71,17 @@ class NotAMessageError(TypeError, ValueError):
 def snapshot(obj: Any) -> Any:
     """A copy of ``obj``'s dicts, lists and tuples whose other objects (strings, numbers) are
     shared: equal to ``obj`` until ``obj`` is edited in place, at the cost of its containers."""
-    kind = type(obj)
-    if kind is dict or kind is list:
-        copied = obj.copy()  # in C; then only the values that are containers are replaced
-    elif isinstance(obj, dict):
+    if isinstance(obj, dict):
         copied = dict(obj)
-    elif isinstance(obj, list):
-        copied = list(obj)
-    elif kind is tuple:
-        return tuple(v if type(v) in _ATOMS else snapshot(v) for v in obj)
-    else:
-        return obj
-    if type(copied) is dict:
         for key, value in copied.items():
             if type(value) not in _ATOMS:
-                copied[key] = snapshot(value)
-    else:
-        for index, value in enumerate(copied):
-            if type(value) not in _ATOMS:
-                copied[index] = snapshot(value)
-    return copied
+                copied[key] = snapshot(value)  # a value replaced: the dict's size is unchanged
+        return copied
+    if isinstance(obj, list):
+        return [v if type(v) in _ATOMS else snapshot(v) for v in obj]
+    if type(obj) is tuple:
+        return tuple(v if type(v) in _ATOMS else snapshot(v) for v in obj)
+    return obj
 
 
 class MemoEntry:
