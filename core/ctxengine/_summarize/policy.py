@@ -321,14 +321,8 @@ class SummaryService:
             send whole requests (check :attr:`serves_main` first).
         """
         primary = self.providers[0]
-        complete_request = getattr(primary, "complete_request", None)
-        if not callable(complete_request):
-            raise TypeError(f"summary provider {primary.name!r} cannot send whole requests")
+        send = _request_sender(primary, request, max_tokens)
         attempts: list[SummaryAttempt] = []
-
-        def send() -> str:
-            return str(complete_request(request, max_tokens))
-
         reply, last = self._ask(0, send, check, force, attempts, None)
         if reply is not None:
             return SummaryReply(reply, primary.name, tuple(attempts))
@@ -398,13 +392,9 @@ class SummaryService:
                 if pause > 0:
                     self.sleep(pause)
             try:
-                text = send()
-                if check is not None:
-                    text = check(text, provider.name)
+                text = _checked(send, check, provider.name)
             except SummaryError as exc:
                 error = exc
-            except Exception as exc:  # a host's provider may raise anything: classify it
-                error = classify_error(exc, provider.name)
             else:
                 with self._lock:
                     breaker.succeeded()
@@ -443,21 +433,46 @@ def call_summary(
     return _one_request(provider, lambda: provider.complete(system, prompt, max_tokens), check)
 
 
-def _one_request(
-    provider: SummaryProvider, send: Callable[[], str], check: ReplyCheck | None
-) -> SummaryReply:
-    """One request to a provider outside a :class:`SummaryService`, classified and checked."""
-    name = str(getattr(provider, "name", "provider"))
+def _checked(send: Callable[[], str], check: ReplyCheck | None, name: str) -> str:
+    """One request (``send()``) to provider ``name``, its reply passed through ``check``.
+
+    :raises SummaryError: whatever the provider or the check raised, classified (a host's
+        provider may raise anything) and chained to the original exception.
+    """
     try:
         text = send()
-        if check is not None:
-            text = check(text, name)
+        return text if check is None else check(text, name)
     except Exception as exc:
         error = classify_error(exc, name)
-        error.attempts = (SummaryAttempt(name, error.kind, error.status, 0.0, str(error)),)
         if error is exc:
             raise
         raise error from exc
+
+
+def _request_sender(
+    provider: SummaryProvider, request: Mapping[str, Any], max_tokens: int
+) -> Callable[[], str]:
+    """``send()`` for a whole request through ``provider.complete_request``.
+
+    :raises TypeError: ``provider`` cannot send whole requests.
+    """
+    complete_request = getattr(provider, "complete_request", None)
+    if not callable(complete_request):
+        raise TypeError(f"summary provider {provider.name!r} cannot send whole requests")
+    return lambda: str(complete_request(request, max_tokens))
+
+
+def _one_request(
+    provider: SummaryProvider, send: Callable[[], str], check: ReplyCheck | None
+) -> SummaryReply:
+    """One request to a provider outside a :class:`SummaryService`, classified and checked;
+    the reply or error records it as the only attempt."""
+    name = str(getattr(provider, "name", "provider"))
+    try:
+        text = _checked(send, check, name)
+    except SummaryError as error:
+        error.attempts = (SummaryAttempt(name, error.kind, error.status, 0.0, str(error)),)
+        raise
     return SummaryReply(text, name, (SummaryAttempt(name, "ok"),))
 
 
@@ -483,7 +498,4 @@ def call_summary_request(
     """
     if isinstance(provider, SummaryService):
         return provider.call_request(request, max_tokens, check=check, force=force)
-    complete_request = getattr(provider, "complete_request", None)
-    if not callable(complete_request):
-        raise TypeError(f"summary provider {provider.name!r} cannot send whole requests")
-    return _one_request(provider, lambda: str(complete_request(request, max_tokens)), check)
+    return _one_request(provider, _request_sender(provider, request, max_tokens), check)

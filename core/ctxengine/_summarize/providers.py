@@ -86,13 +86,23 @@ def summary_arguments(request: Mapping[str, Any], max_tokens: int) -> dict[str, 
     return out
 
 
+def _check_max_tokens(max_tokens: int) -> None:
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+
+
 def _check_call(system: str, prompt: str, max_tokens: int) -> None:
+    """Reject arguments no provider can send (a programming error, not a summary failure)."""
     if not isinstance(system, str) or not isinstance(prompt, str):
         raise TypeError("summary calls take system and prompt as str")
     if not prompt.strip():
         raise ValueError("summary prompt is empty: there is nothing to summarise")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    _check_max_tokens(max_tokens)
+
+
+def is_official_openai(base_url: str | None) -> bool:
+    """True for OpenAI's own API (no base URL, or one on ``api.openai.com``)."""
+    return base_url is None or "api.openai.com" in base_url
 
 
 def _final_text(text: str, provider: str) -> str:
@@ -203,8 +213,7 @@ class _SdkProvider:
         """Send a whole request of the agent's (markers included) with ``max_tokens`` of answer;
         the reply is read like :meth:`complete`'s. Streaming and output-limit arguments of the
         request are replaced; everything else is sent as it is."""
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        _check_max_tokens(max_tokens)
         arguments = summary_arguments(request, max_tokens)
         return self._send(self._limit(arguments, arguments["max_tokens"]))
 
@@ -217,6 +226,10 @@ class _SdkProvider:
             reply = self._create(client, request)
         except Exception as exc:
             raise classify_error(exc, self.name, timeout=self.timeout) from exc
+        return self._read(reply)
+
+    def _read(self, reply: Any) -> str:
+        """The reply's text; its usage is kept only when the text is usable."""
         text = self._reply_text(reply)
         self.last_usage = getattr(reply, "usage", None)
         return text
@@ -230,16 +243,7 @@ class _SdkProvider:
                 reply = await self._create(client, self._request(system, prompt, max_tokens))
         except Exception as exc:
             raise classify_error(exc, self.name, timeout=self.timeout) from exc
-        text = self._reply_text(reply)
-        self.last_usage = getattr(reply, "usage", None)
-        return text
-
-    def close(self) -> None:
-        """Close the pooled HTTP connections of the sync client, if one was made."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            client.close()
+        return self._read(reply)
 
 
 @attrs.define(eq=False)
@@ -291,7 +295,7 @@ class OpenAIProvider(_SdkProvider):
     @property
     def official(self) -> bool:
         """True for OpenAI's own API (which wants ``max_completion_tokens``)."""
-        return self.base_url is None or "api.openai.com" in self.base_url
+        return is_official_openai(self.base_url)
 
     def _client_kwargs(self) -> dict[str, Any]:
         # Always explicit: left out, the SDK would read $OPENAI_BASE_URL from os.environ even
@@ -352,31 +356,26 @@ class MainProvider:
         :raises SummaryError: ``unparsable`` when no sender was given (check
             :attr:`serves_main`), and for every failure of the sender.
         """
-        if self.send is None:
+        send = self.send
+        if send is None:
             raise SummaryError.of("unparsable", self.name, "the host gave no request sender")
         arguments = summary_arguments(request, max_tokens)
-        try:
-            reply = self.send(arguments, arguments["max_tokens"])
-        except Exception as exc:
-            raise classify_error(exc, self.name) from exc
-        if not isinstance(reply, str):
-            raise SummaryError.of(
-                "unparsable", self.name, f"the host sender returned {type(reply).__name__}, not str"
-            )
-        return _final_text(reply, self.name)
+        return self._host_text("sender", lambda: send(arguments, arguments["max_tokens"]))
 
     def complete(self, system: str, prompt: str, max_tokens: int) -> str:
         """Call the host's model; see :class:`SummaryProvider`."""
         _check_call(system, prompt, max_tokens)
+        return self._host_text("callable", lambda: self.call(system, prompt, max_tokens))
+
+    def _host_text(self, what: str, call: Callable[[], object]) -> str:
+        """The text of one call into the host (its ``what``), every failure classified."""
         try:
-            reply = self.call(system, prompt, max_tokens)
+            reply = call()
         except Exception as exc:
             raise classify_error(exc, self.name) from exc
         if not isinstance(reply, str):
             raise SummaryError.of(
-                "unparsable",
-                self.name,
-                f"the host callable returned {type(reply).__name__}, not str",
+                "unparsable", self.name, f"the host {what} returned {type(reply).__name__}, not str"
             )
         return _final_text(reply, self.name)
 

@@ -19,6 +19,7 @@ import attrs
 from ctxengine._summarize.errors import ProviderConfigError
 from ctxengine._summarize.policy import FailurePolicy, SummaryService
 from ctxengine._summarize.providers import (
+    OPENAI_BASE_URL,
     OPENAI_INSTALL_HINT,
     AnthropicProvider,
     MainCallable,
@@ -26,6 +27,7 @@ from ctxengine._summarize.providers import (
     MainRequestCallable,
     OpenAIProvider,
     SummaryProvider,
+    is_official_openai,
 )
 
 if TYPE_CHECKING:
@@ -71,9 +73,11 @@ def _get(mapping: Mapping[str, str], name: str) -> str | None:
 
 
 def _anthropic_key(env: Mapping[str, str]) -> tuple[str | None, str]:
+    """The Anthropic key the environment holds and the variable it came from (``$NAME``)."""
     for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
-        if _get(env, var):
-            return _get(env, var), f"${var}"
+        key = _get(env, var)
+        if key:
+            return key, f"${var}"
     return None, ""
 
 
@@ -101,13 +105,9 @@ def _anthropic(settings: SummaryProviderSettings, env: Mapping[str, str], reason
     )
 
 
-def _is_official_openai(base_url: str | None) -> bool:
-    return base_url is None or "api.openai.com" in base_url
-
-
 def _openai(settings: SummaryProviderSettings, env: Mapping[str, str], reason: str) -> Choice:
     base_url = settings.base_url or _get(env, "OPENAI_BASE_URL")
-    official = _is_official_openai(base_url)
+    official = is_official_openai(base_url)
     key = settings.api_key or _get(env, "OPENAI_API_KEY") or (None if official else NO_KEY)
     model = settings.model or (DEFAULT_OPENAI_MODEL if official else None)
     problem = None
@@ -140,12 +140,13 @@ def _extractive(requested: str, reason: str = "") -> Choice:
 
 def _auto(settings: SummaryProviderSettings, env: Mapping[str, str]) -> Choice:
     # Explicit settings beat ambient environment variables.
+    anthropic_var = _anthropic_key(env)[1]
     if settings.api_key and not settings.base_url:
         candidate = _anthropic(settings, env, f"{_KEY}.api_key is set")
     elif settings.base_url:
         candidate = _openai(settings, env, f"{_KEY}.base_url is set")
-    elif _anthropic_key(env)[0]:
-        candidate = _anthropic(settings, env, f"{_anthropic_key(env)[1]} is set")
+    elif anthropic_var:
+        candidate = _anthropic(settings, env, f"{anthropic_var} is set")
     elif _get(env, "OPENAI_API_KEY") or _get(env, "OPENAI_BASE_URL"):
         var = "$OPENAI_API_KEY" if _get(env, "OPENAI_API_KEY") else "$OPENAI_BASE_URL"
         candidate = _openai(settings, env, f"{var} is set")
@@ -244,8 +245,8 @@ def serves_main_route(
         return False
     from ctxengine._accounting.models import is_claude
 
-    default = ANTHROPIC_BASE_URL if provider == "anthropic" else "https://api.openai.com/v1"
-    main_default = ANTHROPIC_BASE_URL if is_claude(main_model) else "https://api.openai.com/v1"
+    default = ANTHROPIC_BASE_URL if provider == "anthropic" else OPENAI_BASE_URL
+    main_default = ANTHROPIC_BASE_URL if is_claude(main_model) else OPENAI_BASE_URL
 
     def endpoint(url: str | None, fallback: str) -> str:
         return (url or fallback).strip().rstrip("/").removesuffix("/v1").lower()
@@ -324,17 +325,8 @@ def resolve_provider(
         main_model=host.name,
         main_base_url=host.base_url,
     )
-    if choice.provider == "anthropic":
-        assert choice.base_url is not None
-        return AnthropicProvider(
-            model=choice.model,
-            api_key=choice.api_key,
-            base_url=choice.base_url,
-            timeout=float(settings.timeout),
-            context_length=window,
-            serves_main=serves_main,
-        )
-    return OpenAIProvider(
+    sdk = AnthropicProvider if choice.provider == "anthropic" else OpenAIProvider
+    return sdk(
         model=choice.model,
         api_key=choice.api_key,
         base_url=choice.base_url,
