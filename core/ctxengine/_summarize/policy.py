@@ -48,18 +48,6 @@ import attrs
 from ctxengine._summarize.errors import SummaryAttempt, SummaryError, classify_error
 from ctxengine._summarize.providers import SummaryProvider
 
-__all__ = [
-    "BREAKER_KINDS",
-    "RETRYABLE_KINDS",
-    "Breaker",
-    "FailurePolicy",
-    "ReplyCheck",
-    "SummaryReply",
-    "SummaryService",
-    "call_summary",
-    "call_summary_request",
-]
-
 RETRYABLE_KINDS = frozenset({"rate_limit", "server", "timeout", "network"})
 """Failures a later request may not repeat: retried with backoff."""
 
