@@ -206,30 +206,42 @@ def classify_error(
     """Turn any exception from a summary call into a :class:`SummaryError`.
 
     Exceptions of the ``anthropic`` and ``openai`` SDKs are mapped by class (both SDKs use the
-    same names); built-in ``TimeoutError`` / ``ConnectionError`` become ``timeout`` / ``network``;
-    a reply body that is not JSON becomes ``unparsable``; anything else is ``other``. A
-    :class:`SummaryError` passes through unchanged.
+    same names; a status error's kind also reads the API's error type); built-in
+    ``TimeoutError`` / ``ConnectionError`` and their HTTP-client counterparts become ``timeout``
+    / ``network``; an exception carrying an HTTP status is classified by
+    :func:`kind_for_status`; a reply body that is not JSON becomes ``unparsable``; anything else
+    is ``other``. A :class:`SummaryError` passes through unchanged.
     """
     if isinstance(exc, SummaryError):
         return exc
     sdk = _sdk_of(exc)
     if sdk is not None:
-        classified = _classify_sdk(exc, sdk, provider, timeout)
-        if classified is not None:
-            return classified
+        if isinstance(exc, sdk.APITimeoutError):
+            return SummaryError.of("timeout", provider, _after(timeout) or str(exc))
+        if isinstance(exc, sdk.APIConnectionError):
+            cause = exc.__cause__ or exc.__context__
+            detail = f"{exc} ({type(cause).__name__}: {cause})" if cause is not None else str(exc)
+            return SummaryError.of("network", provider, detail)
+        if isinstance(exc, sdk.APIResponseValidationError):
+            return SummaryError.of("unparsable", provider, str(exc))
     if isinstance(exc, _timeout_types()) or _named_like(exc, _TIMEOUT_NAMES):
         return SummaryError.of("timeout", provider, _after(timeout) or _described(exc))
     if isinstance(exc, ConnectionError) or _named_like(exc, _NETWORK_NAMES):
         return SummaryError.of("network", provider, _described(exc))
     status = _http_status(exc)
     if status is not None:
-        response = getattr(exc, "response", None)
+        if sdk is not None and isinstance(exc, sdk.APIStatusError):
+            message, error_type = _api_message(exc)
+            detail = f"{error_type}: {message}" if error_type else message
+        else:
+            message, error_type, detail = str(exc), None, _described(exc)
+        headers = getattr(getattr(exc, "response", None), "headers", None)
         return SummaryError.of(
-            kind_for_status(status, str(exc)),
+            kind_for_status(status, message, error_type),
             provider,
-            _described(exc),
+            detail,
             status=status,
-            retry_after=retry_after_seconds(getattr(response, "headers", None)),
+            retry_after=retry_after_seconds(headers),
         )
     if isinstance(exc, json.JSONDecodeError):
         return SummaryError.of("unparsable", provider, f"the reply body is not valid JSON ({exc})")
@@ -291,29 +303,6 @@ def _timeout_types() -> tuple[type[BaseException], ...]:
 
 def _after(timeout: float | None) -> str:
     return f"no reply within {timeout:g} s" if timeout is not None else ""
-
-
-def _classify_sdk(
-    exc: BaseException, sdk: Any, provider: str, timeout: float | None
-) -> SummaryError | None:
-    if isinstance(exc, sdk.APITimeoutError):
-        return SummaryError.of("timeout", provider, _after(timeout) or str(exc))
-    if isinstance(exc, sdk.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
-        detail = f"{exc} ({type(cause).__name__}: {cause})" if cause is not None else str(exc)
-        return SummaryError.of("network", provider, detail)
-    if isinstance(exc, sdk.APIStatusError):
-        status = int(exc.status_code)
-        message, error_type = _api_message(exc)
-        kind = kind_for_status(status, message, error_type)
-        detail = f"{error_type}: {message}" if error_type else message
-        headers = getattr(getattr(exc, "response", None), "headers", None)
-        return SummaryError.of(
-            kind, provider, detail, status=status, retry_after=retry_after_seconds(headers)
-        )
-    if isinstance(exc, sdk.APIResponseValidationError):
-        return SummaryError.of("unparsable", provider, str(exc))
-    return None
 
 
 def _api_message(exc: Any) -> tuple[str, str | None]:
