@@ -41,6 +41,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, Literal
 
 import attrs
@@ -280,17 +281,8 @@ class SummaryService:
         :raises SummaryError: the last failure, with ``attempts`` listing every request; its
             ``aborts`` is false when the chain ends with the local digest.
         """
-        attempts: list[SummaryAttempt] = []
-        last: SummaryError | None = None
-        for index, provider in enumerate(self.providers):
-
-            def send(provider: SummaryProvider = provider) -> str:
-                return provider.complete(system, prompt, max_tokens)
-
-            reply, last = self._ask(index, send, check, force, attempts, last)
-            if reply is not None:
-                return SummaryReply(reply, provider.name, tuple(attempts))
-        raise self._final(last, attempts, aborts=False if self.digest_fallback else None)
+        sends = [partial(p.complete, system, prompt, max_tokens) for p in self.providers]
+        return self._chain(sends, check, force, degrades=self.digest_fallback)
 
     def call_request(
         self,
@@ -308,21 +300,30 @@ class SummaryService:
             ask it with a bounded prompt). A :exc:`TypeError` when the first provider cannot
             send whole requests (check :attr:`serves_main` first).
         """
-        primary = self.providers[0]
-        send = _request_sender(primary, request, max_tokens)
-        attempts: list[SummaryAttempt] = []
-        reply, last = self._ask(0, send, check, force, attempts, None)
-        if reply is not None:
-            return SummaryReply(reply, primary.name, tuple(attempts))
-        more = len(self.providers) > 1 or self.digest_fallback
-        raise self._final(last, attempts, aborts=False if more else None)
+        send = _request_sender(self.providers[0], request, max_tokens)
+        degrades = len(self.providers) > 1 or self.digest_fallback
+        return self._chain([send], check, force, degrades=degrades)
 
-    @staticmethod
-    def _final(
-        last: SummaryError | None, attempts: list[SummaryAttempt], *, aborts: bool | None
-    ) -> SummaryError:
-        """The error a call raises: the last failure, with every attempt and the chain's say
-        on ``aborts`` (``None``: the failure's own)."""
+    def _chain(
+        self,
+        sends: Sequence[Callable[[], str]],
+        check: ReplyCheck | None,
+        force: bool,
+        *,
+        degrades: bool,
+    ) -> SummaryReply:
+        """Ask ``providers[i]`` through ``sends[i]``, in order, until one answers.
+
+        :param degrades: something is left when these providers all fail, so the final error
+            does not abort (otherwise it aborts as its kind says).
+        :raises SummaryError: the last failure, a copy carrying every attempt of the call.
+        """
+        attempts: list[SummaryAttempt] = []
+        last: SummaryError | None = None
+        for index, send in enumerate(sends):
+            reply, last = self._ask(index, send, check, force, attempts, last)
+            if reply is not None:
+                return SummaryReply(reply, self.providers[index].name, tuple(attempts))
         assert last is not None  # every provider either answered or left an error
         final = SummaryError(
             str(last),
@@ -330,10 +331,10 @@ class SummaryService:
             provider=last.provider,
             status=last.status,
             retry_after=last.retry_after,
-            aborts=aborts,
+            aborts=False if degrades else None,
         )
         final.attempts = tuple(attempts)
-        return final
+        raise final
 
     def _ask(
         self,
