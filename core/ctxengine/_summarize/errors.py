@@ -140,7 +140,7 @@ _TAG = re.compile(r"<[^>]{0,200}>")
 
 def _short(detail: str) -> str:
     """One line of at most :data:`DETAIL_CHARS`; an HTML error page is reduced to its text."""
-    if "<" in detail and re.search(r"<(?:!doctype|html|body|head|title)\b", detail, re.I):
+    if re.search(r"<(?:!doctype|html|body|head|title)\b", detail, re.I):
         detail = "HTML error page: " + _TAG.sub(" ", detail)
     detail = " ".join(detail.split())
     return detail if len(detail) <= DETAIL_CHARS else detail[: DETAIL_CHARS - 1] + "…"
@@ -149,8 +149,6 @@ def _short(detail: str) -> str:
 def retry_after_seconds(headers: Mapping[str, str] | Any, now: float | None = None) -> float | None:
     """Seconds from a ``Retry-After`` header (seconds or an HTTP date) or ``retry-after-ms``;
     ``None`` when there is none or it does not parse. Negative waits count as 0."""
-    if headers is None:
-        return None
     get = getattr(headers, "get", None)
     if get is None:
         return None

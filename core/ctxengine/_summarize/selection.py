@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
+from ctxengine._accounting.models import is_claude, lookup_model
 from ctxengine._summarize.errors import ProviderConfigError
 from ctxengine._summarize.policy import FailurePolicy, SummaryService
 from ctxengine._summarize.providers import (
@@ -222,10 +223,6 @@ def summary_context_length(
     if main_window:
         return int(main_window)
     if model:
-        try:
-            from ctxengine._accounting.models import lookup_model
-        except ImportError:  # models.py is optional for this module
-            return FALLBACK_CONTEXT_LENGTH
         return int(lookup_model(model, models).context_length)
     return FALLBACK_CONTEXT_LENGTH
 
@@ -243,8 +240,6 @@ def serves_main_route(
     Anthropic's for the anthropic provider, OpenAI's for the openai one)."""
     if model is None or main_model is None or model != main_model:
         return False
-    from ctxengine._accounting.models import is_claude
-
     default = ANTHROPIC_BASE_URL if provider == "anthropic" else OPENAI_BASE_URL
     main_default = ANTHROPIC_BASE_URL if is_claude(main_model) else OPENAI_BASE_URL
 
