@@ -321,7 +321,8 @@ class SummaryService:
         attempts: list[SummaryAttempt] = []
         last: SummaryError | None = None
         for index, send in enumerate(sends):
-            reply, last = self._ask(index, send, check, force, attempts, last)
+            reply, error = self._ask(index, send, check, force, attempts)
+            last = error or last
             if reply is not None:
                 return SummaryReply(reply, self.providers[index].name, tuple(attempts))
         assert last is not None  # every provider either answered or left an error
@@ -343,10 +344,10 @@ class SummaryService:
         check: ReplyCheck | None,
         force: bool,
         attempts: list[SummaryAttempt],
-        last: SummaryError | None,
     ) -> tuple[str | None, SummaryError | None]:
-        """Up to ``max_attempts`` requests to ``providers[index]`` (each one ``send()``):
-        ``(reply, None)`` or ``(None, the error that made it give up)``."""
+        """Up to ``max_attempts`` requests to ``providers[index]`` (each one ``send()``), each
+        recorded in ``attempts``: ``(reply, None)``, or ``(None, the error that made it give
+        up)`` (``None`` when the policy allows no request at all)."""
         provider = self.providers[index]
         policy = self.policy
         breaker = self._breakers[index]
@@ -359,15 +360,14 @@ class SummaryService:
                 f"circuit open after {cause.kind} failures; {breaker.open_until - self.clock():.0f}"
                 f" s until the next trial request (last error: {cause})"
             )
-            skipped = SummaryError.of(
+            attempts.append(SummaryAttempt(provider.name, "skipped", cause.status, 0.0, detail))
+            return None, SummaryError.of(
                 cause.kind,
                 provider.name,
                 detail,
                 status=cause.status,
                 retry_after=cause.retry_after,
             )
-            attempts.append(SummaryAttempt(provider.name, "skipped", cause.status, 0.0, detail))
-            return None, skipped
         allowed = 1 if state == "half-open" and not force else policy.max_attempts
         error: SummaryError | None = None
         for number in range(allowed):
@@ -397,7 +397,7 @@ class SummaryService:
                 opened = breaker.failed(error, self.clock(), policy)
             if opened or error.kind not in RETRYABLE_KINDS:
                 break
-        return None, error if error is not None else last
+        return None, error
 
 
 def call_summary(
