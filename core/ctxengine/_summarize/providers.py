@@ -188,9 +188,11 @@ class _SdkProvider:
         }
 
     def _request(self, system: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+        """The API arguments of a one-shot summary (a blank ``system`` is left out)."""
         raise NotImplementedError
 
     def _new_client(self, *, asynchronous: bool) -> Any:
+        """A new SDK client (imports the SDK) with :meth:`_client_kwargs`."""
         raise NotImplementedError
 
     def _create(self, client: Any, request: dict[str, Any]) -> Any:
@@ -198,6 +200,7 @@ class _SdkProvider:
         raise NotImplementedError
 
     def _reply_text(self, reply: Any) -> str:
+        """The reply's text, or raises :class:`SummaryError` (``empty`` / ``unparsable``)."""
         raise NotImplementedError
 
     def _limit(self, request: dict[str, Any], max_tokens: int) -> dict[str, Any]:
@@ -218,6 +221,7 @@ class _SdkProvider:
         return self._send(self._limit(arguments, arguments["max_tokens"]))
 
     def _send(self, request: dict[str, Any]) -> str:
+        """One call with the pooled sync client (made on first use), classified and read."""
         with self._lock:
             if self._client is None:
                 self._client = self._new_client(asynchronous=False)
