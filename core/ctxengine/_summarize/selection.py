@@ -8,6 +8,7 @@ disagree.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import logging
 import os
 import time
@@ -409,16 +410,11 @@ def resolve_service(
     :raises ImportError: for an ``openai`` provider without the openai package.
     """
 
-    def build(wanted: SummaryProviderSettings) -> SummaryProvider | None:
-        return resolve_provider(wanted, env=env, host=host)
-
-    first = build(settings) if primary is CONFIGURED else primary
+    first = resolve_provider(settings, env=env, host=host) if primary is CONFIGURED else primary
     chain: list[SummaryProvider] = []
     if first is not None:
         chain.append(first)  # type: ignore[arg-type]  # a provider, or None (handled here)
-    for name in settings.fallback:
-        if name == "extractive":
-            break
+    for name in itertools.takewhile(lambda name: name != "extractive", settings.fallback):
         fallback = attrs.evolve(
             settings,
             provider=name,  # type: ignore[arg-type]  # checked at load: a provider name
@@ -427,7 +423,7 @@ def resolve_service(
             api_key=None,
             fallback=(),
         )
-        built = build(fallback)
+        built = resolve_provider(fallback, env=env, host=host)
         if built is not None:
             chain.append(built)
     if not chain:
