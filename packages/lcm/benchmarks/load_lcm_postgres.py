@@ -415,9 +415,9 @@ class Replay:
 
     def check(self, elapsed: float) -> dict[str, Any]:
         """The figures, and every broken invariant in ``problems``."""
+        from ctxengine_lcm.backends import open_store
         from ctxengine_lcm.doctor import examine
         from ctxengine_lcm.ingest import message_hash
-        from ctxengine_lcm.store import open_store
 
         store = open_store(self.url)
         try:
@@ -498,7 +498,7 @@ def ingest_worker_main(url: str, index: int, count: int) -> int:
     """Append ``count`` corpus messages to conversation ``ingest-<index>`` once told to go,
     then (told again) index them; print the time each phase ended."""
     from ctxengine._accounting.tokens import TokenCounter
-    from ctxengine_lcm.store import open_store
+    from ctxengine_lcm.backends import open_store
 
     messages = corpus(count * (index + 1))[count * index :]  # each worker its own texts
     counter = TokenCounter()
@@ -573,8 +573,9 @@ def fill(url: str, total: int, per_conversation: int = 1_000, workers: int = 2) 
     """Bulk-load ``total`` corpus messages (see the module docstring); returns the timings."""
     import psycopg
 
+    from ctxengine_lcm.backends import open_store
     from ctxengine_lcm.ingest import prepare
-    from ctxengine_lcm.store import MESSAGE_COLUMNS, open_store
+    from ctxengine_lcm.store import MESSAGE_COLUMNS
     from ctxengine_lcm.store_postgres import (
         INDEXES,
         MESSAGE_INDEXES,
@@ -676,8 +677,8 @@ def fill(url: str, total: int, per_conversation: int = 1_000, workers: int = 2) 
 
 
 def grep_latency(url: str, queries: int, seed: int) -> dict[str, dict[str, float]]:
+    from ctxengine_lcm.backends import open_store
     from ctxengine_lcm.search import Searcher
-    from ctxengine_lcm.store import open_store
 
     store = open_store(url)
     rng = random.Random(seed)

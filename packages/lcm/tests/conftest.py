@@ -19,9 +19,9 @@ import pytest
 
 import ctxengine
 import ctxengine_lcm
-from ctxengine._kernel.kernel import Kernel
-from ctxengine._kernel.resolve import register_engine, unregister_engine
-from ctxengine_lcm.store import Store, open_store
+from ctxengine import Kernel, register_engine, unregister_engine
+from ctxengine_lcm.backends import open_store
+from ctxengine_lcm.store import Store
 from ctxengine_lcm.testing import lcm_config, schema_url, throwaway_postgres
 
 KernelFactory = Callable[..., Kernel]

@@ -19,7 +19,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from ctxengine_lcm.ingest import prepare
-    from ctxengine_lcm.store import open_store
+    from ctxengine_lcm.backends import open_store
 
     store = open_store(sys.argv[1])
     conv = store.conversation_id("crash")

@@ -19,12 +19,13 @@ import pytest
 
 from ctxengine import ConfigError, ToolError
 from ctxengine_fleet import postgres
+from ctxengine_lcm.backends import open_store
 from ctxengine_lcm.doctor import examine
 from ctxengine_lcm.ingest import prepare
 from ctxengine_lcm.search import Searcher
 from ctxengine_lcm.search_postgres import postgres_regex, tsquery
 from ctxengine_lcm.settings import parse_settings
-from ctxengine_lcm.store import NewMessage, Store, StoreError, open_store
+from ctxengine_lcm.store import NewMessage, Store, StoreError
 from ctxengine_lcm.store_postgres import FTS_CHARS, PostgresStore
 
 CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -106,7 +107,7 @@ def test_a_store_of_another_layout_version_is_refused(postgres_url: str) -> None
 def test_processes_opening_a_new_database_at_once_create_it_once(postgres_url: str) -> None:
     code = """
         import sys
-        from ctxengine_lcm.store import open_store
+        from ctxengine_lcm.backends import open_store
         sys.stdin.readline()  # start together
         store = open_store(sys.argv[1])
         print(store.conversation_id("shared"), flush=True)
@@ -159,7 +160,7 @@ def test_settings_select_postgres_by_url_and_name_bad_values() -> None:
 
 LOCK_HOLDER = """
     import sys
-    from ctxengine_lcm.store import open_store
+    from ctxengine_lcm.backends import open_store
     store = open_store(sys.argv[1])
     with store.session_lock("busy") as held:
         print("held" if held else "refused", flush=True)
@@ -222,7 +223,8 @@ def test_a_lock_waiter_gets_the_lock_when_the_other_process_lets_go(
 KILLED_MID_SUMMARY = """
     import sys, time
     from ctxengine_lcm import store as store_module
-    from ctxengine_lcm.store import NewSummary, open_store
+    from ctxengine_lcm.backends import open_store
+    from ctxengine_lcm.store import NewSummary
 
     store = open_store(sys.argv[1])
     conv = store.find_conversation("s")
@@ -580,7 +582,7 @@ def test_a_queued_range_held_by_another_catch_up_is_waited_for(
 
 CATCH_UP_STALLED = """
     import sys
-    from ctxengine_lcm.store import open_store
+    from ctxengine_lcm.backends import open_store
 
     store = open_store(sys.argv[1])
     with store.one_connection(), store.reading() as conn:  # the catch-up runs on it too

@@ -39,7 +39,7 @@ __all__ = ["CTXENGINE_KIND", "__version__", "open_session"]
 
 def open_session(ctx: EngineContext) -> LcmSession:
     """The session's engine object, opening the store on first use."""
-    from ctxengine_lcm.store import store_for
+    from ctxengine_lcm.backends import store_for
 
     state = get_state(ctx)
     if state.session is None:

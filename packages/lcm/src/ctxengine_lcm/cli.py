@@ -92,7 +92,8 @@ def _target(args: argparse.Namespace) -> tuple[str | Path, int]:
 
 
 def _open(args: argparse.Namespace) -> Store | None:
-    from ctxengine_lcm.store import StoreError, open_store
+    from ctxengine_lcm.backends import open_store
+    from ctxengine_lcm.store import StoreError
 
     target, pool_size = _target(args)
     try:

@@ -25,10 +25,14 @@ QUERIES = {
 
 
 def snippet(text: str, start: int, end: int, width: int = 80) -> str:
+    """``text`` around ``[start, end)``, the match in brackets, whitespace collapsed (a
+    ``start`` below 0 shows the beginning). The one snippet rule of every lcm_grep search; it
+    lives here because this process imports only the standard library."""
+    if start < 0:
+        start = end = 0
     left = max(0, start - width)
     right = min(len(text), end + width)
-    body = text[left:start] + "[" + text[start:end] + "]" + text[end:right]
-    body = " ".join(body.split())
+    body = " ".join((text[left:start] + "[" + text[start:end] + "]" + text[end:right]).split())
     return ("..." if left else "") + body + ("..." if right < len(text) else "")
 
 

@@ -31,6 +31,7 @@ from typing import Any, Literal
 import attrs
 
 from ctxengine import ToolError, bounded_repr
+from ctxengine_lcm.regex_worker import snippet
 from ctxengine_lcm.store import ContextItem, Store, message_ref
 
 Mode = Literal["full_text", "regex", "literal"]
@@ -403,14 +404,3 @@ def _json_escaped(pattern: str) -> str | None:
     """``pattern`` as it reads inside a JSON string, when that differs from the pattern."""
     escaped = json.dumps(pattern, ensure_ascii=False)[1:-1]
     return escaped if escaped != pattern else None
-
-
-def snippet(text: str, start: int, end: int, width: int = 80) -> str:
-    """``text`` around ``[start, end)``, the match in brackets, whitespace collapsed (a
-    ``start`` below 0 shows the beginning)."""
-    if start < 0:
-        start = end = 0
-    left = max(0, start - width)
-    right = min(len(text), end + width)
-    body = " ".join((text[left:start] + "[" + text[start:end] + "]" + text[end:right]).split())
-    return ("..." if left else "") + body + ("..." if right < len(text) else "")

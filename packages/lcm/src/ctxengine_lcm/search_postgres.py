@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from ctxengine import ToolError
-from ctxengine_lcm.search import snippet
+from ctxengine_lcm.regex_worker import snippet
 from ctxengine_lcm.store import QueryRejected, QueryTimeout
 from ctxengine_lcm.store_postgres import FTS_CONFIG, PUNCTUATION, PostgresStore
 

@@ -7,7 +7,8 @@ One repository interface (:class:`Store`) with two backends:
 - :class:`~ctxengine_lcm.store_postgres.PostgresStore`, one PostgreSQL database shared by any
   number of worker processes on any number of hosts (``engines.lcm.database_url``).
 
-:func:`open_store` picks the backend from what it is given (a ``postgresql://`` URL or a path).
+:func:`ctxengine_lcm.backends.open_store` picks the backend from what it is given (a
+``postgresql://`` URL or a path).
 Every session is a row of ``conversations`` keyed by its session id.
 
 What may change and what may not (both backends):
@@ -29,20 +30,13 @@ accept.
 from __future__ import annotations
 
 import json
-import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import attrs
-
-from ctxengine_lcm.urls import is_database_url
-
-if TYPE_CHECKING:
-    from ctxengine_lcm.settings import LcmSettings
 
 SCHEMA_VERSION = 4
 """Layout version, the same number on both backends (each has its own physical form of it).
@@ -267,33 +261,6 @@ def utf8_safe(text: str) -> str:
 def message_ref(message_id: int) -> str:
     """The id the agent sees for a stored message."""
     return f"msg_{message_id}"
-
-
-def open_store(target: str | os.PathLike[str], *, pool_size: int = 8, create: bool = True) -> Store:
-    """The store at ``target``: a ``postgresql://`` URL or the path of a SQLite file.
-
-    :param pool_size: most connections this process opens to a PostgreSQL database (shared by
-        every store of the process on the same URL); ignored for SQLite.
-    :param create: create the layout when the database has none (``False``: raise instead).
-    :raises StoreError: the store cannot be opened, or PostgreSQL support is not installed.
-    """
-    if is_database_url(target):
-        from ctxengine_lcm.store_postgres import PostgresStore
-
-        return PostgresStore(str(target), pool_size=pool_size, create=create)
-    from ctxengine_lcm.store_sqlite import SqliteStore
-
-    path = Path(target)
-    if not create and not path.exists():
-        raise StoreError(f"no lcm store at {path} (it is created by the first compaction)")
-    return SqliteStore(path)
-
-
-def store_for(settings: LcmSettings) -> Store:
-    """The store the ``engines.lcm`` settings select (``database_url`` wins over ``db_path``)."""
-    if settings.database_url is not None:
-        return open_store(settings.database_url, pool_size=settings.database_pool_size)
-    return open_store(settings.path)
 
 
 class Store(ABC):
