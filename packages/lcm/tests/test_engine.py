@@ -13,7 +13,7 @@ import pytest
 
 import ctxengine_lcm.engine as lcm_engine
 from ctxengine import ConfigError, TokenEstimate
-from ctxengine._messages.validate import validate
+from ctxengine.messages import validate
 from ctxengine.testing import samples
 from ctxengine_lcm.engine import get_guard, get_state
 from ctxengine_lcm.render import ACK_TEXT

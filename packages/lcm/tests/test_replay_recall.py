@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from ctxengine._accounting.estimate import rough_conversation_tokens
-from ctxengine._messages.read import tool_calls, tool_results, visible_text
-from ctxengine._messages.validate import validate
+from ctxengine import rough_conversation_tokens
+from ctxengine.messages import tool_calls, tool_results, validate, visible_text
 from ctxengine.testing.transcripts import load_sessions
 from ctxengine_lcm.engine import get_state
 from ctxengine_lcm.ingest import message_hash, written_arguments

@@ -13,7 +13,7 @@ import pytest
 
 import ctxengine
 import ctxengine_lcm.engine as lcm_engine
-from ctxengine._plugin.tools import ToolError
+from ctxengine import ToolError
 from ctxengine.testing import samples
 from ctxengine_lcm.doctor import examine
 from ctxengine_lcm.engine import get_state

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ctxengine._plugin.tools import ToolError
+from ctxengine import ToolError
 from ctxengine.testing import samples
 from ctxengine_lcm.engine import get_state
 from ctxengine_lcm.search import check_regex

@@ -7,11 +7,8 @@ from typing import Any
 
 import pytest
 
-from ctxengine._accounting.models import lookup_model
-from ctxengine._accounting.tokens import TokenCounter
-from ctxengine._config.core import config_from_mapping
-from ctxengine._messages.markers import marker_positions, marker_problems
-from ctxengine._plugin.context import CacheSettings, EngineContext
+from ctxengine import CacheSettings, EngineContext, TokenCounter, config_from_mapping, lookup_model
+from ctxengine.messages import marker_positions, marker_problems
 from ctxengine_caching.breakpoints import Breakpoint, breakpoint_report
 
 # --- breakpoint reports and marker checks ------------------------------------------------
@@ -192,7 +189,7 @@ def test_plugin_marks_and_records_breakpoints(caplog: pytest.LogCaptureFixture) 
 
 
 def test_kernel_session_prepare_uses_the_plugin() -> None:
-    from ctxengine._kernel.kernel import load
+    from ctxengine import load
 
     kernel = load(
         {

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxengine._messages.markers import (
+from ctxengine.messages import (
     cache_marker,
     can_carry_marker,
     detect_request_format,

@@ -16,12 +16,8 @@ from typing import Any
 
 import pytest
 
-from ctxengine._accounting.cache_stats import SessionCacheStats, cache_line
-from ctxengine._accounting.models import lookup_model
-from ctxengine._accounting.usage import normalize_usage
-from ctxengine._messages.convert import to_anthropic
-from ctxengine._messages.markers import marker_positions
-from ctxengine._messages.validate import validate
+from ctxengine import SessionCacheStats, cache_line, lookup_model, normalize_usage
+from ctxengine.messages import marker_positions, to_anthropic, validate
 from ctxengine.testing.transcripts import TRANSCRIPTS
 from ctxengine_caching.strategy import apply_system_and_3
 from ctxengine_fakeapi import FakeAPI, check_anthropic_request

@@ -7,13 +7,21 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ctxengine._accounting.estimate import TextSize, TokenEstimate
-from ctxengine._accounting.models import ModelInfo, model_for_settings
-from ctxengine._accounting.tokens import TokenCounter
-from ctxengine._config.core import Config, config_from_mapping
-from ctxengine._messages.conversation import Conversation, Format, Message, SystemPrompt
-from ctxengine._plugin.context import EngineContext
-from ctxengine._plugin.results import CompressResult
+import ctxengine
+from ctxengine import (
+    CompressResult,
+    Config,
+    Conversation,
+    EngineContext,
+    Format,
+    Message,
+    ModelInfo,
+    SystemPrompt,
+    TextSize,
+    TokenCounter,
+    TokenEstimate,
+    config_from_mapping,
+)
 from ctxengine_compressor import engine
 
 COUNTER = TokenCounter()
@@ -99,10 +107,11 @@ GOOD_SUMMARY = "\n".join(
 def _config(context_length: int, compression: str) -> tuple[Config, ModelInfo]:
     """The validated configuration and model of :func:`make_ctx`, built once per setting (both
     are immutable; the property suites build tens of thousands of contexts)."""
-    config = config_from_mapping(
-        {"model": {"context_length": context_length}, "compression": json.loads(compression)}
-    )
-    return config, model_for_settings(config)
+    model = {"context_length": context_length}
+    config = config_from_mapping({"model": model, "compression": json.loads(compression)})
+    # The model as the kernel reads that model section (the compression values are checked
+    # against each other only by the kernel, and the property suites try any of them).
+    return config, ctxengine.load({"model": model}, env={}).model
 
 
 def make_ctx(

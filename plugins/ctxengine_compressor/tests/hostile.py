@@ -28,14 +28,16 @@ from typing import Any
 
 import attrs
 
-from ctxengine._accounting.estimate import estimate_tokens
-from ctxengine._accounting.tokens import TokenCounter
-from ctxengine._messages.conversation import Format, Message, SystemPrompt
-from ctxengine._messages.convert import to_anthropic
-from ctxengine._messages.errors import Problem
-from ctxengine._messages.validate import validate
-from ctxengine._plugin.context import EngineContext
-from ctxengine._plugin.results import CompressResult
+from ctxengine import (
+    CompressResult,
+    EngineContext,
+    Format,
+    Message,
+    SystemPrompt,
+    TokenCounter,
+    estimate_tokens,
+)
+from ctxengine.messages import Problem, to_anthropic, validate
 from ctxengine.testing.transcripts import load_sessions, transcript_files
 from ctxengine_compressor.assemble import (
     SYSTEM_NOTE,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxengine._messages.read import cut_points
+from ctxengine.messages import cut_points
 from ctxengine.testing import samples
 from ctxengine_compressor.boundaries import find_boundaries
 

@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 
 import ctxengine
-from ctxengine._accounting.usage import normalize_usage
-from ctxengine._messages.markers import marker_positions
-from ctxengine._messages.validate import validate
+from ctxengine import normalize_usage
+from ctxengine.messages import marker_positions, validate
 from ctxengine.testing import samples
 from ctxengine_fakeapi import FakeAPI
 

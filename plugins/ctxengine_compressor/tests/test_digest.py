@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from ctxengine import DIGEST_LABEL_PREFIX, EMPTY_SECTION, SUMMARY_HEADINGS, split_summary
-from ctxengine._messages.conversation import Format
+from ctxengine import DIGEST_LABEL_PREFIX, EMPTY_SECTION, SUMMARY_HEADINGS, Format, split_summary
 from ctxengine.testing.transcripts import load_sessions
 from ctxengine_compressor.digest import build_digest, min_digest_tokens
 from ctxengine_compressor.ledger import build_ledger

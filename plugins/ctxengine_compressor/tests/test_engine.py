@@ -9,12 +9,8 @@ from typing import Any
 import pytest
 
 import ctxengine_compressor as plugin
-from ctxengine import SUMMARY_HEADINGS
-from ctxengine._accounting.estimate import TokenEstimate
-from ctxengine._accounting.tokens import TokenCounter
-from ctxengine._messages.validate import validate
-from ctxengine._summarize.errors import SummaryError
-from ctxengine.messages import redact
+from ctxengine import SUMMARY_HEADINGS, SummaryError, TokenCounter, TokenEstimate
+from ctxengine.messages import redact, validate
 from ctxengine.testing import samples
 from ctxengine_compressor.assemble import SUMMARY_PREFIX, SUMMARY_SUFFIX, SYSTEM_NOTE
 from ctxengine_compressor.digest import redacted

@@ -9,13 +9,10 @@ from typing import Any
 
 import pytest
 
+import ctxengine
 import ctxengine_compressor as plugin
-from ctxengine._accounting.estimate import TokenEstimate
-from ctxengine._config.core import SummaryProviderSettings
-from ctxengine._messages.conversation import Format, Message
-from ctxengine._messages.validate import validate
-from ctxengine._plugin.results import CompressResult
-from ctxengine._summarize import resolve_provider
+from ctxengine import CompressResult, Format, Message, TokenEstimate
+from ctxengine.messages import validate
 from ctxengine.testing import samples
 from ctxengine_compressor.assemble import (
     SUMMARY_PREFIX,
@@ -40,14 +37,16 @@ def api() -> Iterator[FakeAPI]:
 
 
 def _provider(api: FakeAPI, which: str, timeout: float = 5.0) -> Any:
-    settings = SummaryProviderSettings(
-        provider=which,  # type: ignore[arg-type]
-        model="claude-haiku-4-5" if which == "anthropic" else "gpt-4o-mini",
-        base_url=api.base_url if which == "anthropic" else api.openai_base_url,
-        api_key="test-key",
-        timeout=timeout,
-    )
-    return resolve_provider(settings, env={})
+    # One attempt: each failure kind reaches the engine as the API's first answer.
+    settings = {
+        "provider": which,
+        "model": "claude-haiku-4-5" if which == "anthropic" else "gpt-4o-mini",
+        "base_url": api.base_url if which == "anthropic" else api.openai_base_url,
+        "api_key": "test-key",
+        "timeout": timeout,
+        "max_attempts": 1,
+    }
+    return ctxengine.load({"auxiliary": {"compression": settings}}, env={}).summary_provider()
 
 
 def _conversation(which: str) -> tuple[Any, list[Message], Format]:

@@ -14,7 +14,7 @@ import pytest
 
 import ctxengine
 from ctxengine import CompressResult, Format, Kernel
-from ctxengine._messages.validate import validate
+from ctxengine.messages import validate
 from ctxengine.testing import samples
 from ctxengine_fakeapi import FakeAPI
 

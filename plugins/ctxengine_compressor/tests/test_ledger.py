@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ctxengine._messages.conversation import Format
+from ctxengine import Format
 from ctxengine_compressor.ledger import (
     COMMAND_CHARS,
     Ledger,

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ctxengine._messages.convert import to_anthropic
-from ctxengine._messages.read import ToolCall
-from ctxengine._messages.validate import validate
+from ctxengine.messages import ToolCall, to_anthropic, validate
 from ctxengine_compressor.prune import PRUNE_MIN_CHARS, describe_output, prune, shorten_arguments
 
 from .helpers import openai_call

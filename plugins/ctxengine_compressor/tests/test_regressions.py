@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxengine._messages.conversation import Format, Message
-from ctxengine._messages.convert import to_anthropic
-from ctxengine._messages.validate import validate
+from ctxengine import Format, Message
+from ctxengine.messages import to_anthropic, validate
 from ctxengine.testing import samples
 from ctxengine_compressor.assemble import SUMMARY_PREFIX
 

@@ -29,8 +29,7 @@ import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxengine._messages.conversation import Format, Message
-from ctxengine._plugin.results import CompressResult
+from ctxengine import CompressResult, Format, Message
 from ctxengine.testing import samples
 from ctxengine_compressor.assemble import SUMMARY_PREFIX
 

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from ctxengine._messages.sanitize import sanitize_tool_pairs
-from ctxengine._messages.validate import validate
+from ctxengine.messages import sanitize_tool_pairs, validate
 
 from .helpers import openai_call
 

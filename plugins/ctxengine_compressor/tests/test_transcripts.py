@@ -13,10 +13,8 @@ from typing import Any
 import pytest
 
 import ctxengine_compressor as plugin
-from ctxengine._accounting.estimate import TokenEstimate
-from ctxengine._messages.conversation import Format
-from ctxengine._messages.convert import to_anthropic
-from ctxengine._messages.validate import validate
+from ctxengine import Format, TokenEstimate
+from ctxengine.messages import to_anthropic, validate
 from ctxengine.testing.transcripts import transcript_files
 
 from .helpers import COUNTER, make_ctx, run

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import ctxengine_compressor as plugin
-from ctxengine._accounting.estimate import TokenEstimate
-from ctxengine._accounting.usage import Usage
-from ctxengine._config.core import config_from_mapping
+from ctxengine import TokenEstimate, Usage, config_from_mapping
 from ctxengine_compressor.state import get_state
 
 from .helpers import Clock, make_ctx

@@ -10,14 +10,18 @@ from typing import Any
 import pytest
 
 import ctxengine
-from ctxengine import hookimpl
-from ctxengine._accounting.tokens import TokenCounter
-from ctxengine._kernel.kernel import Kernel
-from ctxengine._kernel.resolve import register_engine, unregister_engine
-from ctxengine._messages.conversation import Conversation, Message
-from ctxengine._messages.validate import validate
-from ctxengine._plugin.context import EngineContext
-from ctxengine._plugin.results import CompressResult
+from ctxengine import (
+    CompressResult,
+    Conversation,
+    EngineContext,
+    Kernel,
+    Message,
+    TokenCounter,
+    hookimpl,
+    register_engine,
+    unregister_engine,
+)
+from ctxengine.messages import validate
 from ctxengine.testing import samples
 from ctxengine.testing.transcripts import TRANSCRIPTS
 from ctxengine_fakeapi import FakeAPI
@@ -238,7 +242,7 @@ def test_replaying_the_longest_real_session_as_a_gateway_stays_valid_and_in_the_
 
 
 def test_estimated_before_and_after_use_the_same_counting() -> None:
-    from ctxengine._accounting.estimate import rough_conversation_tokens
+    from ctxengine import rough_conversation_tokens
 
     kernel = gateway_kernel()
     _, big = samples.conversation("openai", turns=60)

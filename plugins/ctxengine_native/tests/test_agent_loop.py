@@ -11,7 +11,6 @@ import openai
 import pytest
 
 import ctxengine
-from ctxengine._accounting.estimate import RoughCounter
 from ctxengine.messages import is_compaction_block, validate
 from ctxengine_fakeapi import FakeAPI, RecordedRequest
 from ctxengine_fakeapi.native import prompt_tokens, responses_tokens
@@ -84,7 +83,7 @@ def test_anthropic_loop_compacts_on_the_server_and_sends_the_block_back(api: Fak
     )
     assert problems == []
     assert "compact-2026-01-12" in after.headers["anthropic-beta"]
-    counter = RoughCounter()
+    counter = api.counter  # what the fake prices with
     assert prompt_tokens(body, counter) < prompt_tokens(before.body, counter)
     # The fake answered it (it rejects invalid requests with a 400).
     statuses = [r.status for r in api.replies if r.path == "/v1/messages"]

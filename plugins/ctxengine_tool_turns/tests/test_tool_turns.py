@@ -4,14 +4,14 @@ of four, idempotence and copy-on-write; and the plugin selected through the kern
 from __future__ import annotations
 
 import copy
-import io
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
 import ctxengine
-from ctxengine._cli.main import main
-from ctxengine._messages.markers import MAX_BREAKPOINTS, marker_positions, marker_problems
+from ctxengine.messages import MAX_BREAKPOINTS, marker_positions, marker_problems
 from ctxengine_tool_turns.layout import apply_tool_turns, mark_tool_turns
 
 SYSTEM = [
@@ -204,7 +204,8 @@ def test_selected_by_name_and_listed() -> None:
         {"model": "m", "system": SYSTEM, "messages": anthropic_turns(3)}
     )
     assert request["cache_control"] == {"type": "ephemeral"}  # native Anthropic API
-    out = io.StringIO()
-    assert main(["engines"], out=out) == 0
-    line = next(line for line in out.getvalue().splitlines() if "tool_turns" in line)
+    listed = subprocess.run(
+        [sys.executable, "-m", "ctxengine", "engines"], capture_output=True, text=True, check=True
+    )
+    line = next(line for line in listed.stdout.splitlines() if "tool_turns" in line)
     assert "cache_strategy" in line or "cache strategy" in line
