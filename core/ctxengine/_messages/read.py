@@ -134,62 +134,80 @@ def detect_format(messages: Sequence[Message], system: object = None) -> Format:
         raise MessageFormatError(
             f"messages must be a list of message dicts, got {type(messages).__name__}"
         )
-    openai_sign: str | None = None
-    anthropic_sign: str | None = None
+    # The first sign of each format seen, as "where: what" for the error message.
+    signs: dict[Format, str] = {}
     if system is not None:
-        anthropic_sign = "a separate system prompt"
+        signs["anthropic"] = "a separate system prompt"
     for i, msg in enumerate(messages):
-        if not isinstance(msg, dict):
-            raise MessageFormatError(
-                f"messages[{i}]: a message must be a dict, got {type(msg).__name__}"
-            )
-        role = msg.get("role")
-        if role is None:
-            raise MessageFormatError(
-                f"messages[{i}]: missing 'role'; allowed roles: {', '.join(OPENAI_ROLES)}"
-            )
-        if role not in OPENAI_ROLES:
-            raise MessageFormatError(
-                f"messages[{i}]: unknown role {role!r}; allowed roles: {', '.join(OPENAI_ROLES)}"
-            )
-        content = msg.get("content")
-        if content is not None and not isinstance(content, (str, list)):
-            raise MessageFormatError(
-                f"messages[{i}]: content must be a string, a list of parts/blocks or null, "
-                f"got {type(content).__name__}"
-            )
-        if openai_sign is None:
-            if role in ("system", "developer", "tool"):
-                openai_sign = f"messages[{i}]: role {role!r}"
-            elif msg.get("tool_calls") or "tool_call_id" in msg or "reasoning_content" in msg:
-                key = next(
-                    k for k in ("tool_calls", "tool_call_id", "reasoning_content") if k in msg
-                )
-                openai_sign = f"messages[{i}]: {key!r}"
-        if isinstance(content, list):
-            for j, part in enumerate(content):
-                kind = part.get("type") if isinstance(part, dict) else None
-                if anthropic_sign is None and (
-                    kind in ANTHROPIC_BLOCK_TYPES or (kind == "image" and "source" in part)
-                ):
-                    anthropic_sign = f"messages[{i}].content[{j}]: a {kind!r} block"
-                elif openai_sign is None and kind in OPENAI_PART_TYPES:
-                    openai_sign = f"messages[{i}].content[{j}]: a {kind!r} part"
-                elif kind == "compaction":
-                    # A Responses compaction item carries its id; Anthropic's block has none.
-                    sign = f"messages[{i}].content[{j}]: a compaction " + (
-                        "item" if "id" in part else "block"
-                    )
-                    if "id" in part:
-                        openai_sign = openai_sign or sign
-                    else:
-                        anthropic_sign = anthropic_sign or sign
-    if openai_sign is not None and anthropic_sign is not None:
+        content = _readable_content(msg, i)
+        sign = _openai_message_sign(msg)
+        if sign is not None:
+            signs.setdefault("openai", f"messages[{i}]: {sign}")
+        for j, part in enumerate(content if isinstance(content, list) else ()):
+            found = _part_sign(part)
+            if found is not None:
+                signs.setdefault(found[0], f"messages[{i}].content[{j}]: {found[1]}")
+    if len(signs) == 2:
         raise MessageFormatError(
-            f"messages mix OpenAI chat features ({openai_sign}) and Anthropic Messages features "
-            f"({anthropic_sign}); use one format (to_anthropic / to_openai convert)"
+            f"messages mix OpenAI chat features ({signs['openai']}) and Anthropic Messages "
+            f"features ({signs['anthropic']}); use one format (to_anthropic / to_openai convert)"
         )
-    return "anthropic" if anthropic_sign is not None else "openai"
+    return "anthropic" if "anthropic" in signs else "openai"
+
+
+def _readable_content(msg: object, i: int) -> object:
+    """The content of ``messages[i]``, once it is a dict with a known role and a content of a
+    type either format takes.
+
+    :raises MessageFormatError: when it is not.
+    """
+    if not isinstance(msg, dict):
+        raise MessageFormatError(
+            f"messages[{i}]: a message must be a dict, got {type(msg).__name__}"
+        )
+    role = msg.get("role")
+    if role is None:
+        raise MessageFormatError(
+            f"messages[{i}]: missing 'role'; allowed roles: {', '.join(OPENAI_ROLES)}"
+        )
+    if role not in OPENAI_ROLES:
+        raise MessageFormatError(
+            f"messages[{i}]: unknown role {role!r}; allowed roles: {', '.join(OPENAI_ROLES)}"
+        )
+    content = msg.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise MessageFormatError(
+            f"messages[{i}]: content must be a string, a list of parts/blocks or null, "
+            f"got {type(content).__name__}"
+        )
+    return content
+
+
+def _openai_message_sign(msg: Message) -> str | None:
+    """What in ``msg`` only the OpenAI chat format has (a role or a message key), if anything."""
+    role = msg.get("role")
+    if role in ("system", "developer", "tool"):
+        return f"role {role!r}"
+    if msg.get("tool_calls") or "tool_call_id" in msg or "reasoning_content" in msg:
+        return repr(next(k for k in _OPENAI_KEYS if k in msg))
+    return None
+
+
+def _part_sign(part: object) -> tuple[Format, str] | None:
+    """The format a content part/block belongs to alone, and what it is; None when both have it."""
+    if not isinstance(part, dict):
+        return None
+    kind = part.get("type")
+    if kind in ANTHROPIC_BLOCK_TYPES or (kind == "image" and "source" in part):
+        return "anthropic", f"a {kind!r} block"
+    if kind in OPENAI_PART_TYPES:
+        return "openai", f"a {kind!r} part"
+    if kind == "compaction":
+        # A Responses compaction item carries its id; Anthropic's block has none.
+        return (
+            ("openai", "a compaction item") if "id" in part else ("anthropic", "a compaction block")
+        )
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -239,11 +257,6 @@ def compaction_text(block: Mapping[str, Any]) -> str:
     return text if isinstance(text, str) else ""
 
 
-def _result_content_text(content: Any) -> str:
-    """Text of an Anthropic ``tool_result`` content (a string or a list of blocks)."""
-    return _content_text(content)
-
-
 def message_text(msg: Message) -> str:
     """Everything in ``msg`` that costs input tokens, as one string (for counting and search).
 
@@ -251,35 +264,32 @@ def message_text(msg: Message) -> str:
     with their JSON arguments, tool results and compaction summaries (a Responses compaction
     item's opaque ``encrypted_content``), joined by newlines; images read as "".
     """
-    pieces: list[str] = []
-    reasoning = msg.get("reasoning_content")
-    if isinstance(reasoning, str) and reasoning:
-        pieces.append(reasoning)
+    pieces = [_str_or_empty(msg.get("reasoning_content"))]
     content = msg.get("content")
-    if isinstance(content, str):
-        if content:
-            pieces.append(content)
-    elif isinstance(content, list):
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            key = BLOCK_TEXT_KEYS.get(kind) if isinstance(kind, str) else None
-            if key is not None:
-                text = block.get(key)
-            elif kind == "tool_use":
-                text = f"{block.get('name', '')} {dumps_arguments(block.get('input', {}))}"
-            elif kind == "tool_result":
-                text = _result_content_text(block.get("content"))
-            elif kind == "compaction":
-                text = compaction_text(block)
-            else:
-                text = ""
-            if isinstance(text, str) and text:
-                pieces.append(text)
-    for call in openai_tool_calls(msg):
-        pieces.append(f"{call.name} {call.arguments}")
-    return "\n".join(pieces)
+    if isinstance(content, list):
+        pieces += [_token_text(block) for block in content]
+    else:
+        pieces.append(_str_or_empty(content))
+    pieces += [f"{call.name} {call.arguments}" for call in openai_tool_calls(msg)]
+    return "\n".join(piece for piece in pieces if piece)
+
+
+def _token_text(block: object) -> str:
+    """The token-bearing text of one content block of a message ("" for images and blocks
+    without text)."""
+    if not isinstance(block, dict):
+        return ""
+    kind = block.get("type")
+    key = BLOCK_TEXT_KEYS.get(kind) if isinstance(kind, str) else None
+    if key is not None:
+        return _str_or_empty(block.get(key))
+    if kind == "tool_use":
+        return f"{block.get('name', '')} {dumps_arguments(block.get('input', {}))}"
+    if kind == "tool_result":
+        return _content_text(block.get("content"))
+    if kind == "compaction":
+        return compaction_text(block)
+    return ""
 
 
 def image_count(content: Any) -> int:
@@ -301,24 +311,16 @@ def _json_length(value: Any) -> int:
     """``len(dumps_arguments(value))`` without building the text, except that characters JSON
     escapes (quotes, backslashes, newlines) count once: scanning for them would cost more than
     the whole estimate."""
-    # Plain loops with strings measured inline: this runs for every tool input of every new
-    # message, and generator expressions cost a frame per item.
     kind = type(value)
     if kind is str:
         return len(value) + 2
     if kind is dict:
+        if any(type(key) is not str for key in value):
+            return len(dumps_arguments(value))  # json.dumps spells such keys its own way
         # "{" key ": " value (", " key ": " value)* "}": each pair costs its key's quotes and 4
-        total = 0
-        for key, item in value.items():
-            if type(key) is not str:
-                return len(dumps_arguments(value))  # json.dumps spells such keys its own way
-            total += len(key) + 6 + (len(item) + 2 if type(item) is str else _json_length(item))
-        return total or 2
+        return sum(len(key) + 6 + _json_length(item) for key, item in value.items()) or 2
     if kind is list or kind is tuple:
-        total = 0
-        for item in value:
-            total += (len(item) + 2 if type(item) is str else _json_length(item)) + 2
-        return total or 2
+        return sum(_json_length(item) + 2 for item in value) or 2
     if kind is int:
         return len(str(value))
     if kind is float and math.isfinite(value):
@@ -354,62 +356,62 @@ def text_size(msg: Message) -> tuple[int, int]:
     """``(len(message_text(msg)), images)``: the length of everything in ``msg`` that costs
     input tokens, and how many images it holds, without building the text.
 
-    A walk over the message's structure that reads string lengths only, so it costs far less
-    than :func:`message_text` (no joining, no JSON encoding of tool inputs). The length equals
-    ``len(message_text(msg))`` except inside Anthropic ``tool_use`` inputs, where a character
-    JSON escapes (a quote, a backslash, a newline) counts once instead of twice.
+    A walk over the message's structure that reads string lengths only (no joining, no JSON
+    encoding of tool inputs). The length equals ``len(message_text(msg))`` except inside
+    Anthropic ``tool_use`` inputs, where a character JSON escapes (a quote, a backslash, a
+    newline) counts once instead of twice.
     """
-    # The memo's walk (ctxengine._messages.memo.describe) inlines these rules for the messages
-    # it copies; tests/test_memo.py checks both give the same on every bundled message.
-    chars = pieces = images = 0
-    reasoning = msg.get("reasoning_content")
-    if isinstance(reasoning, str) and reasoning:
-        chars += len(reasoning)
-        pieces += 1
+    lengths = [_text_length(msg.get("reasoning_content"))]
+    images = 0
     content = msg.get("content")
-    if isinstance(content, str):
-        if content:
-            chars += len(content)
-            pieces += 1
-    elif isinstance(content, list):
+    if isinstance(content, list):
         for block in content:
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if not isinstance(kind, str):
-                continue
-            key = BLOCK_TEXT_KEYS.get(kind)
-            if key is not None:
-                length = _text_length(block.get(key))
-            elif kind == "tool_use":
-                name = block.get("name", "")
-                length = len(name if isinstance(name, str) else f"{name}") + 1
-                length += _json_length(block.get("input", {}))
-            elif kind == "tool_result":
-                inner = block.get("content")
-                length = _content_length(inner)
-                images += image_count(inner)
-            elif kind == "compaction":
-                length = len(compaction_text(block))
-            else:
-                length = 0
-                if kind in IMAGE_BLOCK_TYPES:
-                    images += 1
-            if length:
-                chars += length
-                pieces += 1
+            length, found = _block_size(block)
+            lengths.append(length)
+            images += found
+    else:
+        lengths.append(_text_length(content))
     calls = msg.get("tool_calls")
     if isinstance(calls, list):
-        for call in calls:
-            if not isinstance(call, dict):
-                continue
-            fn = call.get("function")
-            fn = fn if isinstance(fn, dict) else {}
-            args = fn.get("arguments", "")
-            chars += _text_length(fn.get("name")) + 1
-            chars += len(args) if isinstance(args, str) else _json_length(args)
-            pieces += 1
-    return chars + pieces - 1 if pieces else 0, images
+        lengths += [_call_length(call) for call in calls if isinstance(call, dict)]
+    pieces = [length for length in lengths if length]
+    return sum(pieces) + len(pieces) - 1 if pieces else 0, images
+
+
+def _block_size(block: object) -> tuple[int, int]:
+    """``(len(_token_text(block)), images)`` of one content block, with the JSON escapes of a
+    ``tool_use`` input counted once (see :func:`text_size`)."""
+    if not isinstance(block, dict):
+        return 0, 0
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        return 0, 0
+    key = BLOCK_TEXT_KEYS.get(kind)
+    if key is not None:
+        return _text_length(block.get(key)), 0
+    if kind == "tool_use":
+        name = block.get("name", "")
+        name_length = len(name if isinstance(name, str) else f"{name}")
+        return name_length + 1 + _json_length(block.get("input", {})), 0
+    if kind == "tool_result":
+        inner = block.get("content")
+        return _content_length(inner), image_count(inner)
+    if kind == "compaction":
+        return len(compaction_text(block)), 0
+    return 0, 1 if kind in IMAGE_BLOCK_TYPES else 0
+
+
+def _call_length(call: Mapping[str, Any]) -> int:
+    """The length of an OpenAI tool call's piece of :func:`message_text`: name, space, arguments
+    (measured as :func:`_json_length` when they are not yet JSON text)."""
+    fn = call.get("function")
+    fn = fn if isinstance(fn, dict) else {}
+    args = fn.get("arguments", "")
+    return (
+        _text_length(fn.get("name"))
+        + 1
+        + (len(args) if isinstance(args, str) else _json_length(args))
+    )
 
 
 def has_visible_assistant_text(msg: Message) -> bool:
@@ -546,7 +548,7 @@ def tool_results(msg: Message, fmt: Format) -> list[ToolResult]:
             results.append(
                 ToolResult(
                     call_id=call_id if isinstance(call_id, str) else "",
-                    text=_result_content_text(block.get("content")),
+                    text=_content_text(block.get("content")),
                     is_error=block.get("is_error") is True,
                 )
             )
@@ -640,24 +642,13 @@ def tool_groups(messages: Sequence[Message], fmt: Format) -> list[ToolGroup]:
             while end < n and messages[end].get("role") == "tool":
                 end += 1
             result_indices = tuple(range(i + 1, end))
-            result_ids = [_str_or_empty(messages[k].get("tool_call_id")) for k in result_indices]
+            result_ids = [rid for k in result_indices for rid in tool_result_ids(messages[k], fmt)]
         else:
             result_ids = tool_result_ids(messages[i + 1], fmt) if i + 1 < n else []
             result_indices = (i + 1,) if result_ids else ()
         unanswered, _ = match_results(call_ids, result_ids)
         groups.append(ToolGroup(i, result_indices, call_ids, tuple(unanswered)))
     return groups
-
-
-def _makes_calls(msg: Message, fmt: Format) -> bool:
-    """``bool(tool_call_ids(msg, fmt))`` for an assistant message, without building the ids."""
-    if fmt == "openai":
-        raw = msg.get("tool_calls")
-        return isinstance(raw, list) and any(isinstance(tc, dict) for tc in raw)
-    content = msg.get("content")
-    if not isinstance(content, list):
-        return False
-    return any(isinstance(block, dict) and block.get("type") == "tool_use" for block in content)
 
 
 def cut_points(messages: Sequence[Message], fmt: Format) -> list[bool]:
@@ -667,19 +658,8 @@ def cut_points(messages: Sequence[Message], fmt: Format) -> list[bool]:
     ``messages[i]`` splits no :class:`ToolGroup` (``cuts[0]`` and ``cuts[-1]`` are always True).
     Result messages with no call before them belong to no group and do not block a cut.
     """
-    # The groups of :func:`tool_groups`, found without building them: only where each group's
-    # results end matters here (this runs on every compaction, over the whole list).
-    n = len(messages)
-    cuts = [True] * (n + 1)
-    for i, msg in enumerate(messages):
-        if msg.get("role") != "assistant" or not _makes_calls(msg, fmt):
-            continue
-        if fmt == "openai":
-            last = i
-            while last + 1 < n and messages[last + 1].get("role") == "tool":
-                last += 1
-        else:
-            last = i + 1 if i + 1 < n and is_tool_result_message(messages[i + 1], fmt) else i
-        for k in range(i + 1, last + 1):
+    cuts = [True] * (len(messages) + 1)
+    for group in tool_groups(messages, fmt):
+        for k in group.result_indices:
             cuts[k] = False
     return cuts
