@@ -28,7 +28,7 @@ from ctxengine._messages.editing import (
     CLEAR_THINKING_EDIT,
     CLEAR_TOOL_USES_EDIT,
     COMPACT_EDIT,
-    is_compaction_block,
+    opens_with_compaction,
 )
 from ctxengine._messages.markers import detect_request_format
 from ctxengine._plugin.context import Route
@@ -103,7 +103,7 @@ def wanted_edits(
     if not isinstance(messages, list) or not messages:
         return []
     # The cheap checks first: this runs on every request.
-    opens_compacted = _opens_with_compaction(messages[0])
+    opens_compacted = opens_with_compaction(messages[0])
     if not (settings.enabled or opens_compacted):
         return []
     if detect_request_format(request) != "anthropic" and _openai_signs(messages):
@@ -129,12 +129,3 @@ def _openai_signs(messages: list[Any]) -> bool:
         )
         for m in messages
     )
-
-
-def _opens_with_compaction(message: object) -> bool:
-    # Plain dicts by type first: this runs on every request.
-    if type(message) is dict or isinstance(message, Mapping):
-        content = message.get("content")
-    else:
-        content = None
-    return isinstance(content, list) and bool(content) and is_compaction_block(content[0])

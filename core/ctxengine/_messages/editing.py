@@ -100,10 +100,16 @@ _COUNT_KEYS: Mapping[str, tuple[str, ...]] = {
 
 def is_compaction_block(block: object) -> bool:
     """Whether ``block`` is a compaction block (Anthropic) or compaction item part (Responses)."""
-    # Plain dicts by type first: this runs on every request.
-    if type(block) is dict or isinstance(block, Mapping):
+    if isinstance(block, Mapping):
         return bool(block.get("type") == COMPACTION_BLOCK)
     return False
+
+
+def opens_with_compaction(message: object) -> bool:
+    """Whether the content of ``message`` opens with a compaction block: where an engine puts
+    the one it got back, standing for every turn before it."""
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return isinstance(content, list) and bool(content) and is_compaction_block(content[0])
 
 
 def compaction_blocks(messages: Sequence[Message]) -> list[tuple[int, int, Mapping[str, Any]]]:
@@ -293,28 +299,31 @@ def edit_blocks(message: object) -> tuple[EditBlock, ...]:
     What a message holds for the edits depends on its content only, so a caller that has seen
     the same content before (the session's message memo) may keep the answer and pass it back
     instead of walking the message again on every request."""
-    # `type(x) is dict` first: the Mapping ABC check costs several times more, and almost every
-    # message and block is a plain dict.
-    if type(message) is not dict and not isinstance(message, Mapping):
+    if not isinstance(message, Mapping):
         return ()
     content = message.get("content")
     if not isinstance(content, list):
         return ()
     assistant = message.get("role") == "assistant"
-    found: list[EditBlock] = []
-    for j, block in enumerate(content):
-        if type(block) is not dict and not isinstance(block, Mapping):
-            continue
-        kind = block.get("type")
-        if kind == "tool_result":
-            found.append((j, "tool_result", str(block.get("tool_use_id")), ""))
-        elif not assistant:
-            continue
-        elif kind == "tool_use":
-            found.append((j, "tool_use", str(block.get("id")), str(block.get("name"))))
-        elif kind in ("thinking", "redacted_thinking"):
-            found.append((j, "thinking", "", ""))
-    return tuple(found)
+    found = (_edit_block(j, block, assistant) for j, block in enumerate(content))
+    return tuple(block for block in found if block is not None)
+
+
+def _edit_block(j: int, block: object, assistant: bool) -> EditBlock | None:
+    """Block ``j`` as :func:`edit_blocks` lists it, or None when the edits do not look at it
+    (only tool results are read in messages other than the assistant's)."""
+    if not isinstance(block, Mapping):
+        return None
+    kind = block.get("type")
+    if kind == "tool_result":
+        return (j, "tool_result", str(block.get("tool_use_id")), "")
+    if not assistant:
+        return None
+    if kind == "tool_use":
+        return (j, "tool_use", str(block.get("id")), str(block.get("name")))
+    if kind in ("thinking", "redacted_thinking"):
+        return (j, "thinking", "", "")
+    return None
 
 
 def remembered_edit_blocks(
@@ -423,7 +432,7 @@ def _clearable_thinking(
 
 
 def _marked(block: object) -> bool:
-    if type(block) is not dict and not isinstance(block, Mapping):  # see _clearable_tool_uses
+    if not isinstance(block, Mapping):
         return False
     if block.get("cache_control") is not None:
         return True

@@ -48,7 +48,6 @@ engines and hosts that repair order and pairing themselves.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -57,17 +56,12 @@ from ctxengine._messages.editing import (
     clearable_blocks,
     edit_problems,
     is_compaction_block,
+    opens_with_compaction,
 )
 from ctxengine._messages.errors import MessageFormatError, Problem
 from ctxengine._messages.markers import MAX_BREAKPOINTS, marker_findings, top_level_ttl
-from ctxengine._messages.read import (
-    OPENAI_PART_TYPES,
-    OPENAI_ROLES,
-    match_results,
-    tool_calls,
-    tool_groups,
-    tool_result_ids,
-)
+from ctxengine._messages.pairing import pairing_problems
+from ctxengine._messages.read import OPENAI_PART_TYPES, OPENAI_ROLES
 
 __all__ = [
     "MAX_BREAKPOINTS",
@@ -208,31 +202,27 @@ def validate(
     :raises ValueError: when ``provider`` is neither ``"openai"`` nor ``"anthropic"``, or
         ``profile`` is not one of :data:`PROFILES`.
     """
-    return _validate(
-        messages,
-        provider,
-        system=system,
-        tools=tools,
-        allow_pending_tool_call=allow_pending_tool_call,
-        cache_control=cache_control,
-        context_management=context_management,
-        profile=profile,
-        shape_only=False,
-    )
+    check, dicts = _check_messages(messages, provider, system=system, tools=tools, profile=profile)
+    if dicts is not None:
+        check.problems += pairing_problems(dicts, provider, allow_pending=allow_pending_tool_call)
+        _check_markers(check, cache_control)
+        if context_management is not None:
+            _check_context_management(check, dicts, context_management)
+    # Request-level findings first, then by message; stable, so rule order per message is kept.
+    return sorted(check.problems, key=lambda p: -1 if p.index is None else p.index)
 
 
-def _validate(
+def _check_messages(
     messages: Sequence[Message],
     provider: Format,
     *,
     system: SystemPrompt | None,
     tools: Sequence[Mapping[str, Any]] | None,
-    allow_pending_tool_call: bool,
-    cache_control: object,
     profile: Profile,
-    shape_only: bool,
-    context_management: object = None,
-) -> list[Problem]:
+    shape_only: bool = False,
+) -> tuple[_Checker, list[Message] | None]:
+    """The request-level and per-message checks, and the messages (``{}`` for a message that
+    is no dict; None when ``messages`` is no list, which ends the checks)."""
     if provider not in ("openai", "anthropic"):
         raise ValueError(f"provider must be 'openai' or 'anthropic', got {provider!r}")
     if profile not in PROFILES:
@@ -240,7 +230,7 @@ def _validate(
     check = _Checker(shape_only=shape_only)
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         check.add(None, "messages-type", "messages", "must be a list of message dicts")
-        return check.problems
+        return check, None
     if not messages:
         check.add(None, "messages-empty", "messages", "at least one message is required")
     _check_tools(check, tools)
@@ -268,16 +258,7 @@ def _validate(
             _check_openai_message(check, dicts, i, strict=profile == "strict")
         else:
             _check_anthropic_message(check, dicts, i, len(messages))
-    if shape_only:
-        problems = [p for p in check.problems if p.rule in SHAPE_RULES]
-    else:
-        _check_pairing(check, dicts, provider, allow_pending_tool_call)
-        _check_markers(check, cache_control)
-        if context_management is not None:
-            _check_context_management(check, dicts, context_management)
-        problems = check.problems
-    # Request-level findings first, then by message; stable, so rule order per message is kept.
-    return sorted(problems, key=lambda p: -1 if p.index is None else p.index)
+    return check, dicts
 
 
 def ensure_valid(messages: Sequence[Message], provider: Format, **kw: Any) -> None:
@@ -298,17 +279,13 @@ def ensure_well_formed(
 
     :raises ValueError: when ``provider`` is neither ``"openai"`` nor ``"anthropic"``.
     """
-    problems = _validate(
-        messages,
-        provider,
-        system=system,
-        tools=None,
-        allow_pending_tool_call=True,
-        cache_control=None,
-        profile="provider",
-        shape_only=True,
+    check, _ = _check_messages(
+        messages, provider, system=system, tools=None, profile="provider", shape_only=True
     )
-    _raise(problems, provider, "malformed ")
+    problems = [p for p in check.problems if p.rule in SHAPE_RULES]
+    _raise(
+        sorted(problems, key=lambda p: -1 if p.index is None else p.index), provider, "malformed "
+    )
 
 
 def _raise(problems: Sequence[Problem], provider: Format, what: str) -> None:
@@ -451,7 +428,7 @@ def _check_openai_turn(check: _Checker, msg: Message, role: str, where: str, i: 
     side of the conversation, see the module docstring)."""
     previous, check.turn = check.turn, role
     if previous is None:
-        if role != "user" and not _opens_with_compaction(msg):
+        if role != "user" and not (role == "assistant" and opens_with_compaction(msg)):
             check.add(
                 i,
                 "first-role",
@@ -507,7 +484,12 @@ def _check_openai_message(check: _Checker, msgs: list[Message], i: int, *, stric
             check.add(
                 i, "tool-message-shape", where, "a tool message needs a 'tool_call_id' string"
             )
-    content = msg.get("content")
+    _check_openai_content(check, msg.get("content"), role, bool(calls), where, i)
+
+
+def _check_openai_content(
+    check: _Checker, content: object, role: str, calls: bool, where: str, i: int
+) -> None:
     if content is None:
         if role != "assistant":
             check.add(
@@ -528,43 +510,52 @@ def _check_openai_message(check: _Checker, msgs: list[Message], i: int, *, stric
             f"content must be a string, a list of parts or null, got {type(content).__name__}",
         )
         return
-    allowed = _OPENAI_PARTS[role]
     for j, part in enumerate(content):
         part_where = f"{where}.content[{j}]"
-        kind = part.get("type") if isinstance(part, dict) else None
-        if not isinstance(part, dict) or not isinstance(kind, str):
-            check.add(i, "part-shape", part_where, _not_a_block("content part", part))
-            continue
-        check.marker(part, part_where, i)
-        if kind == "text":
-            check.text_block(part, part_where, i, "openai")
-        elif is_compaction_block(part):
-            _check_compaction(check, part, part_where, i, role, "openai")
-        elif kind in _ANTHROPIC_ONLY:
-            check.add(
-                i,
-                "part-type",
-                part_where,
-                f"{kind!r} is an Anthropic block; OpenAI uses tool_calls, tool messages and "
-                "reasoning_content",
-            )
-        elif kind not in allowed:
-            check.add(
-                i,
-                "part-type",
-                part_where,
-                f"part type {kind!r} is not allowed in {role} messages; allowed: "
-                f"{', '.join(allowed)}",
-            )
+        if _is_block(check, part, part_where, i, "content part"):
+            _check_openai_part(check, part, role, part_where, i)
 
 
-def _not_a_block(what: str, value: object) -> str:
-    """Why ``value`` is not a content part/block: not a dict, or no string ``type``."""
+def _check_openai_part(
+    check: _Checker, part: Mapping[str, Any], role: str, where: str, i: int
+) -> None:
+    kind = part["type"]
+    if kind == "text":
+        check.text_block(part, where, i, "openai")
+    elif is_compaction_block(part):
+        _check_compaction(check, part, where, i, role, "openai")
+    elif kind in _ANTHROPIC_ONLY:
+        check.add(
+            i,
+            "part-type",
+            where,
+            f"{kind!r} is an Anthropic block; OpenAI uses tool_calls, tool messages and "
+            "reasoning_content",
+        )
+    elif kind not in _OPENAI_PARTS[role]:
+        check.add(
+            i,
+            "part-type",
+            where,
+            f"part type {kind!r} is not allowed in {role} messages; allowed: "
+            f"{', '.join(_OPENAI_PARTS[role])}",
+        )
+
+
+def _is_block(check: _Checker, value: object, where: str, i: int, what: str) -> bool:
+    """Whether ``value`` is a content part/block (a dict with a string ``type``); a
+    ``part-shape`` finding saying why not when it is not, and its marker noted when it is."""
+    if isinstance(value, dict) and isinstance(value.get("type"), str):
+        check.marker(value, where, i)
+        return True
     if not isinstance(value, dict):
-        return f"a {what} must be a dict with a 'type', got {type(value).__name__}"
-    if "type" not in value:
-        return f"a {what} must be a dict with a 'type'; this one has no 'type' field"
-    return f"a {what} must be a dict with a 'type' string, got {type(value['type']).__name__}"
+        why = f"a {what} must be a dict with a 'type', got {type(value).__name__}"
+    elif "type" not in value:
+        why = f"a {what} must be a dict with a 'type'; this one has no 'type' field"
+    else:
+        why = f"a {what} must be a dict with a 'type' string, got {type(value['type']).__name__}"
+    check.add(i, "part-shape", where, why)
+    return False
 
 
 def _check_openai_calls(check: _Checker, calls: Any, where: str, i: int) -> None:
@@ -581,45 +572,49 @@ def _check_openai_calls(check: _Checker, calls: Any, where: str, i: int) -> None
         call_where = f"{where}.tool_calls[{k}]"
         if not isinstance(call, dict):
             check.add(i, "tool-call-shape", call_where, "a tool call must be a dict")
-            continue
-        _check_fields(check, call, _OPENAI_CALL_FIELDS, call_where, i)
-        fn = call.get("function")
-        missing = []
-        if not isinstance(call.get("id"), str) or not call.get("id"):
-            missing.append("an 'id' string")
-        if call.get("type") != "function":
-            missing.append("'type': 'function'")
-        if not isinstance(fn, dict):
-            got = type(fn).__name__ if "function" in call else "nothing"
-            missing.append(f"a 'function' object with a 'name' (got {got})")
-        elif not isinstance(fn.get("name"), str) or not fn.get("name"):
-            missing.append("'function.name'")
-        if missing:
-            check.add(i, "tool-call-shape", call_where, f"a tool call needs {', '.join(missing)}")
-        if not isinstance(fn, dict):
-            continue
-        _check_fields(check, fn, _OPENAI_FUNCTION_FIELDS, f"{call_where}.function", i)
-        args = fn.get("arguments")
-        if not isinstance(args, str):
-            check.add(
-                i,
-                "tool-call-arguments",
-                call_where,
-                f"'function.arguments' must be a JSON string, got {type(args).__name__}",
-            )
-            continue
-        if check.shape_only:
-            continue  # "tool-call-json" is not a shape rule: no need to decode the arguments
-        try:
-            json.loads(args)
-        except json.JSONDecodeError as exc:
-            # Models do emit cut-off JSON; the API refuses it, engines can still read the call.
-            check.add(
-                i,
-                "tool-call-json",
-                call_where,
-                f"'function.arguments' is not valid JSON ({exc.msg} at char {exc.pos})",
-            )
+        else:
+            _check_openai_call(check, call, call_where, i)
+
+
+def _check_openai_call(check: _Checker, call: Mapping[str, Any], where: str, i: int) -> None:
+    _check_fields(check, call, _OPENAI_CALL_FIELDS, where, i)
+    fn = call.get("function")
+    missing = []
+    if not isinstance(call.get("id"), str) or not call.get("id"):
+        missing.append("an 'id' string")
+    if call.get("type") != "function":
+        missing.append("'type': 'function'")
+    if not isinstance(fn, dict):
+        got = type(fn).__name__ if "function" in call else "nothing"
+        missing.append(f"a 'function' object with a 'name' (got {got})")
+    elif not isinstance(fn.get("name"), str) or not fn.get("name"):
+        missing.append("'function.name'")
+    if missing:
+        check.add(i, "tool-call-shape", where, f"a tool call needs {', '.join(missing)}")
+    if not isinstance(fn, dict):
+        return
+    _check_fields(check, fn, _OPENAI_FUNCTION_FIELDS, f"{where}.function", i)
+    args = fn.get("arguments")
+    if not isinstance(args, str):
+        check.add(
+            i,
+            "tool-call-arguments",
+            where,
+            f"'function.arguments' must be a JSON string, got {type(args).__name__}",
+        )
+        return
+    if check.shape_only:
+        return  # "tool-call-json" is not a shape rule: no need to decode the arguments
+    try:
+        json.loads(args)
+    except json.JSONDecodeError as exc:
+        # Models do emit cut-off JSON; the API refuses it, engines can still read the call.
+        check.add(
+            i,
+            "tool-call-json",
+            where,
+            f"'function.arguments' is not valid JSON ({exc.msg} at char {exc.pos})",
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -644,7 +639,7 @@ def _check_anthropic_message(check: _Checker, msgs: list[Message], i: int, n: in
             f"role {role!r} is not allowed; allowed: user, assistant{hint}",
         )
         return
-    if i == 0 and role != "user" and not _opens_with_compaction(msg):
+    if i == 0 and role != "user" and not (role == "assistant" and opens_with_compaction(msg)):
         check.add(i, "first-role", where, f"the first message must be 'user', got {role!r}")
     if i > 0 and msgs[i - 1].get("role") == role:
         check.add(
@@ -661,8 +656,7 @@ def _check_anthropic_message(check: _Checker, msgs: list[Message], i: int, n: in
             where,
             f"content must be a string or a list of blocks, got {type(content).__name__}",
         )
-        return
-    if not content:
+    elif not content:
         if not (role == "assistant" and i == n - 1):
             empty = '""' if isinstance(content, str) else "[]"
             check.add(
@@ -671,60 +665,58 @@ def _check_anthropic_message(check: _Checker, msgs: list[Message], i: int, n: in
                 where,
                 f"empty content {empty}; only a final assistant message may be empty",
             )
-        return
-    if isinstance(content, str):
-        return
+    elif isinstance(content, list):
+        _check_anthropic_blocks(check, content, role, where, i)
+
+
+def _check_anthropic_blocks(
+    check: _Checker, content: list[Any], role: str, where: str, i: int
+) -> None:
     seen_other = False
     for j, block in enumerate(content):
         block_where = f"{where}.content[{j}]"
-        kind = block.get("type") if isinstance(block, dict) else None
-        if not isinstance(block, dict) or not isinstance(kind, str):
-            check.add(i, "part-shape", block_where, _not_a_block("content block", block))
+        if not _is_block(check, block, block_where, i, "content block"):
             continue
-        check.marker(block, block_where, i)
-        if kind == "tool_result":
-            if role != "user":
-                check.add(
-                    i, "tool-result-role", block_where, "tool_result blocks belong in user messages"
-                )
-            elif seen_other:
-                check.add(
-                    i,
-                    "tool-result-order",
-                    block_where,
-                    "tool_result blocks must come before any other content in the message",
-                )
-            _check_tool_result(check, block, block_where, i)
+        kind = block["type"]
+        if kind != "tool_result":
+            seen_other = True
+            _check_anthropic_block(check, block, role, block_where, i)
             continue
-        seen_other = True
-        if kind == "text":
-            check.text_block(block, block_where, i, "anthropic")
-        elif kind == "compaction":
-            _check_compaction(check, block, block_where, i, role, "anthropic")
-        elif kind == "tool_use":
-            if role != "assistant":
-                check.add(
-                    i, "tool-use-role", block_where, "tool_use blocks belong in assistant messages"
-                )
-            _check_tool_use(check, block, block_where, i)
-        elif kind in OPENAI_PART_TYPES:
+        if role != "user":
+            check.add(
+                i, "tool-result-role", block_where, "tool_result blocks belong in user messages"
+            )
+        elif seen_other:
             check.add(
                 i,
-                "part-type",
+                "tool-result-order",
                 block_where,
-                f"{kind!r} is an OpenAI part; Anthropic uses image blocks with a 'source' and "
-                "text blocks",
+                "tool_result blocks must come before any other content in the message",
             )
+        _check_tool_result(check, block, block_where, i)
 
 
-def _opens_with_compaction(msg: Message) -> bool:
-    content = msg.get("content")
-    return (
-        msg.get("role") == "assistant"
-        and isinstance(content, list)
-        and bool(content)
-        and is_compaction_block(content[0])
-    )
+def _check_anthropic_block(
+    check: _Checker, block: Mapping[str, Any], role: str, where: str, i: int
+) -> None:
+    """A block other than ``tool_result`` (those are checked with their order)."""
+    kind = block["type"]
+    if kind == "text":
+        check.text_block(block, where, i, "anthropic")
+    elif kind == "compaction":
+        _check_compaction(check, block, where, i, role, "anthropic")
+    elif kind == "tool_use":
+        if role != "assistant":
+            check.add(i, "tool-use-role", where, "tool_use blocks belong in assistant messages")
+        _check_tool_use(check, block, where, i)
+    elif kind in OPENAI_PART_TYPES:
+        check.add(
+            i,
+            "part-type",
+            where,
+            f"{kind!r} is an OpenAI part; Anthropic uses image blocks with a 'source' and "
+            "text blocks",
+        )
 
 
 def _check_tool_use(check: _Checker, block: Mapping[str, Any], where: str, i: int) -> None:
@@ -760,98 +752,5 @@ def _check_tool_result(check: _Checker, block: Mapping[str, Any], where: str, i:
         return
     for k, inner in enumerate(content):
         inner_where = f"{where}.content[{k}]"
-        if not isinstance(inner, dict) or not isinstance(inner.get("type"), str):
-            check.add(i, "part-shape", inner_where, _not_a_block("content block", inner))
-            continue
-        check.marker(inner, inner_where, i)
-        if inner["type"] == "text":
+        if _is_block(check, inner, inner_where, i, "content block") and inner["type"] == "text":
             check.text_block(inner, inner_where, i, "anthropic")
-
-
-# --------------------------------------------------------------------------------------------
-# Tool pairing
-
-
-def _check_pairing(check: _Checker, msgs: list[Message], fmt: Format, allow_pending: bool) -> None:
-    last = len(msgs) - 1
-    grouped: set[int] = set()
-    call_word = "tool call" if fmt == "openai" else "tool_use"
-    for group in tool_groups(msgs, fmt):
-        ci = group.call_index
-        where = f"messages[{ci}]"
-        grouped.update(group.result_indices)
-        group_end = group.result_indices[-1] if group.result_indices else ci
-        # OpenAI results arrive one tool message at a time, so a partly answered parallel call
-        # at the very end is still pending; Anthropic answers all calls in one user message.
-        pending = allow_pending and (group_end == last if fmt == "openai" else ci == last)
-        if group.unanswered and not pending:
-            names = {c.id: c.name for c in tool_calls(msgs[ci], fmt)}
-            needs = (
-                "a tool message with its tool_call_id right after this assistant message"
-                if fmt == "openai"
-                else "a tool_result block in the next user message"
-            )
-            for call_id in group.unanswered:
-                check.add(
-                    ci,
-                    "tool-call-unanswered",
-                    where,
-                    f"{call_word} {call_id!r} ({names.get(call_id, '?')}) has no result; "
-                    f"it needs {needs}",
-                )
-        if len(set(group.call_ids)) != len(group.call_ids):
-            for call_id, count in Counter(group.call_ids).items():
-                if count > 1:
-                    check.add(
-                        ci,
-                        "tool-call-duplicate-id",
-                        where,
-                        f"{call_word} id {call_id!r} is used {count} times in one message; "
-                        "ids must be unique within a message",
-                    )
-        located = [(r, rid) for r in group.result_indices for rid in tool_result_ids(msgs[r], fmt)]
-        if not group.unanswered and len(located) == len(group.call_ids):
-            continue  # as many results as calls and none unanswered: each answers one call
-        _, unmatched = match_results(group.call_ids, [rid for _, rid in located])
-        known = set(group.call_ids)
-        for pos in unmatched:
-            r, rid = located[pos]
-            if rid in known:
-                check.add(
-                    r,
-                    "tool-result-duplicate",
-                    f"messages[{r}]",
-                    f"a second result for {call_word} {rid!r} of messages[{ci}]; "
-                    "each call gets exactly one result",
-                )
-            else:
-                check.add(
-                    r,
-                    "tool-result-orphan",
-                    f"messages[{r}]",
-                    f"result for {rid!r} answers no {call_word} of messages[{ci}] "
-                    "(results must answer a call of the assistant message right before them)",
-                )
-    for i, msg in enumerate(msgs):
-        if i in grouped:
-            continue
-        if fmt == "openai":
-            if msg.get("role") == "tool":
-                prev = msgs[i - 1].get("role") if i > 0 else None
-                after = f"it follows a {prev} message" if prev else "it opens the conversation"
-                check.add(
-                    i,
-                    "tool-message-position",
-                    f"messages[{i}]",
-                    "a tool message must follow an assistant message with tool_calls (or "
-                    f"another tool message answering it); {after}",
-                )
-        else:
-            for rid in tool_result_ids(msg, fmt):
-                check.add(
-                    i,
-                    "tool-result-orphan",
-                    f"messages[{i}]",
-                    f"tool_result for {rid!r} has no tool_use in the assistant message "
-                    "right before it",
-                )
