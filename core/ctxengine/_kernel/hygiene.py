@@ -1,4 +1,4 @@
-"""The gateway entry point: compact an oversized stored session before the agent sees it.
+"""Gateway hygiene, the safety net: compact an oversized stored session before the agent sees it.
 
 The decision belongs to whichever plugin answers ``should_compress`` at the ``"gateway"`` stage
 (the built-in hygiene plugin), with its reason and, for a hard message limit, a message budget;
@@ -10,6 +10,7 @@ knows the history is still over its limit and why.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol
@@ -24,8 +25,8 @@ from ctxengine._plugin.context import EngineContext
 from ctxengine._plugin.results import CompressResult, GatewayVerdict
 
 
-class GatewaySession(Protocol):
-    """What the safety net needs of a session (:class:`ctxengine.Session` has it)."""
+class HygieneSession(Protocol):
+    """What gateway hygiene needs of a session (:class:`ctxengine.Session` has it)."""
 
     @property
     def gateway_lock(self) -> NamedLock: ...
@@ -98,7 +99,7 @@ class HygieneReport:
 
 
 def run_hygiene(
-    session: GatewaySession,
+    session: HygieneSession,
     history: Sequence[Message],
     *,
     system: SystemPrompt | None = None,
@@ -134,7 +135,7 @@ def run_hygiene(
 
 
 def _hygiene_locked(
-    session: GatewaySession,
+    session: HygieneSession,
     messages: list[Message],
     system: SystemPrompt | None,
     last_prompt_tokens: int | None,
@@ -143,33 +144,12 @@ def _hygiene_locked(
         prompt = TokenEstimate.known(last_prompt_tokens, measured=True)
     else:
         prompt = session.prompt(messages, system)
-    source: TokenSource = "measured" if prompt.measured else "estimate"
-    tokens = prompt.value
-
-    def unchanged(
-        notice: str,
-        fired: bool,
-        result: CompressResult | None = None,
-        error: str | None = None,
-    ) -> HygieneReport:
-        return HygieneReport(
-            messages=messages,
-            system=system,
-            fired=fired,
-            compacted=False,
-            tokens_before=tokens,
-            tokens_after=tokens,
-            token_source=source,
-            notice=f"ERROR: {error}" if error else notice,
-            result=result,
-            error=error,
-            message_budget=verdict.message_budget,
-            reason=verdict.reason,
-        )
-
     verdict = session.gateway_verdict(messages, system, prompt=prompt)
+    unchanged = functools.partial(_unchanged, messages, system, prompt, verdict)
     if not verdict.compact:
-        return unchanged(f"no compaction needed ({tokens:,} tokens, {source})", fired=False)
+        return unchanged(
+            f"no compaction needed ({prompt.value:,} tokens, {_source(prompt)})", fired=False
+        )
     why = f" ({verdict.reason})" if verdict.reason else ""
     budget = verdict.message_budget
     try:
@@ -187,43 +167,86 @@ def _hygiene_locked(
     over_budget = budget is not None and len(result.messages) > budget
     if not result.compacted:
         verb = "aborted" if result.status == "aborted" else "skipped"
-        notice = f"compaction {verb}: {result.reason}; no messages were dropped"
         error = None
-        if budget is not None and over_budget:
+        if over_budget:
             error = (
                 f"the history holds {len(messages):,} messages, over the budget of "
                 f"{budget:,}{why}, and the engine {result.engine!r} did not compact it: "
                 f"{result.reason}; no messages were dropped"
             )
+        notice = f"compaction {verb}: {result.reason}; no messages were dropped"
         return unchanged(notice, fired=True, result=result, error=error)
-    # Before and after in the same currency: the session's estimate when "before" was one (the
-    # compaction made the last usage stale, so this is the calibrated estimate of the result),
-    # the engine's count on the provider's scale when "before" was measured.
-    if source == "estimate":
-        after = session.prompt(result.messages, result.system).value
-    else:
-        after = round(result.tokens_after * session.ctx.tokens.point_ratio)
-    notice = (
-        f"compacted {result.messages_before} -> {result.messages_after} messages, "
-        f"~{tokens:,} -> ~{after:,} tokens"
-    )
     error = None
     if over_budget:
         error = (
             f"the engine {result.engine!r} compacted {result.messages_before:,} -> "
             f"{result.messages_after:,} messages, still over the budget of {budget:,}{why}"
         )
+    return _compacted(session, prompt, verdict, result, error)
+
+
+def _source(prompt: TokenEstimate) -> TokenSource:
+    return "measured" if prompt.measured else "estimate"
+
+
+def _unchanged(
+    messages: list[Message],
+    system: SystemPrompt | None,
+    prompt: TokenEstimate,
+    verdict: GatewayVerdict,
+    notice: str,
+    *,
+    fired: bool,
+    result: CompressResult | None = None,
+    error: str | None = None,
+) -> HygieneReport:
+    """The report of a run that hands the stored history back as it was."""
+    return HygieneReport(
+        messages=messages,
+        system=system,
+        fired=fired,
+        compacted=False,
+        tokens_before=prompt.value,
+        tokens_after=prompt.value,
+        token_source=_source(prompt),
+        notice=f"ERROR: {error}" if error else notice,
+        result=result,
+        error=error,
+        message_budget=verdict.message_budget,
+        reason=verdict.reason,
+    )
+
+
+def _compacted(
+    session: HygieneSession,
+    prompt: TokenEstimate,
+    verdict: GatewayVerdict,
+    result: CompressResult,
+    error: str | None,
+) -> HygieneReport:
+    """The report of a run whose engine compacted the history."""
+    # Before and after in the same currency: the session's estimate when "before" was one (the
+    # compaction made the last usage stale, so this is the calibrated estimate of the result),
+    # the engine's count on the provider's scale when "before" was measured.
+    if prompt.measured:
+        after = round(result.tokens_after * session.ctx.tokens.point_ratio)
+    else:
+        after = session.prompt(result.messages, result.system).value
+    notice = (
+        f"compacted {result.messages_before} -> {result.messages_after} messages, "
+        f"~{prompt.value:,} -> ~{after:,} tokens"
+    )
     return HygieneReport(
         messages=result.messages,
         system=result.system,
         fired=True,
         compacted=True,
-        tokens_before=tokens,
+        tokens_before=prompt.value,
         tokens_after=after,
-        token_source=source,
+        token_source=_source(prompt),
         notice=f"ERROR: {error}" if error else notice,
         result=result,
         error=error,
-        message_budget=budget,
+        message_budget=verdict.message_budget,
         reason=verdict.reason,
     )

@@ -299,47 +299,9 @@ class Kernel:
             fallback=fallback.name if fallback else None,
         )
         self.engine_entry = self.selection.engine
-        notices = list(self.selection.notices)
-
-        registry = SettingsRegistry()
-        for failure in self.hooks.declare_settings(registry):
-            notices.append(
-                f"plugin {failure.plugin!r} failed to declare its settings "
-                f"({failure.describe()}); its keys are not validated"
-            )
-        order = {name: index for index, name in enumerate(self.hooks.plugin_names)}
-        self.trigger_key = _engine_trigger(registry, self.engine)
-        resolved = resolve_loaded(
-            _with_kernel_overrides(
-                loaded, registry, self.engine, self.trigger_key, trigger, sandbox
-            ),
-            loaded.path,
-            sorted(registry.specs, key=lambda owned: order.get(owned.owner, len(order))),
-            engine_trigger=self.trigger_key,
-        )
-        # The kernel's own values stay as given (a host or replay may pass a Config it evolved
-        # in code); the plugins' values come from the layers they were declared for.
-        self.config = attrs.evolve(loaded.config, validated=resolved.config.validated_values())
-        self.loaded = attrs.evolve(resolved, config=self.config)
-        for unused in self.loaded.unused:
-            log.info("config: %s is not read by any selected plugin (%s)", unused.key, unused.note)
-        self.notices = notices
-        self.model: ModelInfo = model_for_settings(self.config)
-        try:
-            usable_window(self.model.context_length, self.config.model.max_tokens)
-        except ValueError:
-            raise ConfigError(
-                [
-                    ConfigProblem(
-                        "model.max_tokens",
-                        self.config.model.max_tokens,
-                        f"must be less than the context length of {self.model.name} "
-                        f"({self.model.context_length:,} tokens); lower it or set "
-                        "model.context_length",
-                        self.loaded.sources.get("model.max_tokens"),
-                    )
-                ]
-            ) from None
+        self.notices = list(self.selection.notices)
+        self._resolve_config(loaded, trigger, sandbox)
+        self.model: ModelInfo = self._model()
         cache_settings, self.caching_reason = cache_settings_for(self.config, self.model)
         self.cache_settings = cache_settings if self.selection.strategy is not None else None
         route = detect_route(self.config.model.name, self.config.model.base_url)
@@ -371,7 +333,7 @@ class Kernel:
             cache_settings=self.cache_settings,
             engine=self.engine,
             fallback_engine=self.hooks.fallback,
-            route=detect_route(self.config.model.name, self.config.model.base_url),
+            route=route,
             summary_provider=self.summary_provider,
             clock=clock,
             env=self.env,
@@ -379,6 +341,58 @@ class Kernel:
             coordinator=self.coordinator,
             wall_clock=wall_clock,
         )
+
+    def _resolve_config(
+        self, loaded: LoadedConfig, trigger: float | None, sandbox: object | None
+    ) -> None:
+        """Validate ``loaded`` with the settings the selected plugins declare, and with what
+        ``trigger`` and ``sandbox`` ask for on top: sets ``trigger_key``, ``config`` and
+        ``loaded``; a plugin that fails to declare its settings adds a notice."""
+        registry = SettingsRegistry()
+        for failure in self.hooks.declare_settings(registry):
+            self.notices.append(
+                f"plugin {failure.plugin!r} failed to declare its settings "
+                f"({failure.describe()}); its keys are not validated"
+            )
+        order = {name: index for index, name in enumerate(self.hooks.plugin_names)}
+        self.trigger_key = _engine_trigger(registry, self.engine)
+        resolved = resolve_loaded(
+            _with_kernel_overrides(
+                loaded, registry, self.engine, self.trigger_key, trigger, sandbox
+            ),
+            loaded.path,
+            sorted(registry.specs, key=lambda owned: order.get(owned.owner, len(order))),
+            engine_trigger=self.trigger_key,
+        )
+        # The kernel's own values stay as given (a host or replay may pass a Config it evolved
+        # in code); the plugins' values come from the layers they were declared for.
+        self.config = attrs.evolve(loaded.config, validated=resolved.config.validated_values())
+        self.loaded = attrs.evolve(resolved, config=self.config)
+        for unused in self.loaded.unused:
+            log.info("config: %s is not read by any selected plugin (%s)", unused.key, unused.note)
+
+    def _model(self) -> ModelInfo:
+        """The configured model.
+
+        :raises ConfigError: when ``model.max_tokens`` leaves it no usable window.
+        """
+        model = model_for_settings(self.config)
+        try:
+            usable_window(model.context_length, self.config.model.max_tokens)
+        except ValueError:
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        "model.max_tokens",
+                        self.config.model.max_tokens,
+                        f"must be less than the context length of {model.name} "
+                        f"({model.context_length:,} tokens); lower it or set "
+                        "model.context_length",
+                        self.loaded.sources.get("model.max_tokens"),
+                    )
+                ]
+            ) from None
+        return model
 
     def use_summary_provider(self, provider: SummaryProvider | None) -> None:
         """Use ``provider`` for every summary instead of ``auxiliary.compression.provider``.
