@@ -70,7 +70,7 @@ TokenSource = Literal["measured", "estimate"]
 
 @attrs.frozen
 class HygieneReport:
-    """What the gateway safety net did to one stored session.
+    """What gateway hygiene (the safety net) did to one stored session.
 
     :ivar messages: the history to hand to the agent (the input itself unless ``compacted``).
     :ivar token_source: ``"measured"`` (the previous turn's real prompt tokens, plus an
@@ -105,7 +105,8 @@ def run_hygiene(
     system: SystemPrompt | None = None,
     last_prompt_tokens: int | None = None,
 ) -> HygieneReport:
-    """Compact ``history`` when the gateway policy says so; see :meth:`Session.hygiene`."""
+    """Compact ``history`` when the hygiene policy (the ``"gateway"`` stage's verdict) says so;
+    see :meth:`Session.hygiene`."""
     messages = list(history)
     # Taken before anything else, without waiting: a second worker on the same session (in
     # this process or, on a shared coordination backend, in any other) must not queue up

@@ -481,7 +481,7 @@ class Kernel:
         system: SystemPrompt | None = None,
         last_prompt_tokens: int | None = None,
     ) -> HygieneReport:
-        """Gateway safety net for ``session_id``; see :meth:`Session.hygiene`."""
+        """Gateway hygiene (the safety net) for ``session_id``; see :meth:`Session.hygiene`."""
         return self.session(session_id).hygiene(
             history, system=system, last_prompt_tokens=last_prompt_tokens
         )

@@ -337,19 +337,8 @@ def _text_length(value: Any) -> int:
 
 
 def _content_length(content: Any) -> int:
-    """``len(_content_text(content))`` without joining."""
-    if isinstance(content, str):
-        return len(content)
-    if not isinstance(content, list):
-        return 0
-    total = parts = 0
-    for block in content:
-        if isinstance(block, dict) and block.get("type") == "text":
-            length = _text_length(block.get("text"))
-            if length:
-                total += length
-                parts += 1
-    return total + parts - 1 if parts else 0
+    """The length of :func:`_content_text` (a ``tool_result``'s piece of :func:`message_text`)."""
+    return len(_content_text(content))
 
 
 def text_size(msg: Message) -> tuple[int, int]:
