@@ -107,11 +107,18 @@ GOOD_SUMMARY = "\n".join(
 def _config(context_length: int, compression: str) -> tuple[Config, ModelInfo]:
     """The validated configuration and model of :func:`make_ctx`, built once per setting (both
     are immutable; the property suites build tens of thousands of contexts)."""
-    model = {"context_length": context_length}
-    config = config_from_mapping({"model": model, "compression": json.loads(compression)})
-    # The model as the kernel reads that model section (the compression values are checked
-    # against each other only by the kernel, and the property suites try any of them).
-    return config, ctxengine.load({"model": model}, env={}).model
+    config = config_from_mapping(
+        {"model": {"context_length": context_length}, "compression": json.loads(compression)}
+    )
+    return config, _model(context_length)
+
+
+@functools.lru_cache(maxsize=64)
+def _model(context_length: int) -> ModelInfo:
+    """The model as the kernel reads a model section with this context length (a kernel of its
+    own: the compression values of :func:`_config` are checked against each other only by a
+    kernel, and the property suites try any of them)."""
+    return ctxengine.load({"model": {"context_length": context_length}}, env={}).model
 
 
 def make_ctx(
