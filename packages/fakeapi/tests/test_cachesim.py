@@ -7,9 +7,7 @@ from typing import Any
 import pytest
 
 import ctxengine
-from ctxengine._accounting.cache_stats import cost_of
-from ctxengine._accounting.models import lookup_model
-from ctxengine._accounting.tokens import TokenCounter
+from ctxengine import TokenCounter, cost_of, lookup_model
 from ctxengine_fakeapi.cachesim import PromptCacheSimulator
 
 SYSTEM = "You are a meticulous assistant. " * 200  # over the 1,024-token minimum

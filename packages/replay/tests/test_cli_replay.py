@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ctxengine._cli.files import read_conversations
+from ctxengine import read_conversations
 from ctxengine._cli.main import main
 from ctxengine.testing import samples
 
