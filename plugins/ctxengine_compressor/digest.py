@@ -43,7 +43,6 @@ from ctxengine import (
     Format,
     Message,
     is_placeholder,
-    split_summary,
 )
 from ctxengine.messages import has_visible_assistant_text, redact, visible_text
 from ctxengine_compressor.ledger import (
@@ -60,6 +59,7 @@ from ctxengine_compressor.ledger import (
     units_ledger,
     units_size_floor,
 )
+from ctxengine_compressor.template import split_summary
 
 __all__ = [
     "build_digest",

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from ctxengine._messages.sanitize import sanitize_tool_pairs
-from ctxengine._messages.validate import validate
+from ctxengine.messages import validate
+from ctxengine_compressor.sanitize import sanitize_tool_pairs
 
 from .helpers import openai_call
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ctxengine._messages.conversation import Format, Message
+from ctxengine import Format, Message
 
 __all__ = ["sanitize_tool_pairs"]
 
