@@ -57,7 +57,6 @@ from ctxengine_compressor.ledger import (
     parse_ledger,
     readable_text,
     units_ledger,
-    units_size_floor,
 )
 from ctxengine_compressor.template import split_summary
 
@@ -320,16 +319,10 @@ def digest_and_ledger(
     essentials = _size(tools + next_steps + earlier) + 2
 
     shown = merged
-    carried_size = sum(u.size for u in carried)
-    floor = units_size_floor(merged, **_ASK_PREFIXES) + carried_size + essentials
-    # Short of room for every item (the floor of their size shows it without building them,
-    # else the built units do): what the kept messages already show is not repeated.
-    short = bool(kept) and floor + _LAST_TEXT_TIGHT > room
-    if not short:
-        units = _digest_units(shown, carried)
-        want = sum(u.size for u in units) + essentials
-        short = bool(kept) and want + _LAST_TEXT_TIGHT > room
-    if short:
+    # Short of room for every item: what the kept messages already show is not repeated.
+    units = _digest_units(shown, carried)
+    want = sum(u.size for u in units) + essentials
+    if kept and want + _LAST_TEXT_TIGHT > room:
         shown = attrs.evolve(missing_from(merged, readable_text(kept, fmt)), tools=merged.tools)
         units = _digest_units(shown, carried)
         want = sum(u.size for u in units) + essentials

@@ -49,7 +49,13 @@ from typing import Any, Literal
 import attrs
 
 from ctxengine import Format, Message
-from ctxengine.messages import is_real_user_content, openai_tool_calls, redact
+from ctxengine.messages import (
+    is_real_user_message,
+    redact,
+    tool_calls,
+    tool_results,
+    visible_text,
+)
 
 __all__ = [
     "ACTIONS",
@@ -76,7 +82,6 @@ __all__ = [
     "render_ledger",
     "shorten_command",
     "units_ledger",
-    "units_size_floor",
 ]
 
 COMMAND_CHARS = 200
@@ -789,13 +794,10 @@ def _is_observation(text: str) -> bool:
     return text.lstrip().startswith(_OBSERVATION_STARTS)
 
 
-def _text_actions(texts: Sequence[str]) -> list[str]:
-    """The fenced shell blocks of an assistant message (mini-swe-agent, SWE-agent text mode)."""
-    found: list[str] = []
-    for text in texts:
-        if "```" in text:
-            found.extend(m.group(2) for m in _FENCE.finditer(text) if m.group(2).strip())
-    return found
+def _text_actions(text: str) -> list[str]:
+    """The fenced shell blocks of an assistant message's text (mini-swe-agent, SWE-agent text
+    mode)."""
+    return [m.group(2) for m in _FENCE.finditer(text) if m.group(2).strip()]
 
 
 # Identifiers: tokens of letters, digits, "_" and "-" (four or more, at least one digit), or "#"
@@ -819,44 +821,40 @@ def _identifier_tokens(text: str) -> list[str]:
     ]
 
 
-def _identifier_uses(
-    texts: Sequence[str], calls: Sequence[tuple[str, str, dict[str, Any]]]
-) -> list[tuple[str, str]]:
+def _identifier_uses(text: str, calls: Sequence[_Call]) -> list[tuple[str, str]]:
     """``(token, argument key or "")`` for every id-shaped token an assistant message uses: in
     its text, in a command's first line, or in a short argument value."""
-    found: list[tuple[str, str]] = []
-    for text in texts:
-        found.extend((token, "") for token in _identifier_tokens(text))
-    for _, name, arguments in calls:
-        shell = _is_shell_tool(name)
-        for key, value in arguments.items():
-            if key in _NO_ID_KEYS:
-                continue
-            if isinstance(value, str):
-                if shell and key in ("command", "cmd", "script"):
-                    used = value.split("\n", 1)[0]
-                elif len(value) > _LONG_ARGUMENT:
-                    continue
-                else:
-                    used = value
-                found.extend((token, key) for token in _identifier_tokens(used))
-                continue
-            for item in _flat_strings(value):
-                if len(item) <= _LONG_ARGUMENT:
-                    found.extend((token, key) for token in _identifier_tokens(item))
+    found = [(token, "") for token in _identifier_tokens(text)]
+    for call in calls:
+        shell = _is_shell_tool(call.name)
+        for key, value in call.arguments.items():
+            if key not in _NO_ID_KEYS:
+                found.extend((token, key) for token in _argument_tokens(key, value, shell))
     return found
 
 
+def _argument_tokens(key: str, value: object, shell: bool) -> list[str]:
+    """The id-shaped tokens of one argument value: a shell command's first line, or the short
+    strings (and numbers) it holds; longer values are file contents or patches."""
+    if isinstance(value, str):
+        if shell and key in ("command", "cmd", "script"):
+            return _identifier_tokens(value.split("\n", 1)[0])
+        return [] if len(value) > _LONG_ARGUMENT else _identifier_tokens(value)
+    tokens: list[str] = []
+    for item in _flat_strings(value):
+        if len(item) <= _LONG_ARGUMENT:
+            tokens.extend(_identifier_tokens(item))
+    return tokens
+
+
 def _flat_strings(value: object) -> Iterator[str]:
+    """The strings (and numbers, as text) a JSON value holds, in order."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         yield str(value)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _flat_strings(item)
-    elif isinstance(value, dict):
-        for item in value.values():
+    elif isinstance(value, (list, dict)):
+        for item in value.values() if isinstance(value, dict) else value:
             yield from _flat_strings(item)
 
 
@@ -944,10 +942,119 @@ def _check_format(fmt: object) -> None:
         raise ValueError(f"unknown message format {fmt!r}; allowed: 'openai' or 'anthropic'")
 
 
+@attrs.frozen
+class _Call:
+    """A tool call as the ledger reads it: its id, its tool and its arguments decoded."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+def _calls(msg: Message, fmt: Format) -> list[_Call]:
+    return [_Call(c.id, c.name, _loads(c.arguments)) for c in tool_calls(msg, fmt)]
+
+
 # A call waiting for its result: its tool, its command (shell calls) and the key its errors
-# are filed under (to mark them resolved when the same call later succeeds). A tuple: one is
-# made per call, and tuples are the cheapest records to build.
+# are filed under (to mark them resolved when the same call later succeeds).
 _Pending = tuple[str, "str | None", str]
+
+
+class _Scan:
+    """The state of :func:`build_ledger`'s one pass over a message list."""
+
+    def __init__(self, messages: Sequence[Message], fmt: Format) -> None:
+        self.messages = messages
+        self.fmt = fmt
+        self.out = _Collector()
+        self.pending: dict[str, list[_Pending]] = {}  # call id -> calls waiting for a result
+        # error lines per source, until a later success of that source resolves them
+        self.open_errors: dict[str, list[str]] = {}
+        self.text_actions: list[_Pending] = []
+        self.given: list[tuple[int, str]] = []  # (message index, text) of tool results
+        self.said: list[tuple[int, str]] = []  # (message index, text) of user messages
+        self.uses: dict[str, tuple[int, str]] = {}  # id-shaped token -> (first use, key)
+
+    def assistant(self, index: int, msg: Message) -> None:
+        """An assistant turn: paths in its text, its text actions, its calls, the ids it uses."""
+        out = self.out
+        text = visible_text(msg)
+        calls = _calls(msg, self.fmt)
+        self.text_actions = []
+        for path in _text_paths(text):
+            out.path(path)
+        if not calls and text and _next_is_observation(self.messages, index):
+            for command in _text_actions(text):
+                clean = out.command(command)
+                for path, action in _command_paths(command):
+                    out.path(path, action)
+                if clean is not None:
+                    self.text_actions.append(("bash", clean, clean))
+        for call in calls:
+            out.tools[call.name] = out.tools.get(call.name, 0) + 1
+            clean, source = _call_facts(out, call.name, call.arguments)
+            self.pending.setdefault(call.id, []).append((call.name, clean, source))
+        for token, key in _identifier_uses(text, calls):
+            self.uses.setdefault(token, (index, key))
+
+    def other(self, index: int, msg: Message) -> None:
+        """A user or tool turn: its tool results, then what a person wrote in it."""
+        results = [(r.call_id, r.text, r.is_error) for r in tool_results(msg, self.fmt)]
+        real_user = is_real_user_message(msg, self.fmt)
+        text = visible_text(msg) if real_user else ""
+        if real_user and self.text_actions and _is_observation(text):
+            # The output of the text action before it, not something a person wrote.
+            results = [(_TEXT_ACTION, text, False)]
+            real_user = False
+        for call_id, raw, is_error in results:
+            self.result(index, self._answered(call_id), raw, is_error)
+        if real_user:
+            self.said.append((index, text))
+            self.out.ask(text)
+            for path in _text_paths(text):
+                self.out.path(path)
+            for line in _error_lines(text, _ERRORS_PER_RESULT):
+                self.out.error(line, "user")
+
+    def _answered(self, call_id: str) -> _Pending | None:
+        """The call a result with ``call_id`` answers: the oldest one waiting with that id."""
+        if call_id == _TEXT_ACTION and self.text_actions:
+            call = self.text_actions.pop()
+            self.text_actions = []
+            return call
+        queue = self.pending.get(call_id)
+        return queue.pop(0) if queue else None
+
+    def result(self, index: int, call: _Pending | None, raw: str, is_error: bool) -> None:
+        """One tool result: its errors, the exit code of its command, errors it resolves."""
+        text = _unwrap_output(raw) if raw.startswith("{") else raw
+        self.given.append((index, text))
+        name, ran, source = call if call is not None else ("", None, "")
+        lines = _result_errors(text, name, is_error)
+        code = None
+        if ran is not None:
+            code = exit_code_of(text)
+            if code is not None:
+                self.out.exit(ran, code)
+        for line in lines:
+            clean = self.out.error(line, source)
+            self.open_errors.setdefault(source, []).append(clean)
+        if not lines and code in (None, 0) and not is_error and source in self.open_errors:
+            self.out.resolved.update(self.open_errors.pop(source))
+
+    def identifiers(self) -> None:
+        """The id-shaped tokens the assistant used that a user message before the use, or one
+        of the last few tool results before it, gave."""
+        if not self.uses or not (self.given or self.said):
+            return
+        tool_at = [i for i, _ in self.given]
+        for token, (at, key) in self.uses.items():
+            before = bisect.bisect_left(tool_at, at)
+            recent = self.given[max(0, before - _ID_LOOKBACK) : before]
+            if any(token in text for _, text in recent) or any(
+                i < at and token in text for i, text in self.said
+            ):
+                self.out.identifier(token, key)
 
 
 def build_ledger(messages: Sequence[Message], fmt: Format) -> Ledger:
@@ -961,101 +1068,21 @@ def build_ledger(messages: Sequence[Message], fmt: Format) -> Ledger:
     :raises ValueError: when ``fmt`` is not ``"openai"`` or ``"anthropic"``.
     """
     _check_format(fmt)
-    out = _Collector()
-    # call id -> queue of calls still waiting for a result
-    pending: dict[str, list[_Pending]] = {}
-    # error lines per source, until a later success of that source resolves them
-    open_errors: dict[str, list[str]] = {}
-    text_actions: list[_Pending] = []
-    given: list[tuple[int, str]] = []  # (message index, text) of tool results
-    said: list[tuple[int, str]] = []  # (message index, text) of user messages
-    uses: dict[str, tuple[int, str]] = {}  # id-shaped token -> (first assistant use, key)
-    read = _read_anthropic if fmt == "anthropic" else _read_openai
+    scan = _Scan(messages, fmt)
     for index, msg in enumerate(messages):
-        # One walk over the message gives its visible text, calls and results; the result is
-        # the same as visible_text / tool_calls / tool_results / is_real_user_message would
-        # give, without building ToolCall records or re-serialising Anthropic tool inputs.
-        role = msg.get("role")
-        texts, calls, results, real_user = read(msg, role)
-        if role == "assistant":
-            text_actions = []
-            for text in texts:
-                for path in _text_paths(text):
-                    out.path(path)
-            if not calls and texts and _next_is_observation(messages, index, fmt):
-                for command in _text_actions(texts):
-                    clean = out.command(command)
-                    for path, action in _command_paths(command):
-                        out.path(path, action)
-                    if clean is not None:
-                        text_actions.append(("bash", clean, clean))
-            for call_id, name, arguments in calls:
-                out.tools[name] = out.tools.get(name, 0) + 1
-                clean, source = _call_facts(out, name, arguments)
-                waiting = (name, clean, source)
-                queue = pending.get(call_id)
-                if queue is None:
-                    pending[call_id] = [waiting]
-                else:
-                    queue.append(waiting)
-            for token, key in _identifier_uses(texts, calls):
-                uses.setdefault(token, (index, key))
-            continue
-        if real_user and text_actions and _is_observation("\n".join(texts)):
-            # The output of the text action before it, not something a person wrote.
-            results = [(_TEXT_ACTION, "\n".join(texts), False)]
-            real_user = False
-        for call_id, raw, is_error in results:
-            if call_id == _TEXT_ACTION and text_actions:
-                call: _Pending | None = text_actions.pop()
-                text_actions = []
-            else:
-                queue = pending.get(call_id)
-                call = queue.pop(0) if queue else None
-            text = _unwrap_output(raw) if raw.startswith("{") else raw
-            given.append((index, text))
-            name, ran, source = call if call is not None else ("", None, "")
-            lines = _result_errors(text, name, is_error)
-            code = None
-            if ran is not None:
-                code = exit_code_of(text)
-                if code is not None:
-                    out.exit(ran, code)
-            for line in lines:
-                clean = out.error(line, source)
-                open_errors.setdefault(source, []).append(clean)
-            if not lines and code in (None, 0) and not is_error and source in open_errors:
-                out.resolved.update(open_errors.pop(source))
-        if real_user:
-            text = "\n".join(texts)
-            said.append((index, text))
-            out.ask(text)
-            for path in _text_paths(text):
-                out.path(path)
-            for line in _error_lines(text, _ERRORS_PER_RESULT):
-                out.error(line, "user")
-    if uses and (given or said):
-        tool_at = [i for i, _ in given]
-        for token, (at, key) in uses.items():
-            before = bisect.bisect_left(tool_at, at)
-            recent = given[max(0, before - _ID_LOOKBACK) : before]
-            if any(token in text for _, text in recent) or any(
-                i < at and token in text for i, text in said
-            ):
-                out.identifier(token, key)
-    return out.ledger()
+        if msg.get("role") == "assistant":
+            scan.assistant(index, msg)
+        else:
+            scan.other(index, msg)
+    scan.identifiers()
+    return scan.out.ledger()
 
 
-def _next_is_observation(messages: Sequence[Message], index: int, fmt: Format) -> bool:
+def _next_is_observation(messages: Sequence[Message], index: int) -> bool:
     if index + 1 >= len(messages):
         return False
     nxt = messages[index + 1]
-    if nxt.get("role") != "user":
-        return False
-    content = nxt.get("content")
-    if isinstance(content, str):
-        return _is_observation(content)
-    return _is_observation("\n".join(_block_texts(content)))
+    return nxt.get("role") == "user" and _is_observation(visible_text(nxt))
 
 
 def _call_facts(out: _Collector, name: str, arguments: dict[str, Any]) -> tuple[str | None, str]:
@@ -1091,100 +1118,6 @@ def _call_facts(out: _Collector, name: str, arguments: dict[str, Any]) -> tuple[
         for path, patch_action in _patch_paths(patch):
             out.path(path, patch_action)
     return None, f"{name} {paths[0]}" if paths else name
-
-
-# What build_ledger needs of one message: its non-empty text parts (joined with newlines they
-# are ``visible_text``), its calls as (id, name, arguments), its results as (call id, text,
-# is_error) and whether it is a real user turn. These readers mirror ctxengine.messages exactly
-# (lenient about malformed parts in the same way); tests compare them over real transcripts.
-_Read = tuple[
-    list[str],
-    list[tuple[str, str, dict[str, Any]]],
-    list[tuple[str, str, bool]],
-    bool,
-]
-_NO_CALLS: list[tuple[str, str, dict[str, Any]]] = []
-_NO_RESULTS: list[tuple[str, str, bool]] = []
-
-
-def _str_or_empty(value: object) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _block_texts(content: object) -> list[str]:
-    """The non-empty text parts of a content value (a string is one part)."""
-    if isinstance(content, str):
-        return [content] if content else []
-    if not isinstance(content, list):
-        return []
-    texts: list[str] = []
-    for block in content:
-        if isinstance(block, dict) and block.get("type") == "text":
-            text = block.get("text")
-            if text and isinstance(text, str):
-                texts.append(text)
-    return texts
-
-
-def _joined_text(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    return "\n".join(_block_texts(content))
-
-
-def _read_openai(msg: Message, role: object) -> _Read:
-    content = msg.get("content")
-    if role == "tool":
-        result = (_str_or_empty(msg.get("tool_call_id")), _joined_text(content), False)
-        return [], _NO_CALLS, [result], False
-    if role == "assistant":
-        calls = [(c.id, c.name, _loads(c.arguments)) for c in openai_tool_calls(msg)]
-        return _block_texts(content), calls, _NO_RESULTS, False
-    real = role == "user" and is_real_user_content(content)
-    return (_block_texts(content) if real else []), _NO_CALLS, _NO_RESULTS, real
-
-
-def _read_anthropic(msg: Message, role: object) -> _Read:
-    content = msg.get("content")
-    if role == "assistant":
-        if not isinstance(content, list):
-            return _block_texts(content), _NO_CALLS, _NO_RESULTS, False
-        texts: list[str] = []
-        calls: list[tuple[str, str, dict[str, Any]]] = []
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if kind == "text":
-                text = block.get("text")
-                if text and isinstance(text, str):
-                    texts.append(text)
-            elif kind == "tool_use":
-                # The input is already a dict: no JSON round trip (only dicts carry arguments).
-                value = block.get("input")
-                calls.append(
-                    (
-                        _str_or_empty(block.get("id")),
-                        _str_or_empty(block.get("name")),
-                        value if isinstance(value, dict) else {},
-                    )
-                )
-        return texts, calls, _NO_RESULTS, False
-    if role != "user":
-        return [], _NO_CALLS, _NO_RESULTS, False
-    results: list[tuple[str, str, bool]] = []
-    if isinstance(content, list):
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                results.append(
-                    (
-                        _str_or_empty(block.get("tool_use_id")),
-                        _joined_text(block.get("content")),
-                        block.get("is_error") is True,
-                    )
-                )
-    real = is_real_user_content(content)
-    return (_block_texts(content) if real else []), _NO_CALLS, results or _NO_RESULTS, real
 
 
 # --- combining and checking ----------------------------------------------------------------------
@@ -1314,21 +1247,13 @@ def readable_text(messages: Sequence[Message], fmt: Format) -> str:
     observations included), each tool call's name and argument values decoded (not
     JSON-escaped), and tool results. For checking which ledger items the messages show."""
     _check_format(fmt)
-    read = _read_anthropic if fmt == "anthropic" else _read_openai
     pieces: list[str] = []
     for msg in messages:
-        role = msg.get("role")
-        if role in ("system", "developer"):
-            pieces.extend(_block_texts(msg.get("content")))
-            continue
-        texts, calls, results, _ = read(msg, role)
-        if role == "user" and not texts:
-            texts = _block_texts(msg.get("content"))
-        pieces.extend(texts)
-        for _, name, arguments in calls:
-            pieces.append(name)
-            pieces.extend(_flat_strings(arguments))
-        pieces.extend(text for _, text, _ in results)
+        pieces.append(visible_text(msg))
+        for call in _calls(msg, fmt):
+            pieces.append(call.name)
+            pieces.extend(_flat_strings(call.arguments))
+        pieces.extend(result.text for result in tool_results(msg, fmt))
     return "\n".join(piece for piece in pieces if piece)
 
 
@@ -1389,20 +1314,8 @@ class Unit:
     covered_by: tuple[int, ...] = ()
 
     def covered(self, by: tuple[int, ...]) -> Unit:
-        """This unit with ``covered_by`` set to ``by`` (what ``attrs.evolve`` gives, built
-        directly: evolve inspects the class on every call, and this runs once per path)."""
-        return Unit(
-            self.section,
-            self.text,
-            self.rank,
-            self.age,
-            self.noun,
-            self.group,
-            self.inline,
-            self.kind,
-            self.index,
-            by,
-        )
+        """This unit with ``covered_by`` set to ``by``."""
+        return attrs.evolve(self, covered_by=by)
 
     @property
     def size(self) -> int:
@@ -1524,20 +1437,6 @@ def ledger_units(ledger: Ledger, *, first_ask: str = "- ", later_ask: str = "- "
     return _with_cover(units)
 
 
-def units_size_floor(ledger: Ledger, *, first_ask: str = "- ", later_ask: str = "- ") -> int:
-    """A lower bound of ``sum(u.size for u in ledger_units(ledger, ...))``, from the items'
-    lengths alone (what each unit adds around its item at the least: a prefix, code-span
-    backticks, a line break), without building the units."""
-    prefix = min(len(first_ask), len(later_ask)) if len(ledger.asks) > 1 else len(first_ask)
-    return (
-        sum(len(ask) + prefix + 1 for ask in ledger.asks)
-        + sum(len(path) + 4 for path in ledger.paths)  # `path`, then ", " or a line break
-        + sum(len(command) + 5 for command in ledger.commands)  # - `command`
-        + sum(len(error) + 5 for error in ledger.errors)  # "  - error" under its header
-        + sum(len(token) + 2 for token in ledger.identifiers)
-    )
-
-
 def _with_cover(units: list[Unit]) -> list[Unit]:
     """Mark unchanged paths and identifiers that a command, an ask or an error line quotes:
     while that unit is kept, they need no line of their own."""
@@ -1625,108 +1524,6 @@ def _sections_size(lines: dict[str, list[str]]) -> int:
     return sum(len(line) + 1 for section in lines.values() for line in section)
 
 
-class _DropSizes:
-    """The rendered size (:func:`_sections_size` of :func:`_render_units`) of ``units`` after
-    dropping each prefix of ``order``, computed in one pass that drops the units one by one and
-    updates only what each drop touches (its line or group, the units it covered, its section's
-    omission note), instead of rendering every candidate."""
-
-    def __init__(self, units: Sequence[Unit]) -> None:
-        self.units = units
-        self.kept = [True] * len(units)
-        self.covers = [len(u.covered_by) for u in units]
-        self.covering: list[list[int]] = [[] for _ in units]
-        for i, unit in enumerate(units):
-            for owner in unit.covered_by:
-                self.covering[owner].append(i)
-        # Group keys as _render_units forms them; a group whose header is the text of an
-        # ungrouped unit of its section renders nested under that unit (a failing command's
-        # errors), its header line then being the unit's own line.
-        self.group = [(u.section, u.group) if u.group else None for u in units]
-        self.members: dict[tuple[str, str], int] = {}
-        self.header: dict[tuple[str, str], int] = {}
-        for unit, key in zip(units, self.group, strict=True):
-            if key is not None:
-                self.members[key] = 0
-                self.header[key] = len(unit.group) + (-1 if unit.inline else 1)
-        self.nests: dict[int, tuple[str, str]] = {}
-        self.nested_under: dict[tuple[str, str], int] = {}
-        for i, unit in enumerate(units):
-            key = (unit.section, unit.text)
-            if not unit.group and key in self.members:
-                self.nests[i] = key
-                self.nested_under[key] = i
-        self.counts: dict[str, dict[str, int]] = {}
-        self.notes: dict[str, int] = {}
-        self.total = 0
-        for i, unit in enumerate(units):
-            if self._shown(i):
-                self.total += unit.size
-                key = self.group[i]
-                if key is not None:
-                    self.members[key] += 1
-        self.total += sum(self._piece(key) for key in self.members)
-
-    @staticmethod
-    def exact_for(units: Sequence[Unit]) -> bool:
-        """Whether the model above renders ``units`` exactly: every nested group is a list
-        (not inline) under a single ungrouped unit."""
-        owners: dict[tuple[str, str], int] = {}
-        for unit in units:
-            if not unit.group:
-                key = (unit.section, unit.text)
-                owners[key] = owners.get(key, 0) + 1
-        return not any(
-            unit.group
-            and owners.get((unit.section, unit.group), 0)
-            and (unit.inline or owners[(unit.section, unit.group)] > 1)
-            for unit in units
-        )
-
-    def _shown(self, i: int) -> bool:
-        return self.kept[i] and self.covers[i] == 0
-
-    def _piece(self, key: tuple[str, str]) -> int:
-        """What group ``key`` adds besides its members' own sizes: its header, once it has a
-        member shown (nothing when it is nested under a shown unit, whose line heads it)."""
-        if not self.members[key]:
-            return 0
-        owner = self.nested_under.get(key)
-        if owner is not None and self._shown(owner):
-            return 0
-        return self.header[key]
-
-    def _update(self, i: int, *, drop: bool) -> None:
-        """Drop unit ``i`` (``drop``) or take one of its covers away, and account the change."""
-        touched = [key for key in (self.group[i], self.nests.get(i)) if key is not None]
-        before = self._shown(i)
-        self.total -= sum(self._piece(key) for key in touched)
-        if drop:
-            self.kept[i] = False
-        else:
-            self.covers[i] -= 1
-        if before != self._shown(i):
-            sign = -1 if before else 1
-            self.total += sign * self.units[i].size
-            key = self.group[i]
-            if key is not None:
-                self.members[key] += sign
-        self.total += sum(self._piece(key) for key in touched)
-
-    def drop(self, i: int) -> int:
-        """Drop unit ``i``; returns the rendered size now."""
-        self._update(i, drop=True)
-        unit = self.units[i]
-        counts = self.counts.setdefault(unit.section, {})
-        counts[unit.noun] = counts.get(unit.noun, 0) + 1
-        note = len(_note(counts)) + 1
-        self.total += note - self.notes.get(unit.section, 0)
-        self.notes[unit.section] = note
-        for covered in self.covering[i]:
-            self._update(covered, drop=False)
-        return self.total
-
-
 def fit_units(units: Sequence[Unit], max_chars: int) -> tuple[dict[str, list[str]], list[bool]]:
     """Render ``units`` in at most ``max_chars`` (lines joined with newlines, all sections),
     dropping the lowest-ranked, oldest units first. Returns the lines per section and which
@@ -1743,21 +1540,8 @@ def fit_units(units: Sequence[Unit], max_chars: int) -> tuple[dict[str, list[str
             keep[i] = False
         return _render_units(units, keep), keep
 
-    if _DropSizes.exact_for(units):
-        # The candidates' sizes drop by drop, as far as the search asks; only the chosen
-        # candidate is rendered.
-        sizes = _DropSizes(units)
-        by_drops = [sizes.total]
-
-        def size(dropped: int) -> int:
-            dropped = min(dropped, len(order))  # as render: no more drops than units
-            while len(by_drops) <= dropped:
-                by_drops.append(sizes.drop(order[len(by_drops) - 1]))
-            return by_drops[dropped]
-    else:
-
-        def size(dropped: int) -> int:
-            return _sections_size(render(dropped)[0])
+    def size(dropped: int) -> int:
+        return _sections_size(render(dropped)[0])
 
     # The fewest drops (in drop order) that fit. The size shrinks with each drop except where
     # a dropped command uncovers a path, so search, then step on past any such bump.
