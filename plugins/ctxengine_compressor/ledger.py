@@ -43,7 +43,7 @@ import bisect
 import functools
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -1353,7 +1353,19 @@ def _source_header(source: str) -> str:
 
 def ledger_units(ledger: Ledger, *, first_ask: str = "- ", later_ask: str = "- ") -> list[Unit]:
     """The ledger as units, in the sections they render in (see :class:`Unit`)."""
-    units: list[Unit] = []
+    units = [
+        *_ask_units(ledger, first_ask, later_ask),
+        *_path_units(ledger),
+        *_command_units(ledger),
+    ]
+    failing = {ledger.commands[u.index]: u.text for u in units if u.section == "blocked"}
+    units += _error_units(ledger, failing)
+    units += _identifier_units(ledger)
+    return _with_cover(units)
+
+
+def _ask_units(ledger: Ledger, first_ask: str, later_ask: str) -> list[Unit]:
+    units = []
     for i, ask in enumerate(ledger.asks):
         prefix = first_ask if i == 0 else later_ask
         # The first ask states the task: it is the last ask to go.
@@ -1361,33 +1373,29 @@ def ledger_units(ledger: Ledger, *, first_ask: str = "- ", later_ask: str = "- "
         units.append(
             Unit("asks", f"{prefix}{ask}", _RANK_PROTECTED, age, "user asks", kind="asks", index=i)
         )
+    return units
+
+
+_PATH_NOUNS = {"read": "read-only paths", "listed": "listed paths", "mentioned": "mentioned paths"}
+
+
+def _path_units(ledger: Ledger) -> list[Unit]:
+    units = []
     for i, path in enumerate(ledger.paths):
         action = ledger.action(i)
-        rank = (
-            _RANK_PROTECTED
-            if action in _CHANGED
-            else _RANK_READ
-            if action == "read"
-            else _RANK_LISTED
-        )
-        noun = {
-            "read": "read-only paths",
-            "listed": "listed paths",
-            "mentioned": "mentioned paths",
-        }.get(action, "changed paths")
+        rank = _RANK_READ if action == "read" else _RANK_LISTED
+        if action in _CHANGED:
+            rank = _RANK_PROTECTED
+        noun = _PATH_NOUNS.get(action, "changed paths")
+        age = i / len(ledger.paths)
         units.append(
-            Unit(
-                "files",
-                code_span(path),
-                rank,
-                i / len(ledger.paths),
-                noun,
-                f"- {action}: ",
-                True,
-                "paths",
-                i,
-            )
+            Unit("files", code_span(path), rank, age, noun, f"- {action}: ", True, "paths", i)
         )
+    return units
+
+
+def _command_units(ledger: Ledger) -> list[Unit]:
+    units = []
     for i, command in enumerate(ledger.commands):
         history = ledger.history(i)
         line = command_bullet(command, ledger.exit_codes[i], history)
@@ -1399,11 +1407,16 @@ def ledger_units(ledger: Ledger, *, first_ask: str = "- ", later_ask: str = "- "
             section, rank, noun = "done", _RANK_PASSED, "older successful commands"
         age = i / len(ledger.commands)
         units.append(Unit(section, line, rank, age, noun, kind="commands", index=i))
-    failing = {ledger.commands[u.index]: u.text for u in units if u.section == "blocked"}
+    return units
+
+
+def _error_units(ledger: Ledger, failing: dict[str, str]) -> list[Unit]:
+    """The errors; one of a command that still fails (``failing``: command -> its bullet) is
+    listed under that command in Blocked."""
+    units = []
     for i, error in enumerate(ledger.errors):
         resolved = ledger.is_resolved(i)
         source = ledger.source(i)
-        # An error of a command that still fails is listed under that command in Blocked.
         bullet = failing.get(source) if source and not resolved else None
         units.append(
             Unit(
@@ -1418,23 +1431,19 @@ def ledger_units(ledger: Ledger, *, first_ask: str = "- ", later_ask: str = "- "
                 i,
             )
         )
+    return units
+
+
+def _identifier_units(ledger: Ledger) -> list[Unit]:
+    units = []
     for i, token in enumerate(ledger.identifiers):
         key = ledger.identifier_key(i)
         header = f"- ids passed as {key}: " if key else "- ids in text: "
+        age = i / len(ledger.identifiers)
         units.append(
-            Unit(
-                "ids",
-                token,
-                _RANK_PROTECTED,
-                i / len(ledger.identifiers),
-                "identifiers",
-                header,
-                True,
-                "identifiers",
-                i,
-            )
+            Unit("ids", token, _RANK_PROTECTED, age, "identifiers", header, True, "identifiers", i)
         )
-    return _with_cover(units)
+    return units
 
 
 def _with_cover(units: list[Unit]) -> list[Unit]:
@@ -1710,88 +1719,118 @@ def parse_ledger(summary: str, *, asks_in: Iterable[str] = ()) -> ParsedSummary:
     (under User asks, or under the headings named in ``asks_in``, e.g. a digest's Goal) become
     ledger items; everything else is returned as other lines of its section.
     """
-    paths: dict[str, str] = {}
-    commands: dict[str, tuple[int, ...]] = {}
-    errors: dict[str, tuple[str, bool]] = {}
-    asks: dict[str, None] = {}
-    ids: dict[str, str] = {}
-    tools: dict[str, int] = {}
-    other: dict[str, list[str]] = {}
-    omitted = 0
-    ask_titles = _ASK_TITLES | set(asks_in)
-    title = ""
-    source: str | None = None
+    reader = _SummaryReader(_ASK_TITLES | set(asks_in))
     for raw in summary.splitlines():
         line = raw.rstrip()
-        if not line.strip():
-            continue
+        if line.strip():
+            reader.read(line)
+    return reader.parsed()
+
+
+class _SummaryReader:
+    """The state of :func:`parse_ledger` line by line: the section title, the error group
+    being read (its source), and the items found so far."""
+
+    def __init__(self, ask_titles: Collection[str]) -> None:
+        self.ask_titles = ask_titles
+        self.paths: dict[str, str] = {}
+        self.commands: dict[str, tuple[int, ...]] = {}
+        self.errors: dict[str, tuple[str, bool]] = {}
+        self.asks: dict[str, None] = {}
+        self.ids: dict[str, str] = {}
+        self.tools: dict[str, int] = {}
+        self.other: dict[str, list[str]] = {}
+        self.omitted = 0
+        self.title = ""
+        self.source: str | None = None
+
+    def read(self, line: str) -> None:
+        """One non-blank line, in order."""
         if line.startswith("#"):
-            title = line.lstrip("#").strip()
-            source = None
-            continue
-        if source is not None and line.startswith("  - "):
+            self.title = line.lstrip("#").strip()
+            self.source = None
+            return
+        if self.source is not None and line.startswith("  - "):
             text = line[4:]
             fixed = text.endswith(" (resolved)")
-            errors.setdefault(text[: -len(" (resolved)")] if fixed else text, (source, fixed))
-            continue
-        source = None
+            key = text[: -len(" (resolved)")] if fixed else text
+            self.errors.setdefault(key, (self.source, fixed))
+            return
+        self.source = None
+        if not (self._group_line(line) or self._item_line(line)):
+            self.other.setdefault(self.title, []).append(line)
+
+    def _group_line(self, line: str) -> bool:
+        """An error group's header, an omission note, the tools line or an ids line."""
         found = _SOURCE_LINE.match(line)
         if found:
-            source = (
+            self.source = (
                 _unspan(found.group(1)) if found.group(1) else ("user" if "user" in line else "")
             )
-            continue
+            return True
         found = _NOTE_LINE.match(line)
         if found:
-            omitted += sum(int(n) for n in re.findall(r"(\d+) [^\d,]+", found.group(1)))
-            continue
+            self.omitted += sum(int(n) for n in re.findall(r"(\d+) [^\d,]+", found.group(1)))
+            return True
         found = _TOOLS_LINE.match(line)
         if found:
             for part in found.group(1).split(", "):
                 name, _, count = part.rpartition(" ×")
                 if name and count.isdigit():
-                    tools[name] = tools.get(name, 0) + int(count)
-            continue
+                    self.tools[name] = self.tools.get(name, 0) + int(count)
+            return True
         found = _IDS_LINE.match(line)
         if found:
             for token in found.group(2).split(", "):
                 if token.strip():
-                    ids.setdefault(token.strip(), found.group(1) or "")
-            continue
-        if title in _FILES_TITLES:
-            found = _ACTION_LINE.match(line)
-            if found:
-                for span in _SPAN.finditer(found.group(2)):
-                    paths.setdefault(span.group(2), found.group(1))
-                continue
-            if line.startswith("- `") and _SPAN.fullmatch(line[2:]):
-                paths.setdefault(_unspan(line[2:]), "mentioned")
-                continue
-        if title in _COMMAND_TITLES:
+                    self.ids.setdefault(token.strip(), found.group(1) or "")
+            return True
+        return False
+
+    def _item_line(self, line: str) -> bool:
+        """A path, command or ask line of the sections that hold them."""
+        if self.title in _FILES_TITLES and self._path_line(line):
+            return True
+        if self.title in _COMMAND_TITLES:
             found = _COMMAND_LINE.match(line)
             if found:
                 codes = tuple(int(c) for c in found.group(2).split(", ")) if found.group(2) else ()
                 command = _unspan(found.group(1))
-                commands.setdefault(command, codes)
-                source = command  # its error lines may follow, indented
-                continue
-        if title in ask_titles and line.startswith("- "):
+                self.commands.setdefault(command, codes)
+                self.source = command  # its error lines may follow, indented
+                return True
+        if self.title in self.ask_titles and line.startswith("- "):
             text = line[2:]
-            asks.setdefault(text[len("Later: ") :] if text.startswith("Later: ") else text, None)
-            continue
-        other.setdefault(title, []).append(line)
-    ledger = Ledger(
-        paths=tuple(paths),
-        commands=tuple(commands),
-        errors=tuple(errors),
-        asks=tuple(asks),
-        exit_codes=tuple(h[-1] if h else None for h in commands.values()),
-        tools=tuple(tools.items()),
-        actions=tuple(paths.values()),
-        exit_history=tuple(commands.values()),
-        error_sources=tuple(s for s, _ in errors.values()),
-        resolved=tuple(r for _, r in errors.values()),
-        identifiers=tuple(ids),
-        identifier_keys=tuple(ids.values()),
-    )
-    return ParsedSummary(ledger, other, omitted)
+            text = text[len("Later: ") :] if text.startswith("Later: ") else text
+            self.asks.setdefault(text, None)
+            return True
+        return False
+
+    def _path_line(self, line: str) -> bool:
+        found = _ACTION_LINE.match(line)
+        if found:
+            for span in _SPAN.finditer(found.group(2)):
+                self.paths.setdefault(span.group(2), found.group(1))
+            return True
+        if line.startswith("- `") and _SPAN.fullmatch(line[2:]):
+            self.paths.setdefault(_unspan(line[2:]), "mentioned")
+            return True
+        return False
+
+    def parsed(self) -> ParsedSummary:
+        commands, errors, ids = self.commands, self.errors, self.ids
+        ledger = Ledger(
+            paths=tuple(self.paths),
+            commands=tuple(commands),
+            errors=tuple(errors),
+            asks=tuple(self.asks),
+            exit_codes=tuple(h[-1] if h else None for h in commands.values()),
+            tools=tuple(self.tools.items()),
+            actions=tuple(self.paths.values()),
+            exit_history=tuple(commands.values()),
+            error_sources=tuple(s for s, _ in errors.values()),
+            resolved=tuple(r for _, r in errors.values()),
+            identifiers=tuple(ids),
+            identifier_keys=tuple(ids.values()),
+        )
+        return ParsedSummary(ledger, self.other, self.omitted)
