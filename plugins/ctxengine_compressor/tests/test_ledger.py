@@ -13,8 +13,6 @@ from ctxengine._messages.conversation import Format
 from ctxengine_compressor.ledger import (
     COMMAND_CHARS,
     Ledger,
-    _render_units,
-    _sections_size,
     build_ledger,
     fit_units,
     ledger_units,
@@ -22,6 +20,7 @@ from ctxengine_compressor.ledger import (
     render_ledger,
     shorten_command,
 )
+from ctxengine_compressor.ledger.fit import _render_units, _sections_size
 
 Message = dict[str, Any]
 
