@@ -159,7 +159,7 @@ def still_cached(prepared: PreparedRequest, now: float) -> bool:
     caches prefixes by itself (5 minutes, or a day with ``prompt_cache_retention: 24h``), and as
     not cached in Anthropic format, which caches nothing unmarked. When it is not cached, a
     cache-aware summary call would pay (or write) the whole conversation, more than the bounded
-    summariser input costs.
+    summarizer input costs.
     """
     request = prepared.request
     ttl = top_level_ttl(request.get("cache_control"))
@@ -237,7 +237,7 @@ def cache_aware_reply(
     :param check: the reply check (see :func:`ctxengine.call_summary_request`).
     :param force: pass an open circuit breaker (a host's explicit "compact now").
     :returns: ``(reply, None)`` on success; ``(None, error)`` when the call failed (the caller
-        aborts when ``error.aborts``, else uses the bounded summariser input; ``error.attempts``
+        aborts when ``error.aborts``, else uses the bounded summarizer input; ``error.attempts``
         lists the requests); ``(None, None)`` when the request cannot be reused.
     """
     prepared = ctx.last_request

@@ -1,8 +1,8 @@
 """Phase 3: the structured summary of the middle, and the failure policy.
 
-The summariser reads the ORIGINAL middle (not the pruned one-liners), rendered as a transcript
+The summarizer reads the ORIGINAL middle (not the pruned one-liners), rendered as a transcript
 without reasoning, each message clipped head+tail, secrets redacted. When the middle does not fit
-the summary model's window it is summarised in chunks and the part summaries merged
+the summary model's window it is summarized in chunks and the part summaries merged
 (:mod:`.chunks`), within ``compression.summary_max_calls``; what no call could show the model is
 reported and kept by the ledger. A previous summary is passed with an instruction to update it.
 Every call goes through the SDK's failure policy (retries, circuit breaker, fallback providers)
@@ -166,7 +166,7 @@ def build_prompt(
 def build_part_prompt(
     transcript: Sequence[str], part: int, parts: int, focus: str | None, budget: int
 ) -> str:
-    """The user prompt summarising part ``part`` of ``parts`` (map step)."""
+    """The user prompt summarizing part ``part`` of ``parts`` (map step)."""
     text = _instructions(None, focus, budget, PART_OPENING.format(part=part, parts=parts))
     text += ["<transcript>", "\n\n".join(transcript), "</transcript>"]
     return "\n\n".join(text)
@@ -223,9 +223,9 @@ def _plan(job: SummaryJob, provider: SummaryProvider) -> Plan:
 
 @attrs.frozen(slots=False, eq=False)  # not slotted: the ledgers below are cached on the instance
 class SummaryJob:
-    """One summary request: what to summarise and under which limits, as the engine planned it.
+    """One summary request: what to summarize and under which limits, as the engine planned it.
 
-    :ivar middle: the messages to summarise.
+    :ivar middle: the messages to summarize.
     :ivar previous: the earlier summary being updated (inside the middle), if any.
     :ivar budget: the summary's token budget.
     :ivar ledger_source: the messages whose asks, paths, commands, errors and ids must survive

@@ -45,7 +45,7 @@ interface; an underscored name is shared between its modules only.
 
 from __future__ import annotations
 
-from ctxengine_compressor.ledger.commands import exit_code_of, shorten_command
+from ctxengine_compressor.ledger.commands import exit_code_of, shorten_command, truncate
 from ctxengine_compressor.ledger.extract import build_ledger
 from ctxengine_compressor.ledger.fit import (
     FittedLedger,
@@ -86,5 +86,6 @@ __all__ = [
     "readable_text",
     "render_ledger",
     "shorten_command",
+    "truncate",
     "units_ledger",
 ]

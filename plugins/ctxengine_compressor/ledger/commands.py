@@ -8,7 +8,7 @@ from typing import Any
 
 from ctxengine_compressor.ledger.model import COMMAND_CHARS
 
-__all__ = ["exit_code_of", "shorten_command"]
+__all__ = ["exit_code_of", "shorten_command", "truncate"]
 
 # Exit codes as agents, shells and CI print them: "Exit code 1" (Claude Code), "[Command finished
 # with exit code 0]" / "[The command completed with exit code 1.]" (OpenHands),
@@ -38,7 +38,8 @@ def shorten_command(command: str) -> str:
     return first[:COMMAND_CHARS].rstrip()
 
 
-def _truncate(text: str, limit: int) -> str:
+def truncate(text: str, limit: int) -> str:
+    """``text`` stripped, cut to ``limit`` characters with an ellipsis when longer."""
     text = text.strip()
     if len(text) <= limit:
         return text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ctxengine_compressor.ledger.commands import _truncate
+from ctxengine_compressor.ledger.commands import truncate
 from ctxengine_compressor.ledger.model import ERROR_CHARS
 from ctxengine_compressor.ledger.tools import _decode_json, _is_content_tool
 
@@ -174,7 +174,7 @@ def _error_lines(text: str, limit: int, *, last: bool = False) -> list[str]:
             nxt = n if nxt < 0 else nxt
             line = f"{line} {text[line_end + 1 : nxt]}"
             line_end = nxt
-        line = _truncate(_DECORATION.sub("", " ".join(line.split())), ERROR_CHARS)
+        line = truncate(_DECORATION.sub("", " ".join(line.split())), ERROR_CHARS)
         if not line or line in found:
             continue
         found.append(line)

@@ -18,9 +18,9 @@ from ctxengine_compressor.ledger.commands import (
     _command_of,
     _is_observation,
     _text_actions,
-    _truncate,
     exit_code_of,
     shorten_command,
+    truncate,
 )
 from ctxengine_compressor.ledger.errors import (
     _ERRORS_PER_RESULT,
@@ -94,7 +94,7 @@ class _Collector:
 
     def ask(self, text: str) -> None:
         # One line, so it renders as one bullet.
-        ask = _truncate(" ".join(text.split()), ASK_CHARS)
+        ask = truncate(" ".join(text.split()), ASK_CHARS)
         if ask:
             self.asks.setdefault(self._clean(ask), None)
 

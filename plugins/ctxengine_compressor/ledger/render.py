@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ctxengine_compressor.chunks import CHARS_PER_TOKEN
 from ctxengine_compressor.ledger.fit import fit_units, ledger_units
 from ctxengine_compressor.ledger.model import Ledger
 
 __all__ = ["bounded_bullets", "render_ledger"]
-
-_CHARS_PER_TOKEN = 4
 
 
 _LONG_ITEM = 160
@@ -75,7 +74,7 @@ def render_ledger(ledger: Ledger, max_tokens: int, *, heading: str = "###") -> s
         if key in sections or (key == "commands" and sections & {"done", "blocked"})
     ]
     fixed = sum(len(f"{heading} {t}") + 2 for t in titles)
-    lines, _ = fit_units(units, max_tokens * _CHARS_PER_TOKEN - fixed)
+    lines, _ = fit_units(units, max_tokens * CHARS_PER_TOKEN - fixed)
     lines["commands"] = lines.pop("done", []) + lines.pop("blocked", [])
     out = [
         f"{heading} {title}\n" + "\n".join(lines[key])

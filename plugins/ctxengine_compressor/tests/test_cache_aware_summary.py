@@ -237,7 +237,7 @@ def fresh_prompt_sent(api: FakeAPI, after: int = 1) -> bool:
         ({"context_length": 8_000}, "the prefix does not fit the summary model"),
     ],
 )
-def test_a_fresh_summariser_prompt_otherwise(api: FakeAPI, summary: Any, why: str) -> None:
+def test_a_fresh_summarizer_prompt_otherwise(api: FakeAPI, summary: Any, why: str) -> None:
     result = turn_then_compact(api, **summary)
     assert result.status == "compacted", why
     assert "cache-aware" not in result.reason
