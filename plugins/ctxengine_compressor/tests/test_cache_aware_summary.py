@@ -15,8 +15,8 @@ from ctxengine._accounting.usage import normalize_usage
 from ctxengine._messages.markers import marker_positions
 from ctxengine._messages.validate import validate
 from ctxengine.testing import samples
-from ctxengine_fakeapi import FakeAPI
 from ctxengine_compressor.cache_aware import with_instruction
+from ctxengine_fakeapi import FakeAPI
 
 MODEL = "claude-sonnet-4-6"
 
