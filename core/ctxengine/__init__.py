@@ -63,11 +63,6 @@ if TYPE_CHECKING:
     from ctxengine._kernel.resolve import register_engine, unregister_engine
     from ctxengine._kernel.session import Session
     from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
-    from ctxengine._plugin.cache_aware import (
-        CacheAwareProvider,
-        reusable_request,
-        with_instruction,
-    )
     from ctxengine._plugin.commands import (
         Command,
         CommandRegistry,
@@ -106,6 +101,7 @@ if TYPE_CHECKING:
         call_summary,
         call_summary_request,
     )
+    from ctxengine._summarize.providers import fits
     from ctxengine._summarize.template import (
         DIGEST_LABEL_PREFIX,
         EMPTY_SECTION,
@@ -113,9 +109,7 @@ if TYPE_CHECKING:
         MIN_TEMPLATE_HEADINGS,
         SUMMARY_HEADINGS,
         check_summary,
-        conform_to_template,
         is_placeholder,
-        split_summary,
     )
     from ctxengine._wrap import CallRecord, RoundRecord, WrappedClient, wrap
 
@@ -143,7 +137,6 @@ _LAZY = {
     "call_summary_request": "ctxengine._summarize.policy",
     "check_summary": "ctxengine._summarize.template",
     "COOLDOWN_SECONDS": "ctxengine._plugin.guards",
-    "CacheAwareProvider": "ctxengine._plugin.cache_aware",
     "CacheSettings": "ctxengine._plugin.context",
     "CallRecord": "ctxengine._wrap",
     "Command": "ctxengine._plugin.commands",
@@ -203,13 +196,11 @@ _LAZY = {
     "Tool": "ctxengine._plugin.tools",
     "ToolError": "ctxengine._plugin.tools",
     "Usage": "ctxengine._accounting.usage",
-    "reusable_request": "ctxengine._plugin.cache_aware",
-    "with_instruction": "ctxengine._plugin.cache_aware",
+    "fits": "ctxengine._summarize.providers",
     "WrappedClient": "ctxengine._wrap",
     "cache_line": "ctxengine._accounting.cache_stats",
     "classify_error": "ctxengine._summarize",
     "config_from_mapping": "ctxengine._config.core",
-    "conform_to_template": "ctxengine._summarize.template",
     "ctxengine_home": "ctxengine._config.core",
     "estimate_tokens": "ctxengine._accounting.estimate",
     "load": "ctxengine._kernel.kernel",
@@ -220,7 +211,6 @@ _LAZY = {
     "register_engine": "ctxengine._kernel.resolve",
     "rough_conversation_tokens": "ctxengine._accounting.estimate",
     "rough_message_tokens": "ctxengine._accounting.estimate",
-    "split_summary": "ctxengine._summarize.template",
     "strip_reasoning": "ctxengine._summarize",
     "unregister_engine": "ctxengine._kernel.resolve",
     "usable_window": "ctxengine._plugin.context",
@@ -237,7 +227,6 @@ __all__ = [
     "THRASH_RUN",
     "THRASH_SAVING",
     "TTL_SECONDS",
-    "CacheAwareProvider",
     "CacheCost",
     "CacheSettings",
     "CacheTTL",
@@ -312,10 +301,10 @@ __all__ = [
     "check_summary",
     "classify_error",
     "config_from_mapping",
-    "conform_to_template",
     "cost_of",
     "ctxengine_home",
     "estimate_tokens",
+    "fits",
     "hookimpl",
     "is_placeholder",
     "load",
@@ -325,14 +314,11 @@ __all__ = [
     "parse_section",
     "read_conversations",
     "register_engine",
-    "reusable_request",
     "rough_conversation_tokens",
     "rough_message_tokens",
-    "split_summary",
     "strip_reasoning",
     "unregister_engine",
     "usable_window",
-    "with_instruction",
     "wrap",
 ]
 

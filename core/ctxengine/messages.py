@@ -12,7 +12,6 @@ lists without converting or mutating them. This module is part of the declared S
   :func:`ensure_valid` (raises :class:`MessageFormatError`) and :func:`ensure_well_formed`
   (raises for malformed shapes only);
 - converting: :func:`to_anthropic`, :func:`to_openai`;
-- repairing what a compaction broke: :func:`sanitize_tool_pairs`;
 - redacting secrets: :func:`redact`;
 - cache breakpoints, one rule set for every strategy: :data:`MAX_BREAKPOINTS`,
   :func:`mark_message`, :func:`strip_cache_markers`, :func:`marker_problems`, ...;
@@ -65,6 +64,7 @@ from ctxengine._messages.markers import (
     marker_positions,
     marker_problems,
     strip_cache_markers,
+    top_level_ttl,
 )
 from ctxengine._messages.memo import (
     MemoEntry,
@@ -101,7 +101,6 @@ from ctxengine._messages.read import (
 )
 from ctxengine._messages.redact import REDACTION_PREFIX, redact
 from ctxengine._messages.responses_items import ItemsConverter, item_kind
-from ctxengine._messages.sanitize import sanitize_tool_pairs
 from ctxengine._messages.validate import (
     PROFILES,
     SHAPE_RULES,
@@ -182,7 +181,6 @@ __all__ = [
     "redact",
     "request_betas",
     "request_edits",
-    "sanitize_tool_pairs",
     "snapshot",
     "strip_cache_markers",
     "text_size",
@@ -193,6 +191,7 @@ __all__ = [
     "tool_groups",
     "tool_result_ids",
     "tool_results",
+    "top_level_ttl",
     "validate",
     "visible_text",
     "with_edits",

@@ -1,10 +1,10 @@
-"""The default context engine ``compressor``: lossy summarisation of the middle.
+"""The default context engine ``compressor``: lossy summarization of the middle.
 
 Four phases on every compaction, in OpenAI chat and Anthropic Messages format alike:
 
 1. prune old tool output to one-line descriptions (no model call) - :mod:`.prune`;
 2. find the kept head and tail without splitting tool groups - :mod:`.boundaries`;
-3. summarise the middle in a fixed template, updating the previous summary - :mod:`.summary`;
+3. summarize the middle in a fixed template, updating the previous summary - :mod:`.summary`;
 4. assemble head + summary + tail and repair tool pairs - :mod:`.assemble`.
 
 When to compact (threshold, failure cooldown, anti-thrash) is :mod:`.trigger`; its settings and

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxengine import Format, Message, SystemPrompt
-from ctxengine.messages import sanitize_tool_pairs, visible_text
+from ctxengine.messages import visible_text
+from ctxengine_compressor.sanitize import sanitize_tool_pairs
 
 __all__ = [
     "SUMMARY_PREFIX",

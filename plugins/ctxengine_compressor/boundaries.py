@@ -2,7 +2,7 @@
 
 Indices refer to the full message list. ``messages[:system_end]`` are OpenAI system/developer
 messages (always kept), ``messages[system_end:head_end]`` the rest of the head,
-``messages[head_end:tail_start]`` the middle that gets summarised, ``messages[tail_start:]`` the
+``messages[head_end:tail_start]`` the middle that gets summarized, ``messages[tail_start:]`` the
 tail, kept byte-for-byte.
 """
 
@@ -107,61 +107,11 @@ def find_boundaries(
     n = len(messages)
     system_end = system_prefix_length(messages, fmt)
     cuts = cut_points(messages, fmt)
-
     plain_head = _plain_head(messages, fmt, cuts, system_end, protect_first_n, summary_at)
-    head_end = plain_head
-
-    # Tail by token budget, then the message-count floor (capped at half of what follows the head).
-    tail_start = n
-    spent = 0
-    # Everything after the head fits when even its most possible tokens do: nothing to count.
-    if sizes.run(head_end, n).high <= tail_token_budget:
-        tail_start = head_end
-    while tail_start > head_end:
-        # A message whose fewest possible tokens overflow the budget is not counted at all (the
-        # one that ends the tail is often a huge tool output).
-        # (The bound of the rough size alone: the run's estimate has the same bounds and would
-        # build a counting closure for each message of the tail.)
-        if spent + sizes.size(tail_start - 1, tail_start).low > tail_token_budget:
-            break
-        cost = sizes.exact(tail_start - 1)
-        if spent + cost > tail_token_budget:
-            break
-        spent += cost
-        tail_start -= 1
-    floor = min(max(0, protect_last_n), (n - head_end) // 2)
-    # At least one message follows the summary, so "answer the message that follows" holds.
-    tail_start = min(tail_start, n - max(floor, 1))
-
-    # The latest ask and the latest visible reply stay verbatim.
-    keep = sorted(
-        {
-            i
-            for i in (
-                _last_index(messages, lambda m: is_real_user_message(m, fmt) and not is_summary(m)),
-                _last_index(
-                    messages, lambda m: has_visible_assistant_text(m) and not is_summary(m)
-                ),
-            )
-            if i >= 0
-        },
-        reverse=True,
+    tail_start = _budget_tail(sizes, plain_head, n, tail_token_budget, protect_last_n)
+    head_end, tail_start = _keep_latest(
+        messages, fmt, cuts, sizes, system_end, plain_head, tail_start, is_summary
     )
-    for index in keep:
-        if index >= tail_start or index < head_end:
-            continue
-        # A head may only open with the user: an empty one is not extended past a list that
-        # opens otherwise (the ask goes to the tail instead).
-        opens_with_user = head_end > system_end or (
-            system_end < n and is_real_user_message(messages[system_end], fmt)
-        )
-        before = sizes.run(head_end, index)
-        after = sizes.run(index + 1, tail_start)
-        if not opens_with_user or before.reaches(after):
-            tail_start = index
-        else:
-            head_end = _snap_forward(cuts, index + 1)
-
     if max_messages is not None:
         head_end, tail_start = _within_budget(
             messages, fmt, cuts, plain_head, head_end, tail_start, max_messages
@@ -172,7 +122,6 @@ def find_boundaries(
         if max_messages is not None and system_end + 1 + n - tail_start > max_messages:
             later = _next_assistant_turn(messages, fmt, cuts, n - max_messages + system_end + 1)
             tail_start = later if later < n else tail_start
-
     if tail_start <= head_end:
         kept = n - system_end
         return Boundaries(
@@ -187,6 +136,66 @@ def find_boundaries(
             ),
         )
     return Boundaries(system_end, head_end, tail_start)
+
+
+def _budget_tail(
+    sizes: RunSizes, head_end: int, n: int, tail_token_budget: int, protect_last_n: int
+) -> int:
+    """Where the tail starts by its token budget, then by the message-count floor (capped at
+    half of what follows the head)."""
+    tail_start = n
+    spent = 0
+    # Everything after the head fits when even its most possible tokens do: nothing to count.
+    if sizes.run(head_end, n).high <= tail_token_budget:
+        tail_start = head_end
+    while tail_start > head_end:
+        # A message whose fewest possible tokens overflow the budget is not counted at all (the
+        # one that ends the tail is often a huge tool output).
+        if spent + sizes.size(tail_start - 1, tail_start).low > tail_token_budget:
+            break
+        cost = sizes.exact(tail_start - 1)
+        if spent + cost > tail_token_budget:
+            break
+        spent += cost
+        tail_start -= 1
+    floor = min(max(0, protect_last_n), (n - head_end) // 2)
+    # At least one message follows the summary, so "answer the message that follows" holds.
+    return min(tail_start, n - max(floor, 1))
+
+
+def _keep_latest(
+    messages: Sequence[Message],
+    fmt: Format,
+    cuts: list[bool],
+    sizes: RunSizes,
+    system_end: int,
+    head_end: int,
+    tail_start: int,
+    is_summary: Callable[[Message], bool],
+) -> tuple[int, int]:
+    """``(head_end, tail_start)`` moved so the latest ask and the latest visible reply stay
+    verbatim: into the tail, or the head extended to them when what lies before them is
+    smaller than what lies after and the head opens with the user."""
+    n = len(messages)
+    latest = {
+        _last_index(messages, lambda m: is_real_user_message(m, fmt) and not is_summary(m)),
+        _last_index(messages, lambda m: has_visible_assistant_text(m) and not is_summary(m)),
+    }
+    for index in sorted((i for i in latest if i >= 0), reverse=True):
+        if index >= tail_start or index < head_end:
+            continue
+        # A head may only open with the user: an empty one is not extended past a list that
+        # opens otherwise (the ask goes to the tail instead).
+        opens_with_user = head_end > system_end or (
+            system_end < n and is_real_user_message(messages[system_end], fmt)
+        )
+        before = sizes.run(head_end, index)
+        after = sizes.run(index + 1, tail_start)
+        if not opens_with_user or before.reaches(after):
+            tail_start = index
+        else:
+            head_end = _snap_forward(cuts, index + 1)
+    return head_end, tail_start
 
 
 def _plain_head(

@@ -1,4 +1,4 @@
-"""How the summariser's input is cut so the summary model sees the whole middle.
+"""How the summarizer's input is cut so the summary model sees the whole middle.
 
 The middle is rendered one transcript entry per message (:func:`~.summary.render_message`) and
 each entry clipped head+tail. :func:`plan_calls` decides the calls, within the summary model's
@@ -6,12 +6,12 @@ window and ``compression.summary_max_calls``:
 
 1. **One call** when the whole middle fits with every entry kept to at least
    :data:`SINGLE_CALL_MIN_CHARS` (entries are clipped from :data:`CAPS` ``[0]`` down to that).
-2. Otherwise **map, then merge**: consecutive chunks, each summarised on its own into the
+2. Otherwise **map, then merge**: consecutive chunks, each summarized on its own into the
    template, then one call merges the part summaries (and updates the previous summary). Entries
    are clipped as little as the call budget allows (the caps of :data:`CAPS`, largest first);
    each part summary gets ``min(budget, merge room / parts)`` tokens, so the merge always fits.
 3. When even the smallest cap needs more calls than the budget (or ``summary_max_calls`` is 1
-   or 2, too few for parts and a merge), the newest messages that fit are summarised and the
+   or 2, too few for parts and a merge), the newest messages that fit are summarized and the
    oldest are left out: the plan says how many, the result reports them, and the
    critical-context ledger (built from the whole middle) still carries their paths, commands and
    errors.
@@ -61,7 +61,7 @@ class TooSmall(Exception):
 
 @attrs.frozen
 class Chunk:
-    """Consecutive entries summarised by one call: ``entries`` is ``texts[start:end]`` clipped."""
+    """Consecutive entries summarized by one call: ``entries`` is ``texts[start:end]`` clipped."""
 
     start: int
     end: int
@@ -73,7 +73,7 @@ class Plan:
     """The summary calls of one compaction.
 
     :ivar chunks: the chunk of a single call, or the parts of map-then-merge.
-    :ivar merged: the parts are summarised one by one and then merged by one more call.
+    :ivar merged: the parts are summarized one by one and then merged by one more call.
     :ivar part_tokens: the output budget of each part summary (0 for a single call).
     :ivar skipped: the oldest entries no call shows the model.
     """

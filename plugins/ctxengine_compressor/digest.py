@@ -19,7 +19,7 @@ and fills the sections from the critical-context ledger (:mod:`.ledger`) and the
 A ``previous_summary`` (the summary an earlier compaction produced) is carried forward: its
 ledger items (:func:`.ledger.parse_ledger`, or ``previous_ledger`` when the caller kept
 it) are merged with the new ones, and its other lines stay under their headings, so iterative
-compaction never loses what was summarised before while there is room. Items the messages kept
+compaction never loses what was summarized before while there is room. Items the messages kept
 verbatim after the compaction already show (``kept``) are not repeated when room is short.
 
 The output never exceeds ``max_tokens`` (estimated as characters / 4). When space runs out, what
@@ -43,9 +43,9 @@ from ctxengine import (
     Format,
     Message,
     is_placeholder,
-    split_summary,
 )
 from ctxengine.messages import has_visible_assistant_text, redact, visible_text
+from ctxengine_compressor.chunks import CHARS_PER_TOKEN
 from ctxengine_compressor.ledger import (
     Ledger,
     ParsedSummary,
@@ -57,9 +57,10 @@ from ctxengine_compressor.ledger import (
     missing_from,
     parse_ledger,
     readable_text,
+    truncate,
     units_ledger,
-    units_size_floor,
 )
+from ctxengine_compressor.template import split_summary
 
 __all__ = [
     "build_digest",
@@ -69,7 +70,6 @@ __all__ = [
     "redacted",
 ]
 
-_CHARS_PER_TOKEN = 4
 _DEFAULT_REASON = "no summary model was used"
 _REASON_CHARS = 200
 _LAST_TEXT_CHARS = 1200
@@ -107,7 +107,7 @@ def min_digest_tokens(reason: str | None = None) -> int:
     """The smallest ``max_tokens`` :func:`build_digest` accepts for this ``reason``, whatever
     the number of messages (the label names it: sized here for up to a billion)."""
     fixed = _fixed_chars(_label(reason, 10**9 - 1))
-    return -(-fixed // _CHARS_PER_TOKEN)
+    return -(-fixed // CHARS_PER_TOKEN)
 
 
 def _label(reason: str | None, count: int) -> str:
@@ -127,15 +127,8 @@ def _fixed_chars(label: str) -> int:
     return len(label) + 2 + sum(len(h) + 1 + len(EMPTY_SECTION) + 2 for h in SUMMARY_HEADINGS)
 
 
-def _truncate(text: str, limit: int) -> str:
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    return text[: limit - 1].rstrip() + "…"
-
-
 def _one_line(text: str, limit: int) -> str:
-    return _truncate(" ".join(text.split()), limit)
+    return truncate(" ".join(text.split()), limit)
 
 
 def _constraints(asks: Sequence[str]) -> list[str]:
@@ -278,6 +271,43 @@ def digest_and_ledger(
 ) -> tuple[str, Ledger]:
     """:func:`build_digest`, and the ledger of the items the digest holds (to carry into the
     next compaction)."""
+    _check_arguments(fmt, max_tokens, previous_summary)
+    if ledger is None:
+        ledger = build_ledger(messages, fmt)
+    label = _label(redact(reason) if reason else None, len(messages))
+    budget = max_tokens * CHARS_PER_TOKEN
+    fixed = _fixed_chars(label)
+    if budget < fixed:
+        raise ValueError(
+            f"max_tokens={max_tokens} is too small for the summary template; "
+            f"at least {-(-fixed // CHARS_PER_TOKEN)} is needed"
+        )
+    merged = merge_ledgers(carried_ledger(previous_summary, previous_ledger, clean), ledger)
+    room = budget - fixed
+    parts = _Parts.of(messages, merged, previous_summary, clean, room)
+    essentials = _size(parts.tools + parts.next_steps + parts.earlier) + 2
+    shown = merged
+    units = _digest_units(shown, parts.carried)
+    want = sum(u.size for u in units) + essentials
+    if kept and want + _LAST_TEXT_TIGHT > room:
+        # Short of room for every item: what the kept messages already show is not repeated.
+        shown = attrs.evolve(missing_from(merged, readable_text(kept, fmt)), tools=merged.tools)
+        units = _digest_units(shown, parts.carried)
+        want = sum(u.size for u in units) + essentials
+    # The last assistant update gets what the items leave, between 300 and 1,200 characters.
+    last_chars = _LAST_TEXT_CHARS if want + _LAST_TEXT_CHARS < room else _LAST_TEXT_TIGHT
+    in_progress = (
+        [f"- Last assistant update: {_one_line(parts.last_text, last_chars)}"]
+        if parts.last_text
+        else []
+    )
+    essentials += _size(in_progress)
+    lines, held = fit_units(units, max(room - essentials, 0))
+    text = _enforce(_assemble(label, lines, parts, in_progress), budget)
+    return text, units_ledger(shown, units, held)
+
+
+def _check_arguments(fmt: object, max_tokens: object, previous_summary: object) -> None:
     if fmt not in ("openai", "anthropic"):
         raise ValueError(f"unknown message format {fmt!r}; allowed: 'openai' or 'anthropic'")
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
@@ -286,71 +316,66 @@ def digest_and_ledger(
         raise ValueError(
             f"previous_summary must be a str or None, got {type(previous_summary).__name__}"
         )
-    if ledger is None:
-        ledger = build_ledger(messages, fmt)
-    label = _label(redact(reason) if reason else None, len(messages))
-    budget = max_tokens * _CHARS_PER_TOKEN
-    fixed = _fixed_chars(label)
-    if budget < fixed:
-        raise ValueError(
-            f"max_tokens={max_tokens} is too small for the summary template; "
-            f"at least {-(-fixed // _CHARS_PER_TOKEN)} is needed"
+
+
+@attrs.frozen
+class _Parts:
+    """The digest's lines besides the ledger items: the tools line, the next step, the note of
+    what earlier summaries omitted, the earlier summary's other lines (as units) and the last
+    assistant update's text."""
+
+    tools: list[str]
+    next_steps: list[str]
+    earlier: list[str]
+    carried: list[Unit]
+    last_text: str
+
+    @classmethod
+    def of(
+        cls,
+        messages: Sequence[Message],
+        merged: Ledger,
+        previous_summary: str | None,
+        clean: Collection[str],
+        room: int,
+    ) -> _Parts:
+        tools = (
+            ["- Tools called: " + ", ".join(f"{name} ×{n}" for name, n in merged.tools)]
+            if merged.tools
+            else []
         )
-    merged = merge_ledgers(carried_ledger(previous_summary, previous_ledger, clean), ledger)
+        tools = [truncate(line, max(40, room // 8)) for line in tools]
+        omitted_before = 0
+        carried: list[Unit] = []
+        if previous_summary:
+            carried, omitted_before = _carried_units(previous_summary, clean)
+        earlier = (
+            [f"- … earlier summaries omitted {omitted_before} items for space"]
+            if omitted_before
+            else []
+        )
+        return cls(
+            tools=tools,
+            next_steps=[_NEXT_STEP] if merged.asks else [],
+            earlier=earlier,
+            carried=carried,
+            last_text=redact(_last_assistant_text(messages)),
+        )
 
-    # --- fixed parts ---------------------------------------------------------------------------
-    room = budget - fixed
-    tools = (
-        ["- Tools called: " + ", ".join(f"{name} ×{n}" for name, n in merged.tools)]
-        if merged.tools
-        else []
-    )
-    tools = [_truncate(line, max(40, room // 8)) for line in tools]
-    last_text = redact(_last_assistant_text(messages))
-    next_steps = [_NEXT_STEP] if merged.asks else []
-    omitted_before = 0
-    carried: list[Unit] = []
-    if previous_summary:
-        carried, omitted_before = _carried_units(previous_summary, clean)
-    earlier = (
-        [f"- … earlier summaries omitted {omitted_before} items for space"]
-        if omitted_before
-        else []
-    )
-    essentials = _size(tools + next_steps + earlier) + 2
 
-    shown = merged
-    carried_size = sum(u.size for u in carried)
-    floor = units_size_floor(merged, **_ASK_PREFIXES) + carried_size + essentials
-    # Short of room for every item (the floor of their size shows it without building them,
-    # else the built units do): what the kept messages already show is not repeated.
-    short = bool(kept) and floor + _LAST_TEXT_TIGHT > room
-    if not short:
-        units = _digest_units(shown, carried)
-        want = sum(u.size for u in units) + essentials
-        short = bool(kept) and want + _LAST_TEXT_TIGHT > room
-    if short:
-        shown = attrs.evolve(missing_from(merged, readable_text(kept, fmt)), tools=merged.tools)
-        units = _digest_units(shown, carried)
-        want = sum(u.size for u in units) + essentials
-    # The last assistant update gets what the items leave, between 300 and 1,200 characters.
-    last_chars = _LAST_TEXT_CHARS if want + _LAST_TEXT_CHARS < room else _LAST_TEXT_TIGHT
-    in_progress = (
-        [f"- Last assistant update: {_one_line(last_text, last_chars)}"] if last_text else []
-    )
-    essentials += _size(in_progress)
-    lines, held = fit_units(units, max(room - essentials, 0))
-
-    # --- assembly ------------------------------------------------------------------------------
+def _assemble(
+    label: str, lines: dict[str, list[str]], parts: _Parts, in_progress: list[str]
+) -> str:
+    """The digest's text: the label, then every template section in order."""
     body: dict[str, list[str]] = {h: [] for h in SUMMARY_HEADINGS}
     for heading in SUMMARY_HEADINGS:
         body[heading] += lines.get(f"carried:{heading}", [])
-    body["### Done"] = tools + body["### Done"]
+    body["### Done"] = parts.tools + body["### Done"]
     body["### In Progress"] += in_progress
-    body["## Next Steps"] += next_steps
+    body["## Next Steps"] += parts.next_steps
     for section, heading in _PLACES.items():
         body[heading] += lines.get(section, [])
-    body["## Critical Context"] += earlier
+    body["## Critical Context"] += parts.earlier
     sections = [label]
     for heading in SUMMARY_HEADINGS:
         if heading == "## Progress":
@@ -358,8 +383,7 @@ def digest_and_ledger(
         section_lines = _dedupe(body[heading]) or [EMPTY_SECTION]
         title = "## Progress\n### Done" if heading == "### Done" else heading
         sections.append(title + "\n" + "\n".join(section_lines))
-    text = _enforce("\n\n".join(sections), budget)
-    return text, units_ledger(shown, units, held)
+    return "\n\n".join(sections)
 
 
 def _digest_units(ledger: Ledger, carried: Sequence[Unit]) -> list[Unit]:

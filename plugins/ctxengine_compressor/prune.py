@@ -7,7 +7,7 @@ Outside the protected tail:
 - a large result identical to a later one becomes a pointer to that later copy;
 - long string values inside tool-call arguments are shortened, and the arguments stay valid JSON.
 
-The pruned messages are what the model sees afterwards; the summariser reads the originals.
+The pruned messages are what the model sees afterwards; the summarizer reads the originals.
 Only the messages that change are copied (shallowly); the rest are the caller's objects.
 """
 
@@ -219,7 +219,7 @@ def prune(
             line = describe_output(answered, result.text, is_error=result.is_error)
             newest = last_seen.get(result.text, index)
             # Point at a later copy only when it stays in the prompt; a copy that is about to
-            # be summarised away would be a pointer to nothing.
+            # be summarized away would be a pointer to nothing.
             if newest > index and (newest < end or newest >= kept):
                 line += " (identical to a later result of the same output; see there)"
                 deduplicated += 1
@@ -242,7 +242,7 @@ def _newest_later_copies(
     """Move ``last_seen`` (each large output of the pruned range, at its newest index there) to
     the newest copy after the range wherever that changes where a copy points (see
     :func:`prune`): to the newest copy in the kept tail; else, for an output the range holds
-    more than once (``repeated``), to its newest copy in the summarised middle. An output the
+    more than once (``repeated``), to its newest copy in the summarized middle. An output the
     range holds once and the tail does not points nowhere whether or not the middle has a copy,
     so the middle, most of a long conversation, is read only for the rare repeated ones."""
     tail_from = max(kept, end)

@@ -1,8 +1,8 @@
 """Phase 3: the structured summary of the middle, and the failure policy.
 
-The summariser reads the ORIGINAL middle (not the pruned one-liners), rendered as a transcript
+The summarizer reads the ORIGINAL middle (not the pruned one-liners), rendered as a transcript
 without reasoning, each message clipped head+tail, secrets redacted. When the middle does not fit
-the summary model's window it is summarised in chunks and the part summaries merged
+the summary model's window it is summarized in chunks and the part summaries merged
 (:mod:`.chunks`), within ``compression.summary_max_calls``; what no call could show the model is
 reported and kept by the ledger. A previous summary is passed with an instruction to update it.
 Every call goes through the SDK's failure policy (retries, circuit breaker, fallback providers)
@@ -16,20 +16,42 @@ to go.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
 
-from ctxengine import Format, Message, SummaryCall
-from ctxengine.messages import redact, tool_calls, tool_results, visible_text
+from ctxengine import (
+    SUMMARY_HEADINGS,
+    Format,
+    Message,
+    SummaryCall,
+    SummaryError,
+    call_summary,
+    classify_error,
+)
+from ctxengine.messages import redact
+from ctxengine_compressor.cache_aware import build_instruction, cache_aware_reply
 from ctxengine_compressor.chunks import CHARS_PER_TOKEN, Plan, TooSmall, clip, plan_calls
+from ctxengine_compressor.digest import carried_ledger, digest_and_ledger, min_digest_tokens
+from ctxengine_compressor.ledger import (
+    Ledger,
+    build_ledger,
+    merge_ledgers,
+    missing_from,
+    present_in,
+    readable_text,
+    render_ledger,
+)
+from ctxengine_compressor.template import check_template_summary
+from ctxengine_compressor.transcript import render_message
 
 if TYPE_CHECKING:
     from ctxengine import EngineContext, SummaryProvider
-    from ctxengine_compressor.ledger import Ledger
 
 __all__ = [
+    "SummaryJob",
     "SummaryOutcome",
     "build_prompt",
     "clip",
@@ -90,41 +112,6 @@ class SummaryOutcome:
     so redacting it again changes nothing (see :func:`.digest.redacted`)."""
 
 
-# --- rendering ----------------------------------------------------------------------------------
-
-
-def render_message(msg: Message, fmt: Format) -> str:
-    """One message as transcript text: visible text, tool calls and tool results. Reasoning
-    (``reasoning_content``, ``thinking`` blocks) is never included; images read as a marker."""
-    role = str(msg.get("role", "?"))
-    pieces: list[str] = []
-    text = visible_text(msg)
-    if text.strip():
-        pieces.append(_without_old_summary(text))
-    content = msg.get("content")
-    if isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") in ("image", "image_url") for b in content
-    ):
-        pieces.append("[image]")
-    for call in tool_calls(msg, fmt):
-        pieces.append(f"-> tool call {call.name}({call.arguments}) [id {call.id}]")
-    for result in tool_results(msg, fmt):
-        label = "tool error" if result.is_error else "tool result"
-        pieces.append(f"<- {label} [id {result.call_id}]: {result.text}")
-    return f"{role}: " + "\n".join(pieces) if pieces else f"{role}: (empty)"
-
-
-def _without_old_summary(text: str) -> str:
-    from ctxengine_compressor.assemble import SUMMARY_PREFIX, SUMMARY_SUFFIX
-
-    start = text.find(SUMMARY_PREFIX)
-    if start < 0:
-        return text
-    end = text.find(SUMMARY_SUFFIX, start)
-    end = len(text) if end < 0 else end + len(SUMMARY_SUFFIX)
-    return f"{text[:start]}[previous summary: given separately]{text[end:]}"
-
-
 UPDATE_INSTRUCTION = (
     "UPDATE that summary rather than writing a new one: move items that are now finished "
     "from 'In Progress' to 'Done', add the new progress, decisions, files and errors, and "
@@ -133,8 +120,6 @@ UPDATE_INSTRUCTION = (
 
 
 def _template() -> str:
-    from ctxengine import SUMMARY_HEADINGS
-
     return "\n".join(SUMMARY_HEADINGS)
 
 
@@ -181,7 +166,7 @@ def build_prompt(
 def build_part_prompt(
     transcript: Sequence[str], part: int, parts: int, focus: str | None, budget: int
 ) -> str:
-    """The user prompt summarising part ``part`` of ``parts`` (map step)."""
+    """The user prompt summarizing part ``part`` of ``parts`` (map step)."""
     text = _instructions(None, focus, budget, PART_OPENING.format(part=part, parts=parts))
     text += ["<transcript>", "\n\n".join(transcript), "</transcript>"]
     return "\n\n".join(text)
@@ -200,7 +185,7 @@ def build_merge_prompt(
     return "\n\n".join(parts)
 
 
-def _plan(job: _Job, provider: SummaryProvider) -> Plan:
+def _plan(job: SummaryJob, provider: SummaryProvider) -> Plan:
     """The calls for ``job`` (see :mod:`.chunks`), over the redacted transcript entries.
 
     :raises TooSmall: when the window cannot hold the instructions and the reply.
@@ -233,17 +218,30 @@ def _plan(job: _Job, provider: SummaryProvider) -> Plan:
     )
 
 
-# --- the call and the failure policy ------------------------------------------------------------
+# --- the job -----------------------------------------------------------------------------------
 
 
-@attrs.define
-class _Job:
-    """One summary request: what to summarise and under which limits.
+@attrs.frozen(slots=False, eq=False)  # not slotted: the ledgers below are cached on the instance
+class SummaryJob:
+    """One summary request: what to summarize and under which limits, as the engine planned it.
 
-    ``ledger_source`` holds the messages whose items must survive (the middle without an earlier
-    summary); ``previous_ledger`` what the previous summary carried, when the compressor kept it;
-    ``kept`` the messages that stay in the prompt; ``clean`` the summary texts known to be
-    ``redact``'s output.
+    :ivar middle: the messages to summarize.
+    :ivar previous: the earlier summary being updated (inside the middle), if any.
+    :ivar budget: the summary's token budget.
+    :ivar ledger_source: the messages whose asks, paths, commands, errors and ids must survive
+        (the middle without an earlier summary message).
+    :ivar previous_ledger: the ledger the previous summary carried, when the engine kept it
+        (otherwise it is read back from ``previous``).
+    :ivar kept: the messages that stay in the prompt; what they show is not repeated.
+    :ivar earlier: the text of older summaries inside the middle (before ``previous``); what
+        they carried is carried on.
+    :ivar max_calls: at most this many calls (parts, then a merge).
+    :ivar force: pass an open circuit breaker (a host's explicit "compact now").
+    :ivar conversation: the whole conversation, for the cache-aware attempt (empty: none).
+    :ivar tail_start: the index in ``conversation`` of the first kept tail message.
+    :ivar clean: summary texts known to be ``redact``'s output (the summaries this engine wrote,
+        see :func:`.digest.redacted`): ``previous`` or an ``earlier`` summary among them is not
+        scanned for secrets again.
     """
 
     ctx: EngineContext
@@ -258,51 +256,34 @@ class _Job:
     earlier: Sequence[str] = ()
     max_calls: int = 1
     force: bool = False
+    conversation: Sequence[Message] = ()
+    tail_start: int = -1
     clean: Collection[str] = ()
-    calls: list[SummaryCall] = attrs.field(factory=list)
-    _span: Ledger | None = None
-    _ledger: Ledger | None = None
-    _carried: Ledger | None = None
 
-    @property
+    @functools.cached_property
     def span_ledger(self) -> Ledger:
-        """The critical-context ledger of ``ledger_source`` (built once)."""
-        if self._span is None:
-            from ctxengine_compressor.ledger import build_ledger
+        """The critical-context ledger of ``ledger_source``."""
+        return build_ledger(self.ledger_source, self.fmt)
 
-            self._span = build_ledger(self.ledger_source, self.fmt)
-        return self._span
-
-    @property
+    @functools.cached_property
     def carried(self) -> Ledger:
         """What the summaries being replaced carried: older ones read back from their text,
         the previous one from ``previous_ledger`` when kept, else from its text."""
-        if self._carried is None:
-            from ctxengine_compressor.digest import carried_ledger
-            from ctxengine_compressor.ledger import Ledger, merge_ledgers
+        carried = Ledger()
+        for text in self.earlier:
+            carried = merge_ledgers(carried, carried_ledger(text, clean=self.clean))
+        return merge_ledgers(
+            carried, carried_ledger(self.previous, self.previous_ledger, self.clean)
+        )
 
-            carried = Ledger()
-            for text in self.earlier:
-                carried = merge_ledgers(carried, carried_ledger(text, clean=self.clean))
-            self._carried = merge_ledgers(
-                carried, carried_ledger(self.previous, self.previous_ledger, self.clean)
-            )
-        return self._carried
-
-    @property
+    @functools.cached_property
     def ledger(self) -> Ledger:
         """The span's ledger merged after the one the replaced summaries carried."""
-        if self._ledger is None:
-            from ctxengine_compressor.ledger import merge_ledgers
-
-            self._ledger = merge_ledgers(self.carried, self.span_ledger)
-        return self._ledger
+        return merge_ledgers(self.carried, self.span_ledger)
 
     def digest(self, reason: str | None = None) -> tuple[str, Ledger]:
         """The deterministic local digest of the middle, labelled with ``reason``, and the
         ledger items it holds."""
-        from ctxengine_compressor.digest import digest_and_ledger, min_digest_tokens
-
         # The template itself has a floor; tiny windows get that much rather than nothing.
         budget = max(self.budget, min_digest_tokens(reason))
         # The turns without earlier summaries (``ledger_source``): a summary message is carried
@@ -326,13 +307,6 @@ class _Job:
         show either), within what remains of the budget (at least a tenth of it, so the
         guarantee holds even for a summary that used its whole budget); and the ledger items the
         result holds."""
-        from ctxengine_compressor.ledger import (
-            missing_from,
-            present_in,
-            readable_text,
-            render_ledger,
-        )
-
         ledger = self.ledger
         missing = missing_from(ledger, text)
         if missing and self.kept:
@@ -350,81 +324,48 @@ class _Job:
         return text, present_in(ledger, text)
 
 
-def summarize(
-    ctx: EngineContext,
-    middle: Sequence[Message],
-    fmt: Format,
-    *,
-    previous: str | None,
-    focus: str | None,
-    budget: int,
-    ledger_source: Sequence[Message],
-    previous_ledger: Ledger | None = None,
-    kept: Sequence[Message] = (),
-    earlier: Sequence[str] = (),
-    max_calls: int = 1,
-    force: bool = False,
-    conversation: Sequence[Message] = (),
-    tail_start: int = -1,
-    clean: Collection[str] = (),
-) -> SummaryOutcome:
-    """Summarise ``middle`` with the session's summary provider, applying the failure policy.
+# --- the calls and the failure policy -----------------------------------------------------------
 
-    With the whole ``conversation`` (and the index of its kept tail), the summary is first tried
-    cache-aware: the session's last prepared request with the instruction appended
-    (:mod:`ctxengine_compressor.cache_aware`); the bounded summariser input below is used when
-    that cannot be done or fails without aborting.
+
+def summarize(job: SummaryJob) -> SummaryOutcome:
+    """Summarize ``job.middle`` with the session's summary provider, applying the failure policy.
+
+    With the whole ``job.conversation`` (and the index of its kept tail), the summary is first
+    tried cache-aware: the session's last prepared request with the instruction appended
+    (:mod:`.cache_aware`); the bounded summary input below is used when that cannot be done or
+    fails without aborting.
 
     - ``ctx.summarizer()`` returns ``None`` (extractive): the local digest, no failure;
-    - the calls of :func:`_plan` (one, or parts then a merge, at most ``max_calls``) go through
-      :func:`~ctxengine.call_summary` (retries, breaker, fallback providers; ``force`` passes an
-      open breaker) and every reply through :func:`~ctxengine.check_summary`;
+    - the calls of :func:`_plan` (one, or parts then a merge, at most ``job.max_calls``) go
+      through :func:`~ctxengine.call_summary` (retries, breaker, fallback providers;
+      ``job.force`` passes an open breaker) and every reply through
+      :func:`.template.check_template_summary`;
     - a failure that ``aborts`` (auth, network, timeout, rate limit, unless the fallback chain
       ends with the local digest), or any failure with ``compression.abort_on_summary_failure``:
       an aborted outcome (``text is None``);
     - any other failure (a summary model too small for the input, an empty, off-template or
       refusing reply, an unexpected exception): the local digest with ``fallback_used``.
-
-    :param ledger_source: the messages whose asks, paths, commands, errors and ids must survive
-        (the middle without an earlier summary message).
-    :param previous_ledger: the ledger the previous summary carried, when the caller kept it
-        (otherwise it is read back from ``previous``).
-    :param kept: the messages that stay in the prompt; what they show is not repeated.
-    :param earlier: the text of older summaries inside the middle (before ``previous``); what
-        they carried is carried on.
-    :param clean: summary texts known to be ``redact``'s output (the summaries this engine
-        wrote, see :func:`.digest.redacted`): ``previous`` or an ``earlier`` summary among them
-        is not scanned for secrets again.
     """
-    from ctxengine import SummaryError
-
-    job = _Job(
-        ctx,
-        middle,
-        fmt,
-        previous,
-        focus,
-        budget,
-        ledger_source,
-        previous_ledger=previous_ledger,
-        kept=kept,
-        earlier=earlier,
-        max_calls=max_calls,
-        force=force,
-        clean=clean,
-    )
+    calls: list[SummaryCall] = []
     try:
-        provider = ctx.summarizer()
+        provider = job.ctx.summarizer()
     except Exception as exc:  # a provider that cannot even be built is a summary failure
-        ctx.log.warning("compressor: summary provider unavailable: %s", exc)
-        return _failed(job, "provider", exc)
+        job.ctx.log.warning("compressor: summary provider unavailable: %s", exc)
+        return _failed(job, calls, "provider", exc)
     if provider is None:
         text, held = job.digest()
         return SummaryOutcome(text, EXTRACTIVE, ledger=held, redacted=True)
-    if conversation:
-        outcome = _cache_aware(job, provider, conversation, tail_start)
+    if job.conversation:
+        outcome = _cache_aware(job, calls, provider)
         if outcome is not None:
             return outcome
+    return _bounded(job, calls, provider)
+
+
+def _bounded(
+    job: SummaryJob, calls: list[SummaryCall], provider: SummaryProvider
+) -> SummaryOutcome:
+    """The summary from the bounded summary input: the plan's calls, or the failure policy."""
     try:
         plan = _plan(job, provider)
     except TooSmall:
@@ -432,71 +373,73 @@ def summarize(
             "too_small",
             provider.name,
             f"its window ({provider.context_length:,} tokens) cannot hold the instructions, the "
-            f"previous summary and a {budget:,}-token answer",
+            f"previous summary and a {job.budget:,}-token answer",
         )
-        return _failed(job, provider.name, error)
+        return _failed(job, calls, provider.name, error)
     try:
-        text, name = _run(job, provider, plan)
+        text, name = _run(job, calls, provider, plan)
     except SummaryError as exc:
-        return _failed(job, provider.name, exc)
+        return _failed(job, calls, provider.name, exc)
     final, held = job.finish(redact(text))
-    return SummaryOutcome(
-        final, name, ledger=held, calls=tuple(job.calls), unsummarized=plan.skipped
-    )
+    return SummaryOutcome(final, name, ledger=held, calls=tuple(calls), unsummarized=plan.skipped)
 
 
-def _run(job: _Job, provider: SummaryProvider, plan: Plan) -> tuple[str, str]:
+def _run(
+    job: SummaryJob, calls: list[SummaryCall], provider: SummaryProvider, plan: Plan
+) -> tuple[str, str]:
     """The plan's calls in order: ``(summary text, provider that wrote the last one)``.
 
-    :raises SummaryError: the first call that failed (its attempts are in ``job.calls``).
+    :raises SummaryError: the first call that failed (its attempts are in ``calls``).
     """
     if not plan.merged:
         chunk = plan.chunks[0]
         prompt = build_prompt(chunk.entries, job.previous, job.focus, job.budget)
-        return _call(job, provider, "summary", chunk.end - chunk.start, prompt, job.budget)
+        return _call(job, calls, provider, "summary", chunk.end - chunk.start, prompt, job.budget)
     parts: list[str] = []
     n = len(plan.chunks)
     for k, chunk in enumerate(plan.chunks, 1):
         prompt = build_part_prompt(chunk.entries, k, n, job.focus, plan.part_tokens)
-        text, _ = _call(
-            job, provider, f"part {k} of {n}", chunk.end - chunk.start, prompt, plan.part_tokens
-        )
+        purpose = f"part {k} of {n}"
+        messages = chunk.end - chunk.start
+        text, _ = _call(job, calls, provider, purpose, messages, prompt, plan.part_tokens)
         parts.append(text)
     prompt = build_merge_prompt(parts, job.previous, job.focus, job.budget)
-    return _call(job, provider, "merge", 0, prompt, job.budget)
+    return _call(job, calls, provider, "merge", 0, prompt, job.budget)
 
 
 def _call(
-    job: _Job, provider: SummaryProvider, purpose: str, messages: int, prompt: str, budget: int
+    job: SummaryJob,
+    calls: list[SummaryCall],
+    provider: SummaryProvider,
+    purpose: str,
+    messages: int,
+    prompt: str,
+    budget: int,
 ) -> tuple[str, str]:
-    from ctxengine import SummaryError, call_summary, check_summary
-
+    """One call of the plan, recorded in ``calls``: ``(reply text, provider that wrote it)``."""
     # The instructions a reply must not merely repeat: everything but the transcript and the
     # previous summary (which an update rightly keeps).
     told = prompt.split("<transcript>", maxsplit=1)[0].split("<previous-summary>", maxsplit=1)[0]
     instructions = (SYSTEM_PROMPT, told)
 
     def check(reply: str, name: str) -> str:
-        return check_summary(reply, name, template=True, instructions=instructions)
+        return check_template_summary(reply, name, instructions)
 
     try:
         reply = call_summary(provider, SYSTEM_PROMPT, prompt, budget, check=check, force=job.force)
     except SummaryError as exc:
-        job.calls.append(SummaryCall(purpose, messages, None, exc.attempts))
+        calls.append(SummaryCall(purpose, messages, None, exc.attempts))
         raise
-    job.calls.append(SummaryCall(purpose, messages, reply.provider, reply.attempts))
+    calls.append(SummaryCall(purpose, messages, reply.provider, reply.attempts))
     return reply.text, reply.provider
 
 
 def _cache_aware(
-    job: _Job, provider: SummaryProvider, conversation: Sequence[Message], tail_start: int
+    job: SummaryJob, calls: list[SummaryCall], provider: SummaryProvider
 ) -> SummaryOutcome | None:
-    """The cache-aware attempt: an outcome, or ``None`` to use the bounded summariser input (the
+    """The cache-aware attempt: an outcome, or ``None`` to use the bounded summary input (the
     request cannot be reused, or its call failed without aborting: its attempts stay in the
     record as the call ``"cache-aware"``)."""
-    from ctxengine import SummaryCall, check_summary
-    from ctxengine_compressor.cache_aware import build_instruction, cache_aware_reply
-
     update = UPDATE_INSTRUCTION if job.previous else None
     if update:
         update = "The conversation above includes a summary of still earlier turns. " + update
@@ -509,43 +452,40 @@ def _cache_aware(
     def check(reply: str, name: str) -> str:
         # The instruction is the request's last turn: a reply must not merely repeat it.
         told = instruction[0].split("<kept-from>", maxsplit=1)[0] if instruction else ""
-        return check_summary(reply, name, template=True, instructions=(told,))
+        return check_template_summary(reply, name, (told,))
 
     reply, error = cache_aware_reply(
         job.ctx,
         provider,
-        conversation,
+        job.conversation,
         job.fmt,
-        tail_start=tail_start,
+        tail_start=job.tail_start,
         instruction_for=instruction_for,
         budget=job.budget,
         check=check,
         force=job.force,
     )
     if error is not None:
-        job.calls.append(SummaryCall("cache-aware", len(job.middle), None, error.attempts))
-        return _failed(job, provider.name, error) if error.aborts else None
+        calls.append(SummaryCall("cache-aware", len(job.middle), None, error.attempts))
+        return _failed(job, calls, provider.name, error) if error.aborts else None
     if reply is None:
         return None
-    job.calls.append(SummaryCall("cache-aware", len(job.middle), reply.provider, reply.attempts))
+    calls.append(SummaryCall("cache-aware", len(job.middle), reply.provider, reply.attempts))
     final, held = job.finish(redact(reply.text))
-    return SummaryOutcome(
-        final, reply.provider, ledger=held, calls=tuple(job.calls), cache_aware=True
-    )
+    return SummaryOutcome(final, reply.provider, ledger=held, calls=tuple(calls), cache_aware=True)
 
 
-def _failed(job: _Job, provider: str, exc: BaseException) -> SummaryOutcome:
-    from ctxengine import SummaryError, classify_error
-
+def _failed(
+    job: SummaryJob, calls: list[SummaryCall], provider: str, exc: BaseException
+) -> SummaryOutcome:
+    """The failure policy: an aborted outcome, or the local digest with ``fallback_used``."""
     if not isinstance(exc, SummaryError):
         # A host's own provider may raise TimeoutError, ConnectionError, SDK errors...: the same
         # classification as the built-in providers decides abort versus local digest.
         exc = classify_error(exc, provider)
-    aborts, kind, detail = exc.aborts, exc.kind, str(exc)
-    failure = f"summary failed ({kind}): {detail}"
-    calls = tuple(job.calls)
-    if aborts or job.ctx.config.compression.abort_on_summary_failure:
-        return SummaryOutcome(None, provider, failure=failure, aborted=True, calls=calls)
+    failure = f"summary failed ({exc.kind}): {exc}"
+    if exc.aborts or job.ctx.config.compression.abort_on_summary_failure:
+        return SummaryOutcome(None, provider, failure=failure, aborted=True, calls=tuple(calls))
     job.ctx.log.warning("compressor: %s; using the local digest instead", failure)
     text, held = job.digest(failure)
     return SummaryOutcome(
@@ -554,6 +494,6 @@ def _failed(job: _Job, provider: str, exc: BaseException) -> SummaryOutcome:
         fallback_used=True,
         failure=failure,
         ledger=held,
-        calls=calls,
+        calls=tuple(calls),
         redacted=True,
     )

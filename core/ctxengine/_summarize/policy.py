@@ -221,7 +221,7 @@ class SummaryService:
     @property
     def serves_main(self) -> bool:
         """Whether the first provider serves the main model on the main route and can send a
-        whole request (:class:`~ctxengine.CacheAwareProvider`): cache-aware summaries go to it."""
+        whole request (it has ``complete_request``): cache-aware summaries go to it."""
         primary = self.providers[0]
         return bool(getattr(primary, "serves_main", False)) and callable(
             getattr(primary, "complete_request", None)
@@ -474,12 +474,12 @@ def call_summary_request(
     force: bool = False,
 ) -> SummaryReply:
     """A cache-aware summary through the failure policy: ``request`` (the agent's own, with the
-    instruction appended by :func:`~ctxengine.with_instruction`) sent whole by
+    instruction appended after its last breakpoint) sent whole by
     ``provider.complete_request``.
 
     A :class:`SummaryService` sends it to its first provider with the policy's retries and
     breaker (a final failure does not abort while the rest of its chain can still answer); any
-    other :class:`~ctxengine.CacheAwareProvider` gets one request, classified like
+    other provider with ``complete_request`` gets one request, classified like
     :func:`call_summary`.
 
     :raises SummaryError: classified, with ``attempts``.

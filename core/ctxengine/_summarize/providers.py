@@ -29,7 +29,7 @@ MainCallable = Callable[[str, str, int], str]
 MainRequestCallable = Callable[[dict[str, Any], int], str]
 """The host's own model sending a whole request of the agent's (its API arguments, cache markers
 included) with a ``max_tokens`` limit: ``(request, max_tokens) -> text``. It makes provider
-``main``'s summaries cache-aware (:mod:`ctxengine._plugin.cache_aware`)."""
+``main``'s summaries cache-aware (the compressor's cache-aware summary call)."""
 
 
 @runtime_checkable

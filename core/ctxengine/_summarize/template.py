@@ -1,10 +1,11 @@
-"""The summary template every engine's model summaries follow, reading it back, and the one
-check every engine applies to what a summary model wrote.
+"""The summary template's headings and the one check every engine applies to what a summary
+model wrote.
 
-The compressor asks its summary model for these sections and its local digest uses them too, so
-one reader (:func:`split_summary`) and one conformance step (:func:`conform_to_template`) serve
-every engine. :func:`check_summary` decides whether a model's reply may be stored as a summary at
-all (the compressor's template summaries and lcm's plain-text ones alike).
+:data:`SUMMARY_HEADINGS` are the sections a template summary has (the compressor's model
+summaries and local digests, the replay and testing fakes' replies). :func:`check_summary`
+decides whether a model's reply may be stored as a summary at all (the compressor's template
+summaries and lcm's plain-text ones alike). Reading a template summary back and conforming one
+to the template are the compressor's (``ctxengine_compressor.template``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ __all__ = [
     "MIN_TEMPLATE_HEADINGS",
     "SUMMARY_HEADINGS",
     "check_summary",
-    "conform_to_template",
     "is_placeholder",
-    "split_summary",
 ]
 
 SUMMARY_HEADINGS: tuple[str, ...] = (
@@ -48,61 +47,8 @@ EMPTY_SECTION = "- (none)"
 """What a section with nothing to say holds, in a digest and in a conformed model summary."""
 
 
-def split_summary(summary: str) -> dict[str, list[str]]:
-    """Split a summary in the template into ``{heading: lines}`` (headings from SUMMARY_HEADINGS).
-
-    Lines before the first heading go under ``""``; a digest label line is dropped. Unknown
-    headings stay as bold text lines of the section they appear in. Blank lines are dropped.
-    """
-    known = set(SUMMARY_HEADINGS)
-    sections: dict[str, list[str]] = {}
-    current = ""
-    for raw in summary.splitlines():
-        line = raw.rstrip()
-        stripped = line.strip()
-        if not stripped:
-            continue
-        if stripped in known:
-            current = stripped
-            sections.setdefault(current, [])
-            continue
-        if stripped.startswith(DIGEST_LABEL_PREFIX):
-            continue
-        if stripped.startswith("#"):
-            line = f"**{stripped.lstrip('#').strip()}**"
-        sections.setdefault(current, []).append(line)
-    # "## Progress" has no body of its own in the template: what is there belongs to Done.
-    progress = sections.pop("## Progress", [])
-    if progress:
-        sections["### Done"] = progress + sections.get("### Done", [])
-    return sections
-
-
 MIN_TEMPLATE_HEADINGS = 4
 """A model's summary with fewer of the template's headings did not follow the template."""
-
-
-def conform_to_template(summary: str) -> str | None:
-    """``summary`` rewritten with every template heading, in order; ``None`` when it did not
-    follow the template at all (fewer than :data:`MIN_TEMPLATE_HEADINGS` of its headings).
-
-    Sections the model left out get :data:`EMPTY_SECTION`; text before the first heading is
-    kept under ``## Critical Context`` rather than dropped. Nothing the model wrote is removed.
-    """
-    present = {line.strip() for line in summary.splitlines()} & set(SUMMARY_HEADINGS)
-    if len(present) < MIN_TEMPLATE_HEADINGS:
-        return None
-    sections = split_summary(summary)
-    preamble = sections.pop("", [])
-    if preamble:
-        sections["## Critical Context"] = sections.get("## Critical Context", []) + preamble
-    lines: list[str] = []
-    for heading in SUMMARY_HEADINGS:
-        lines.append(heading)
-        if heading == "## Progress":  # a parent heading: its items live under Done/In Progress
-            continue
-        lines.extend(sections.get(heading) or [EMPTY_SECTION])
-    return "\n".join(lines)
 
 
 MIN_SUMMARY_WORDS = 6
@@ -168,7 +114,7 @@ def check_summary(
 
     - reasoning (``<think>`` and the like) is removed; nothing left is an ``empty`` failure;
     - with ``template``, fewer than :data:`MIN_TEMPLATE_HEADINGS` of the template's headings is
-      ``unparsable`` (the reply is returned rewritten by :func:`conform_to_template`);
+      ``unparsable`` (an engine that wants every heading in place conforms the reply itself);
     - a reply whose first line of content is an apology, a refusal or "I don't know" is
       ``unparsable``;
     - fewer than ``min_words`` words outside headings and placeholders is ``unparsable``;
@@ -185,10 +131,9 @@ def check_summary(
     text = strip_reasoning(reply).strip()
     if not text:
         raise SummaryError.of("empty", provider, "no text besides reasoning" if reply else "")
-    conformed: str | None = text
     if template:
-        conformed = conform_to_template(text)
-        if conformed is None:
+        present = {line.strip() for line in text.splitlines()} & set(SUMMARY_HEADINGS)
+        if len(present) < MIN_TEMPLATE_HEADINGS:
             raise SummaryError.of(
                 "unparsable",
                 provider,
@@ -218,4 +163,4 @@ def check_summary(
                     provider,
                     f"the reply repeats its instructions instead of summarising: {sentence[:80]!r}",
                 )
-    return conformed if conformed is not None else text
+    return text

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-import ctxengine
 from ctxengine import TokenCounter, cost_of, lookup_model
 from ctxengine_fakeapi.cachesim import PromptCacheSimulator
 
@@ -39,6 +38,15 @@ def request(
     for m in out[-3:]:
         m["content"] = marked(m["content"], ttl) if isinstance(m["content"], str) else m["content"]
     return {"system": marked(system, ttl), "messages": out}
+
+
+def with_text_block(req: dict[str, Any], text: str) -> dict[str, Any]:
+    """``req`` with one more text block at the end of its last (user) message: the shape of a
+    cache-aware summary request, the agent's request plus the instruction."""
+    messages = list(req["messages"])
+    last = messages[-1]
+    messages[-1] = {**last, "content": [*last["content"], {"type": "text", "text": text}]}
+    return {**req, "messages": messages}
 
 
 @pytest.fixture
@@ -145,7 +153,7 @@ def test_blocks_after_a_marked_block_read_the_prefix_cached_up_to_it(
     # read and only the appended block is new; nothing is written (no breakpoint after it).
     agent = request(turn_messages(7))
     first = sim.send(agent, now=0)
-    summary = ctxengine.with_instruction(agent, "Write a hand-off summary. " * 20)
+    summary = with_text_block(agent, "Write a hand-off summary. " * 20)
     usage = sim.send(summary, now=30)
     assert usage.cache_read_tokens == first.prompt_tokens
     assert usage.cache_write_tokens == 0

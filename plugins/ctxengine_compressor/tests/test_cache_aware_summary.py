@@ -14,6 +14,7 @@ import ctxengine
 from ctxengine import normalize_usage
 from ctxengine.messages import marker_positions, validate
 from ctxengine.testing import samples
+from ctxengine_compressor.cache_aware import with_instruction
 from ctxengine_fakeapi import FakeAPI
 
 MODEL = "claude-sonnet-4-6"
@@ -117,20 +118,20 @@ def test_the_instruction_after_an_assistant_message_is_a_new_user_turn() -> None
     messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
     messages.append({"role": "assistant", "content": "hello"})
     request = {"model": MODEL, "messages": messages}
-    out = ctxengine.with_instruction(request, "Summarise.")
+    out = with_instruction(request, "Summarise.")
     assert out["messages"][:2] == request["messages"]
     assert out["messages"][2] == {
         "role": "user",
         "content": [{"type": "text", "text": "Summarise."}],
     }
     assert len(request["messages"]) == 2  # the caller's request is untouched
-    joined = ctxengine.with_instruction({"messages": [{"role": "user", "content": "hi"}]}, "S.")
+    joined = with_instruction({"messages": [{"role": "user", "content": "hi"}]}, "S.")
     assert joined["messages"][0]["content"] == [
         {"type": "text", "text": "hi"},
         {"type": "text", "text": "S."},
     ]
     with pytest.raises(ValueError, match="empty"):
-        ctxengine.with_instruction(request, "  ")
+        with_instruction(request, "  ")
 
 
 def test_a_top_level_marker_stays_where_the_agents_request_had_it() -> None:
@@ -147,7 +148,7 @@ def test_a_top_level_marker_stays_where_the_agents_request_had_it() -> None:
             last,
         ],
     }
-    out = ctxengine.with_instruction(request, "Summarise.")
+    out = with_instruction(request, "Summarise.")
     assert "cache_control" not in out
     assert out["messages"][:2] == request["messages"][:2]
     assert out["messages"][-1]["content"] == [
@@ -166,7 +167,7 @@ def test_a_top_level_marker_stays_where_the_agents_request_had_it() -> None:
         "role": "assistant",
         "content": [{"type": "text", "text": "done", "cache_control": {"type": "ephemeral"}}],
     }
-    out = ctxengine.with_instruction({**request, "messages": [*request["messages"], marked]}, "S.")
+    out = with_instruction({**request, "messages": [*request["messages"], marked]}, "S.")
     assert "cache_control" not in out
     assert out["messages"][3] == marked
     assert len(marker_positions(out)) == 1
@@ -235,7 +236,7 @@ def fresh_prompt_sent(api: FakeAPI, after: int = 1) -> bool:
         ({"context_length": 8_000}, "the prefix does not fit the summary model"),
     ],
 )
-def test_a_fresh_summariser_prompt_otherwise(api: FakeAPI, summary: Any, why: str) -> None:
+def test_a_fresh_summarizer_prompt_otherwise(api: FakeAPI, summary: Any, why: str) -> None:
     result = turn_then_compact(api, **summary)
     assert result.status == "compacted", why
     assert "cache-aware" not in result.reason

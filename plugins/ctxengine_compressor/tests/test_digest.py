@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from ctxengine import DIGEST_LABEL_PREFIX, EMPTY_SECTION, SUMMARY_HEADINGS, Format, split_summary
+from ctxengine import DIGEST_LABEL_PREFIX, EMPTY_SECTION, SUMMARY_HEADINGS, Format
 from ctxengine.testing.transcripts import load_sessions
 from ctxengine_compressor.digest import build_digest, min_digest_tokens
 from ctxengine_compressor.ledger import build_ledger
+from ctxengine_compressor.template import split_summary
 
 from .test_ledger import anthropic_conversation, openai_conversation
 

@@ -100,7 +100,7 @@ def test_second_compaction_updates_the_previous_summary(fmt: str) -> None:
     assert get_state(ctx).compactions == 2
 
 
-def test_summariser_input_is_the_original_content_without_reasoning_and_redacted() -> None:
+def test_summarizer_input_is_the_original_content_without_reasoning_and_redacted() -> None:
     provider = ScriptedProvider()
     ctx = make_ctx(provider)
     _, messages = _sample("openai")
@@ -279,7 +279,7 @@ def test_disabled_compression_is_a_noop_unless_forced() -> None:
     assert run(ctx, messages, "openai", force=True).status == "compacted"
 
 
-def test_focus_is_passed_to_the_summariser() -> None:
+def test_focus_is_passed_to_the_summarizer() -> None:
     provider = ScriptedProvider()
     ctx = make_ctx(provider)
     _, messages = _sample("openai")

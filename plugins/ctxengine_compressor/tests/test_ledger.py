@@ -13,20 +13,14 @@ from ctxengine import Format
 from ctxengine_compressor.ledger import (
     COMMAND_CHARS,
     Ledger,
-    Unit,
-    _DropSizes,
-    _render_units,
-    _sections_size,
     build_ledger,
     fit_units,
     ledger_units,
     missing_from,
     render_ledger,
     shorten_command,
-    units_size_floor,
 )
-
-from .hostile import bundled_sessions
+from ctxengine_compressor.ledger.fit import _render_units, _sections_size
 
 Message = dict[str, Any]
 
@@ -443,48 +437,6 @@ def test_budget_keeps_what_the_agent_needs_and_drops_listed_paths_first() -> Non
 def test_render_rejects_bad_budget(bad: Any) -> None:
     with pytest.raises(ValueError, match="max_tokens must be a positive integer, got"):
         render_ledger(Ledger(), bad)
-
-
-def _fit_ledgers() -> list[tuple[str, Ledger]]:
-    """The big ledger and every bundled session's ledger (the whole session, so commands quote
-    paths and failing commands carry errors)."""
-    cases = [("big", _big_ledger())]
-    for label, fmt, _, messages in bundled_sessions():
-        cases.append((label, build_ledger(messages, fmt)))
-    return cases
-
-
-def _fit_cases() -> list[tuple[str, list[Unit]]]:
-    return [(name, ledger_units(ledger, later_ask="- Later: ")) for name, ledger in _fit_ledgers()]
-
-
-@pytest.mark.parametrize("prefixes", [{}, {"first_ask": "- ", "later_ask": "- Later: "}])
-def test_units_size_floor_is_a_lower_bound(prefixes: dict[str, str]) -> None:
-    close = 0
-    for name, ledger in _fit_ledgers():
-        exact = sum(unit.size for unit in ledger_units(ledger, **prefixes))
-        floor = units_size_floor(ledger, **prefixes)
-        assert floor <= exact, name
-        close += floor >= 0.9 * exact
-    assert close > 0  # a floor of nothing would not decide anything
-
-
-def test_fit_sizes_are_the_rendered_sizes_after_every_drop() -> None:
-    """fit_units chooses from sizes computed drop by drop: each must be the size of what
-    rendering those units gives (lines, group headers, nested errors, paths a dropped command
-    uncovers, omission notes)."""
-    checked = 0
-    for name, units in _fit_cases():
-        assert _DropSizes.exact_for(units), name
-        order = sorted(range(len(units)), key=lambda i: (units[i].rank, units[i].age, i))
-        sizes = _DropSizes(units)
-        keep = [True] * len(units)
-        assert sizes.total == _sections_size(_render_units(units, keep)), name
-        for dropped, i in enumerate(order, start=1):
-            keep[i] = False
-            assert sizes.drop(i) == _sections_size(_render_units(units, keep)), (name, dropped)
-            checked += 1
-    assert checked > 1_000
 
 
 def test_fit_units_keeps_the_fewest_drops_that_fit() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from tests.fidelity.styles import STYLES, codex, mini_swe_agent, openhands, tau_bench
 
-from ctxengine import Format, split_summary
+from ctxengine import Format
 from ctxengine_compressor.digest import build_digest
 from ctxengine_compressor.ledger import (
     Ledger,
@@ -19,6 +19,7 @@ from ctxengine_compressor.ledger import (
     parse_ledger,
     render_ledger,
 )
+from ctxengine_compressor.template import split_summary
 
 Message = dict[str, Any]
 

@@ -100,7 +100,7 @@ def test_prune_anthropic_tool_result_blocks() -> None:
     assert validate(out, "anthropic", system=system) == []
 
 
-def test_a_pointer_never_names_a_copy_that_is_summarised_away() -> None:
+def test_a_pointer_never_names_a_copy_that_is_summarized_away() -> None:
     messages = _conversation()
     # The later copy (index 6) is in the summarised middle: no "see there" pointer.
     out, stats = prune(messages, "openai", 1, 5, kept_from=7)

@@ -93,7 +93,7 @@ def _long_session(asks: int) -> list[Message]:
     return messages
 
 
-def test_a_middle_larger_than_the_summary_window_is_summarised_in_parts() -> None:
+def test_a_middle_larger_than_the_summary_window_is_summarized_in_parts() -> None:
     # Defect 2: with a 16,000-token summary window and a ~1,300-message middle, 1,201 messages
     # were dropped from the summariser's prompt and the result did not say so.
     provider = ScriptedProvider(*[GOOD_SUMMARY] * 64, context_length=16_000)
@@ -140,7 +140,7 @@ def test_a_middle_beyond_the_call_budget_is_reported_and_its_facts_kept() -> Non
     assert "omitted for space" in (result.summary or "")
 
 
-def test_prose_secrets_never_reach_the_summary_or_the_summariser() -> None:
+def test_prose_secrets_never_reach_the_summary_or_the_summarizer() -> None:
     # Defect 7: "my db password is ..." passed redact() and was carried into summaries.
     provider = ScriptedProvider()
     ctx = make_ctx(provider, protect_last_n=2)

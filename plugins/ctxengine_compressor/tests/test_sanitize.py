@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from ctxengine.messages import sanitize_tool_pairs, validate
+from ctxengine.messages import validate
+from ctxengine_compressor.sanitize import sanitize_tool_pairs
 
 from .helpers import openai_call
 

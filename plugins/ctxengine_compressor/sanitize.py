@@ -1,7 +1,7 @@
 """Tool-pair repair after a compaction: every tool call keeps its result and vice versa.
 
 Engines that cut a conversation (the compressor, the lossless engine, third-party engines) can
-leave a tool result whose call was summarised away, or a call whose result was. Providers reject
+leave a tool result whose call was summarized away, or a call whose result was. Providers reject
 both. :func:`sanitize_tool_pairs` repairs exactly that and nothing else:
 
 - a tool result with no matching call in the tool-call message right before it is dropped;
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ctxengine._messages.conversation import Format, Message
+from ctxengine import Format, Message
 
 __all__ = ["sanitize_tool_pairs"]
 
