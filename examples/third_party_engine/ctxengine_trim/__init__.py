@@ -85,7 +85,7 @@ def should_compress(
 ) -> bool | None:
     if stage == "gateway":
         return None  # the gateway safety net decides that stage
-    if not ctx.config.compression.enabled:
+    if not ctx.config.context.compaction:
         return False
     limit = ctx.fraction_of_window(ctx.config.settings(SETTINGS).threshold)
     # reaches: the answer exact counts give, counting only when the prompt is close to the limit
