@@ -1164,3 +1164,118 @@ def test_field_allowed_texts() -> None:
 # ---------------------------------------------------------------------------------------------
 # Budgets
 # ---------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# Plugin sections and former key paths
+# ---------------------------------------------------------------------------------------------
+
+
+def test_plugin_keys_live_in_their_own_sections() -> None:
+    c = config_from_mapping(
+        {
+            "context": {"compaction": False},
+            "auxiliary": {"compression": {"abort_on_failure": True}},
+            "engines": {"compressor": {"threshold": 0.6, "protect_last_n": 5}},
+            "gateways": {"hygiene": {"threshold": 0.9, "hard_message_limit": 100}},
+        }
+    )
+    assert c.context.compaction is False
+    assert c.auxiliary.compression.abort_on_failure is True
+    assert (c.settings(COMPRESSOR).threshold, c.settings(COMPRESSOR).protect_last_n) == (0.6, 5)
+    assert (c.settings(HYGIENE).threshold, c.settings(HYGIENE).hard_message_limit) == (0.9, 100)
+    assert only_error({"gateways": {"hygiene": {"treshold": 0.9}}}) == (
+        f"config error in {SRC}: gateways.hygiene.treshold: unknown key; did you mean "
+        "'threshold'? (allowed: threshold, hard_message_limit)"
+    )
+
+
+def test_former_paths_set_the_new_keys_with_a_deprecation(home: Path, tmp_path: Path) -> None:
+    f = write(
+        tmp_path / "c.yaml",
+        "compression:\n  enabled: false\n  threshold: 0.6\n  hygiene_threshold: 0.9\n"
+        "  abort_on_summary_failure: true\n",
+    )
+    with pytest.warns(DeprecationWarning, match="compression.threshold"):
+        loaded = load_config(f, env=env_for(home), specs=BUILTIN)
+    c = loaded.config
+    assert c.context.compaction is False
+    assert c.auxiliary.compression.abort_on_failure is True
+    assert c.settings(COMPRESSOR).threshold == 0.6
+    assert c.settings(HYGIENE).threshold == 0.9
+    assert loaded.sources["engines.compressor.threshold"] == str(f)
+    assert [(d.alias, d.key) for d in loaded.deprecations] == [
+        ("compression.enabled", "context.compaction"),
+        ("compression.threshold", "engines.compressor.threshold"),
+        ("compression.hygiene_threshold", "gateways.hygiene.threshold"),
+        ("compression.abort_on_summary_failure", "auxiliary.compression.abort_on_failure"),
+    ]
+    row = next(r for r in loaded.rows() if r.key == "engines.compressor.threshold")
+    assert row.note == "given as compression.threshold, a deprecated name"
+    with pytest.warns(DeprecationWarning, match="compression.protect_last_n"):
+        overridden = load_config(
+            env=env_for(home), overrides={"compression.protect_last_n": "5"}, specs=BUILTIN
+        )
+    assert overridden.config.settings(COMPRESSOR).protect_last_n == 5
+    assert overridden.sources["engines.compressor.protect_last_n"] == "override"
+
+
+def test_both_paths_with_different_values_name_both() -> None:
+    with pytest.warns(DeprecationWarning):
+        c = config_from_mapping(
+            {"compression": {"threshold": 0.6}, "engines": {"compressor": {"threshold": 0.6}}}
+        )
+    assert c.settings(COMPRESSOR).threshold == 0.6
+    assert only_error(
+        {"compression": {"threshold": 0.6}, "engines": {"compressor": {"threshold": 0.7}}}
+    ) == (
+        f"config error in {SRC}: engines.compressor.threshold = 0.7: conflicts with "
+        "compression.threshold = 0.6: compression.threshold is the deprecated name of "
+        "engines.compressor.threshold; keep only engines.compressor.threshold"
+    )
+    assert only_error({"context": {"compaction": True}, "compression": {"enabled": False}}) == (
+        f"config error in {SRC}: compression.enabled = false: conflicts with "
+        "context.compaction = true: compression.enabled is the deprecated name of "
+        "context.compaction; keep only context.compaction"
+    )
+
+
+def test_a_lower_layer_under_the_former_path_is_overridden_without_conflict(
+    home: Path, tmp_path: Path
+) -> None:
+    f = write(tmp_path / "c.yaml", "compression:\n  threshold: 0.6\n")
+    with pytest.warns(DeprecationWarning):
+        loaded = load_config(
+            f, env=env_for(home), overrides={"engines.compressor.threshold": 0.7}, specs=BUILTIN
+        )
+    assert loaded.config.settings(COMPRESSOR).threshold == 0.7
+
+
+def test_settings_declared_on_a_class() -> None:
+    import attrs
+
+    from ctxengine import SettingsDeclarationError, SettingsSpec, setting
+    from ctxengine._config.spec import SettingsRegistry
+
+    @attrs.frozen
+    class Marker:
+        depth: int = setting("int", 2, ge=1, doc="breakpoints", alias="prompt_caching.depth")
+        label: str | None = setting("str", nullable=True, secret=True)
+
+    spec = SettingsSpec.of("strategies.marker", Marker)
+    assert [(f.name, f.default, f.alias) for f in spec.fields] == [
+        ("depth", 2, "prompt_caching.depth"),
+        ("label", None, None),
+    ]
+    assert "label" not in repr(Marker(label="x"))
+    registry = SettingsRegistry()
+    registry.for_owner("marker").add(spec)
+    c = config_from_mapping({"prompt_caching": {"depth": 3}})
+    with pytest.warns(DeprecationWarning, match="prompt_caching.depth"):
+        assert c.settings(spec) == Marker(depth=3)
+    assert config_from_mapping({"strategies": {"marker": {"depth": 4}}}).settings(spec).depth == 4
+    with pytest.raises(SettingsDeclarationError, match="plugins may declare keys under"):
+        registry.for_owner("old").add(SettingsSpec("compression", (Field("x", "int", 1),)))
+    other = SettingsSpec("strategies.other", (Field("d", "int", 1, alias="prompt_caching.depth"),))
+    with pytest.raises(SettingsDeclarationError, match="prompt_caching.depth is declared by both"):
+        registry.for_owner("other").add(other)

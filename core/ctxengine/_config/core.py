@@ -477,14 +477,10 @@ class Config:
         own = resolved.problems_of(spec)
         if own:
             raise ConfigError(own)
+        _note_deprecations([d for d in resolved.deprecations if d.key.startswith(spec.section)])
         value = build_value(spec, resolved.spec_values[spec])
         with self._lock:
             return self._validated.setdefault(spec, value)  # type: ignore[no-any-return]
-
-    def validated_specs(self) -> tuple[SettingsSpec[Any], ...]:
-        """The plugin specs validated with this configuration, in declaration order."""
-        with self._lock:
-            return tuple(self._validated)
 
     def validated_values(self) -> dict[SettingsSpec[Any], Any]:
         """A copy of the plugin values validated so far (spec -> built value)."""
@@ -670,9 +666,7 @@ def resolve_loaded(
     )
     if resolved.problems:
         raise ConfigError(resolved.problems)
-    for deprecation in resolved.deprecations:
-        log.warning("%s", deprecation)
-        warnings.warn(str(deprecation), DeprecationWarning, stacklevel=3)
+    _note_deprecations(resolved.deprecations)
     config, _ = _build(raw, resolved, plugin_specs)
     return LoadedConfig(
         config=config,
@@ -684,6 +678,20 @@ def resolve_loaded(
         deprecations=tuple(dict.fromkeys(resolved.deprecations)),
         values=types.MappingProxyType(resolved.values),
     )
+
+
+_LOGGED: set[Deprecation] = set()
+"""Deprecations already logged: a file is validated more than once per load (the kernel's keys
+alone, then with the plugins'), and each former path is worth one log line per process."""
+
+
+def _note_deprecations(deprecations: Sequence[Deprecation]) -> None:
+    """A :class:`DeprecationWarning` for each former path given, and one log line each."""
+    for deprecation in dict.fromkeys(deprecations):
+        warnings.warn(str(deprecation), DeprecationWarning, stacklevel=4)
+        if deprecation not in _LOGGED:
+            _LOGGED.add(deprecation)
+            log.warning("%s", deprecation)
 
 
 def config_from_mapping(

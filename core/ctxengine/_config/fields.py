@@ -33,7 +33,6 @@ __all__ = [
     "convert_input",
     "fields_of",
     "format_value",
-    "parse_fields",
     "parse_section",
     "printable",
     "setting",
@@ -95,7 +94,7 @@ def format_value(value: object) -> str:
 class ConfigProblem:
     """One invalid key or value.
 
-    :ivar key: dotted key path (``"compression.threshold"``); empty for file-level problems.
+    :ivar key: dotted key path (``"engines.compressor.threshold"``); empty for file-level problems.
     :ivar value: the offending value as given.
     :ivar allowed: what is allowed instead (``"must be a number from 0.05 to 0.95"``), or for
         unknown keys and file problems the whole explanation.
@@ -320,40 +319,13 @@ class Field:
 _FIELD_KEY = "ctxengine.field"
 
 
-def setting(
-    kind: FieldKind,
-    default: Any = None,
-    *,
-    nullable: bool = False,
-    ge: float | None = None,
-    gt: float | None = None,
-    le: float | None = None,
-    choices: tuple[object, ...] = (),
-    doc: str = "",
-    env: str | None = None,
-    storage: bool = False,
-    alias: str | None = None,
-    secret: bool = False,
-) -> Any:
-    """Declare one key as an attribute of an ``attrs`` settings class: its default, kind,
-    bounds, environment variable, doc and former path in one place (the meanings are
-    :class:`Field`'s). :meth:`SettingsSpec.of <ctxengine.SettingsSpec.of>` reads the class's
-    keys back, in attribute order. ``secret`` keeps the value out of the class's ``repr``.
+def setting(kind: FieldKind, default: Any = None, *, secret: bool = False, **options: Any) -> Any:
+    """Declare one key as an attribute of an ``attrs`` settings class: its kind, default and
+    the :class:`Field` options (bounds, choices, ``env``, ``doc``, ``storage``, ``alias``) in
+    one place. :meth:`SettingsSpec.of <ctxengine.SettingsSpec.of>` reads the class's keys back,
+    in attribute order. ``secret`` keeps the value out of the class's ``repr``.
     """
-    field = Field(
-        "",
-        kind,
-        default,
-        nullable=nullable,
-        ge=ge,
-        gt=gt,
-        le=le,
-        choices=choices,
-        doc=doc,
-        env=env,
-        storage=storage,
-        alias=alias,
-    )
+    field = Field("", kind, default, **options)
     return attrs.field(default=default, repr=not secret, metadata={_FIELD_KEY: field})
 
 
@@ -453,15 +425,22 @@ def as_mapping(
     return None
 
 
-def parse_fields(
-    data: object, key_path: str, fields: Sequence[Field], source: str | None
-) -> tuple[dict[str, Any], list[ConfigProblem]]:
-    """Validate the keys present in ``data``; return (given values, problems)."""
+def parse_section(
+    data: Mapping[str, Any] | None, key_path: str, fields: Sequence[Field], *, source: str
+) -> dict[str, Any]:
+    """Validate one section against ``fields``; return every field's value (defaults filled in).
+
+    Messages match the core's (``config error in <source>: engines.lcm.x = 3: must be ...``).
+    When ``data`` is a :class:`RawSection` (as found in ``Config.engines``), each key's recorded
+    source takes precedence over ``source``.
+
+    :raises ConfigError: listing every unknown key and invalid value.
+    """
     problems: list[ConfigProblem] = []
     names = [f.name for f in fields]
     mapping = as_mapping(data, key_path, names, source, problems)
     if mapping is None:
-        return {}, problems
+        raise ConfigError(problems)
     by_name = {f.name: f for f in fields}
     given: dict[str, Any] = {}
     for key, value in mapping.items():
@@ -477,21 +456,6 @@ def parse_fields(
             given[field.name] = converted
         else:
             problems.append(ConfigProblem(_join(key_path, key), value, field.allowed(), key_source))
-    return given, problems
-
-
-def parse_section(
-    data: Mapping[str, Any] | None, key_path: str, fields: Sequence[Field], *, source: str
-) -> dict[str, Any]:
-    """Validate one section against ``fields``; return every field's value (defaults filled in).
-
-    Messages match the core's (``config error in <source>: engines.lcm.x = 3: must be ...``).
-    When ``data`` is a :class:`RawSection` (as found in ``Config.engines``), each key's recorded
-    source takes precedence over ``source``.
-
-    :raises ConfigError: listing every unknown key and invalid value.
-    """
-    given, problems = parse_fields(data, key_path, fields, source)
     if problems:
         raise ConfigError(problems)
     return {f.name: given.get(f.name, f.default) for f in fields}

@@ -132,9 +132,6 @@ class SettingsSpec(Generic[T]):
         """The dotted key path of field ``name``."""
         return f"{self.section}.{name}"
 
-    def defaults(self) -> dict[str, Any]:
-        return {f.name: f.default for f in self.fields}
-
     def storage_keys(self) -> list[str]:
         """The key paths of the fields marked ``storage`` (where the owner keeps data)."""
         return [self.key(f.name) for f in self.fields if f.storage]
@@ -156,11 +153,9 @@ class SettingsRegistry:
     allowed sections, is a :class:`SettingsDeclarationError` naming both sides.
     """
 
-    def __init__(self, specs: Iterable[OwnedSpec] = ()) -> None:
+    def __init__(self) -> None:
         self._specs: list[OwnedSpec] = []
         self._owner_of: dict[str, str] = {}
-        for owned in specs:
-            self._add(owned.spec, owned.owner, check_section=False)
 
     @property
     def specs(self) -> tuple[OwnedSpec, ...]:
@@ -170,14 +165,12 @@ class SettingsRegistry:
         """The registry as one plugin sees it: its ``add`` stamps ``owner`` on each spec."""
         return PluginSettings(self, owner)
 
-    def _add(self, spec: SettingsSpec[Any], owner: str, *, check_section: bool = True) -> None:
+    def _add(self, spec: SettingsSpec[Any], owner: str) -> None:
         if not isinstance(spec, SettingsSpec):
             raise SettingsDeclarationError(
                 f"plugin {owner!r} declared {spec!r}, not a ctxengine.SettingsSpec"
             )
-        if check_section and not (
-            spec.section in PLUGIN_SECTIONS or _PLUGIN_SECTION.fullmatch(spec.section)
-        ):
+        if not (spec.section in PLUGIN_SECTIONS or _PLUGIN_SECTION.fullmatch(spec.section)):
             raise SettingsDeclarationError(
                 f"plugin {owner!r} declared settings under {spec.section!r}; plugins may declare "
                 "keys under engines.<name>, strategies.<name>, gateways.<name> or in "
@@ -196,9 +189,6 @@ class SettingsRegistry:
         for key in paths:
             self._owner_of[key] = owner
         self._specs.append(OwnedSpec(spec, owner))
-
-    def owner_of(self, key: str) -> str | None:
-        return self._owner_of.get(key)
 
 
 class PluginSettings:

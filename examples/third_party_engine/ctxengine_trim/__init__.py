@@ -25,13 +25,13 @@ from ctxengine import (
     CompressResult,
     Conversation,
     EngineContext,
-    Field,
     PluginSettings,
     SettingsSpec,
     Stage,
     TokenEstimate,
     Tool,
     hookimpl,
+    setting,
 )
 from ctxengine.messages import cut_points, is_tool_result_message
 
@@ -41,26 +41,19 @@ NAME = "trim"
 
 @attrs.frozen
 class TrimSettings:
-    threshold: float = 0.6
-    keep_last: int = 8
+    threshold: float = setting(
+        "number",
+        0.6,
+        gt=0.0,
+        le=0.95,
+        env="CTXENGINE_TRIM_THRESHOLD",
+        doc="compact when prompt tokens >= threshold x window",
+    )
+    keep_last: int = setting("int", 8, ge=2, doc="fewest recent messages kept")
 
 
-SETTINGS: SettingsSpec[TrimSettings] = SettingsSpec(
-    "engines.trim",
-    (
-        Field(
-            "threshold",
-            "number",
-            0.6,
-            gt=0.0,
-            le=0.95,
-            env="CTXENGINE_TRIM_THRESHOLD",
-            doc="compact when prompt tokens >= threshold x window",
-        ),
-        Field("keep_last", "int", 8, ge=2, doc="fewest recent messages kept"),
-    ),
-    build=TrimSettings,
-    trigger="threshold",
+SETTINGS: SettingsSpec[TrimSettings] = SettingsSpec.of(
+    "engines.trim", TrimSettings, trigger="threshold"
 )
 
 

@@ -3,7 +3,7 @@
 Every key, its default and its range are declared once, on :class:`LcmSettings`; the README's
 table mirrors it.
 The compaction threshold is the engine's own (``engines.lcm.threshold``, default 0.75 of the
-window), not ``compression.threshold`` (0.50): compaction here loses nothing, so it can wait
+window), not ``engines.compressor.threshold`` (0.50): compaction here loses nothing, so it can wait
 longer and compact less often, which keeps the prompt cache warm for longer.
 """
 
