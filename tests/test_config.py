@@ -1276,6 +1276,8 @@ def test_settings_declared_on_a_class() -> None:
     assert config_from_mapping({"strategies": {"marker": {"depth": 4}}}).settings(spec).depth == 4
     with pytest.raises(SettingsDeclarationError, match="plugins may declare keys under"):
         registry.for_owner("old").add(SettingsSpec("compression", (Field("x", "int", 1),)))
-    other = SettingsSpec("strategies.other", (Field("d", "int", 1, alias="prompt_caching.depth"),))
-    with pytest.raises(SettingsDeclarationError, match="prompt_caching.depth is declared by both"):
+    other: SettingsSpec[Any] = SettingsSpec(
+        "strategies.other", (Field("d", "int", 1, alias="prompt_caching.depth"),)
+    )
+    with pytest.raises(SettingsDeclarationError, match=r"prompt_caching\.depth is declared by"):
         registry.for_owner("other").add(other)
