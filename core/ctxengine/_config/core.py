@@ -13,6 +13,7 @@ Import cost: standard library and ``attrs`` only; ``yaml`` is imported when a fi
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -601,20 +602,13 @@ class LoadedConfig:
 
 
 def _core_values(config: Config) -> dict[str, Any]:
-    """The kernel's keys as ``config`` holds them (for a LoadedConfig built by hand)."""
-    typed: dict[str, object] = {
-        "context": config.context,
-        "model": config.model,
-        "auxiliary.compression": config.auxiliary.compression,
-        "prompt_caching": config.prompt_caching,
-        "context_editing": config.context_editing,
-        "coordination": config.coordination,
-    }
-    return {
-        spec.key(f.name): getattr(typed[spec.section], f.name)
-        for spec in CORE_SPECS
-        for f in spec.fields
-    }
+    """The kernel's keys as ``config`` holds them (for a LoadedConfig built by hand): section
+    ``a.b`` is ``config.a.b``."""
+    values: dict[str, Any] = {}
+    for spec in CORE_SPECS:
+        typed = functools.reduce(getattr, spec.section.split("."), config)
+        values.update({spec.key(f.name): getattr(typed, f.name) for f in spec.fields})
+    return values
 
 
 # ---------------------------------------------------------------------------------------------
