@@ -17,7 +17,6 @@ import attrs
 
 from ctxengine import (
     Config,
-    Field,
     SettingsSpec,
     SettingsView,
     config_from_mapping,
@@ -146,11 +145,6 @@ SETTINGS: SettingsSpec[LcmSettings] = SettingsSpec.of(
     doc="the lossless engine",
 )
 """The ``engines.lcm`` keys, declared to the kernel in the ``declare_settings`` hook."""
-
-
-def fields() -> list[Field]:
-    """The section's keys, types, defaults and ranges."""
-    return list(SETTINGS.fields)
 
 
 def default_db_path(data_dir: Path) -> Path:
