@@ -7,7 +7,7 @@ as ``CHAT_ID<TAB>reply``. Without an input file it plays a demo chat that grows 
 net compacts it. The gateway keeps every chat's history in ``--store`` (one JSON file per
 chat: the system prompt, the messages, and the prompt size the API reported for the last turn).
 Before a new message goes to the model, ``kernel.hygiene`` checks the stored history: at 85 % of
-the window (``compression.hygiene_threshold``) or at the hard message limit it compacts it with
+the window (``gateways.hygiene.threshold``) or at the hard message limit it compacts it with
 the selected engine, and the gateway stores the shorter history only when that really happened.
 The notice says what was done (or why nothing was dropped).
 

@@ -84,20 +84,20 @@ def test_config_shows_values_sources_and_owners(
     isolated_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = isolated_home / "config.yaml"
-    config.write_text("compression:\n  threshold: 0.6\nengines:\n  lcm:\n    threshold: 0.7\n")
+    config.write_text("engines:\n  compressor:\n    threshold: 0.6\n  lcm:\n    threshold: 0.7\n")
     code, output = run("config")
     assert code == 0
     assert output.splitlines()[0] == f"# config file: {config}"
     lines = {line.split()[0]: line for line in output.splitlines()[1:] if line.strip()}
-    assert lines["compression.threshold"].split() == [
-        "compression.threshold",
+    assert lines["engines.compressor.threshold"].split() == [
+        "engines.compressor.threshold",
         "0.6",
         "#",
         f"{config};",
         "compressor",
     ]
-    assert lines["compression.target_ratio"].split()[-2:] == ["default;", "compressor"]
-    assert lines["compression.hygiene_threshold"].split()[-2:] == ["default;", "hygiene"]
+    assert lines["engines.compressor.target_ratio"].split()[-2:] == ["default;", "compressor"]
+    assert lines["gateways.hygiene.threshold"].split()[-2:] == ["default;", "hygiene"]
     assert lines["context.engine"].split()[-2:] == ["default;", "kernel"]
     # lcm is not selected: its section is listed as unused, never validated or an error.
     assert "# unused (no selected plugin reads these keys):" in output
@@ -110,6 +110,30 @@ def test_config_shows_values_sources_and_owners(
     assert lines["context.engine"].split()[-3:] == ["env", "CTXENGINE_ENGINE;", "kernel"]
     assert lines["engines.lcm.threshold"].split()[-2:] == [f"{config};", "lcm"]
     assert lines["engines.lcm.fresh_tail_count"].split()[-2:] == ["default;", "lcm"]
+    assert lines["engines.compressor.threshold"].endswith(
+        "no selected plugin reads engines.compressor"
+    )
+
+
+def test_config_lists_former_key_paths(
+    isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = isolated_home / "config.yaml"
+    config.write_text("compression:\n  threshold: 0.6\n  enabled: true\n")
+    with pytest.warns(DeprecationWarning, match="compression.threshold"):
+        code, output = run("config")
+    assert code == 0
+    assert "# deprecated: compression.threshold is now engines.compressor.threshold" in output
+    lines = {line.split()[0]: line for line in output.splitlines()[1:] if line.strip()}
+    assert lines["engines.compressor.threshold"].split()[1] == "0.6"
+    assert lines["engines.compressor.threshold"].endswith(
+        "compressor; given as compression.threshold, a deprecated name"
+    )
+    assert lines["context.compaction"].endswith("given as compression.enabled, a deprecated name")
+    # Another engine selected: the compressor's former path is nobody's key, listed as unused.
+    monkeypatch.setenv("CTXENGINE_ENGINE", "lcm")
+    code, output = run("config")
+    lines = {line.split()[0]: line for line in output.splitlines()[1:] if line.strip()}
     assert lines["compression.threshold"].endswith("no selected plugin reads compression.threshold")
 
 
@@ -371,15 +395,15 @@ def test_engines_and_config_print_json(isolated_home: Path) -> None:
     assert code == 0
     document = json.loads(output)
     assert document["config_file"] == str(isolated_home / "config.yaml")
-    assert document["engine_trigger"] == "compression.threshold"
+    assert document["engine_trigger"] == "engines.compressor.threshold"
     keys = {k["key"]: k for k in document["keys"]}
-    assert keys["compression.threshold"] == {
-        "key": "compression.threshold",
+    assert keys["engines.compressor.threshold"] == {
+        "key": "engines.compressor.threshold",
         "value": 0.6,
         "source": str(isolated_home / "config.yaml"),
         "owner": "compressor",
         "status": "ok",
-        "note": None,
+        "note": "given as compression.threshold, a deprecated name",
     }
 
     code, output = run("config", "--reference", "--json")

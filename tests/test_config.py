@@ -10,10 +10,8 @@ from typing import Any
 import pytest
 
 from ctxengine._config.core import (
-    ENV_VARS,
-    SECTION_FIELDS,
+    CORE_SPECS,
     AuxiliarySettings,
-    CompressionSettings,
     Config,
     ContextSettings,
     CoordinationSettings,
@@ -35,6 +33,11 @@ SRC = "/etc/cfg/config.yaml"
 # The kernel validates its own keys together with the selected plugins' keys; these tests use
 # the built-in compressor (the default engine) and gateway hygiene, as a default kernel does.
 BUILTIN = (OwnedSpec(COMPRESSOR, "compressor"), OwnedSpec(HYGIENE, "hygiene"))
+
+SECTION_FIELDS = {spec.section: spec.fields for spec in CORE_SPECS}
+"""Section path -> the kernel's fields in it."""
+ENV_VARS = {f.env: spec.key(f.name) for spec in CORE_SPECS for f in spec.fields if f.env}
+"""The kernel's environment variables -> the key each sets."""
 
 
 def config_from_mapping(data: dict[str, Any], *, source: str = "<mapping>") -> Config:
@@ -79,17 +82,17 @@ def env_for(home: Path, **extra: str) -> dict[str, str]:
 def test_defaults_match_spec() -> None:
     c = Config()
     assert c.context == ContextSettings(
-        engine="compressor", plugin_dirs=(), strict=False, extensions=()
+        engine="compressor", plugin_dirs=(), strict=False, extensions=(), compaction=True
     )
     assert c.model == ModelSettings(
         name="claude-sonnet-4-6", context_length=None, max_tokens=None, base_url=None
     )
-    assert c.compression == CompressionSettings(enabled=True, abort_on_summary_failure=False)
+    assert c.auxiliary.compression.abort_on_failure is False
     assert c.settings(COMPRESSOR) == COMPRESSOR.build(  # type: ignore[misc]
         threshold=0.50, target_ratio=0.20, protect_last_n=20, protect_first_n=3
     )
-    assert c.settings(HYGIENE).hygiene_threshold == 0.85
-    assert c.settings(HYGIENE).hygiene_hard_message_limit == 5000
+    assert c.settings(HYGIENE).threshold == 0.85
+    assert c.settings(HYGIENE).hard_message_limit == 5000
     assert c.auxiliary == AuxiliarySettings(
         SummaryProviderSettings(
             provider="auto",
@@ -125,17 +128,16 @@ def test_empty_sections_equal_defaults() -> None:
 
 
 def test_field_defaults_come_from_the_settings_classes() -> None:
-    # The kernel's own compression keys; each plugin declares the rest.
-    assert {f.name: f.default for f in SECTION_FIELDS["compression"]} == {
-        "enabled": True,
-        "abort_on_summary_failure": False,
-    }
     assert {f.name: f.default for f in SECTION_FIELDS["context"]} == {
         "engine": "compressor",
         "plugin_dirs": (),
         "strict": False,
         "extensions": (),
+        "compaction": True,
     }
+    assert ContextSettings() == ContextSettings(
+        **{f.name: f.default for f in SECTION_FIELDS["context"]}
+    )
 
 
 def test_full_valid_file_is_typed() -> None:
@@ -172,8 +174,8 @@ def test_full_valid_file_is_typed() -> None:
         }
     )
     assert c.context.plugin_dirs == ("/opt/p",)
-    assert c.settings(HYGIENE).hygiene_threshold == 1.0
-    assert isinstance(c.settings(HYGIENE).hygiene_threshold, float)
+    assert c.settings(HYGIENE).threshold == 1.0
+    assert isinstance(c.settings(HYGIENE).threshold, float)
     assert c.auxiliary.compression.timeout == 5.0
     assert isinstance(c.auxiliary.compression.timeout, float)
     assert c.prompt_caching.enabled is False
@@ -340,7 +342,7 @@ def test_type_errors(path: str, value: object, message: str) -> None:
 def test_yaml_booleans_are_accepted() -> None:
     c = config_from_mapping({"context": {"strict": True}, "compression": {"enabled": False}})
     assert c.context.strict is True
-    assert c.compression.enabled is False
+    assert c.context.compaction is False
 
 
 def test_bad_provider() -> None:
@@ -404,7 +406,7 @@ def test_unknown_key_suggests_closest() -> None:
 def test_unknown_key_without_close_match() -> None:
     assert only_error({"context": {"zzz": 1}}) == (
         f"config error in {SRC}: context.zzz: unknown key "
-        "(allowed: engine, plugin_dirs, strict, extensions)"
+        "(allowed: engine, plugin_dirs, strict, extensions, compaction)"
     )
 
 
@@ -413,7 +415,7 @@ def test_unknown_nested_key() -> None:
         f"config error in {SRC}: auxiliary.compression.modle: unknown key; did you mean 'model'? "
         "(allowed: provider, model, base_url, api_key, timeout, context_length, cache_aware, "
         "max_attempts, retry_backoff, retry_max_wait, breaker_failures, breaker_cooldown, "
-        "fallback)"
+        "fallback, abort_on_failure)"
     )
     assert only_error({"auxiliary": {"compresion": {}}}) == (
         f"config error in {SRC}: auxiliary.compresion: unknown key; did you mean "
@@ -424,8 +426,8 @@ def test_unknown_nested_key() -> None:
 def test_unknown_section_suggests_closest() -> None:
     assert only_error({"prompt_cache": {}}) == (
         f"config error in {SRC}: prompt_cache: unknown section; did you mean 'prompt_caching'? "
-        "(allowed: context, model, compression, auxiliary, prompt_caching, context_editing, "
-        "coordination, models, engines)"
+        "(allowed: context, model, auxiliary, prompt_caching, context_editing, coordination, "
+        "models, engines, strategies, gateways, compression)"
     )
 
 
@@ -446,22 +448,22 @@ def test_engine_names_are_checked() -> None:
 
 def test_hygiene_below_threshold() -> None:
     assert only_error({"compression": {"threshold": 0.6, "hygiene_threshold": 0.5}}) == (
-        f"config error in {SRC}: compression.hygiene_threshold = 0.5: "
-        "must be >= compression.threshold (0.6) and <= 1.0"
+        f"config error in {SRC}: gateways.hygiene.threshold = 0.5: "
+        "must be >= engines.compressor.threshold (0.6) and <= 1.0"
     )
 
 
 def test_threshold_above_default_hygiene_points_at_threshold() -> None:
     assert only_error({"compression": {"threshold": 0.9}}) == (
-        f"config error in {SRC}: compression.threshold = 0.9: must be <= "
-        "compression.hygiene_threshold (0.85, the default); raise "
-        "compression.hygiene_threshold as well"
+        f"config error in {SRC}: engines.compressor.threshold = 0.9: must be <= "
+        "gateways.hygiene.threshold (0.85, the default); raise "
+        "gateways.hygiene.threshold as well"
     )
 
 
 def test_hygiene_equal_to_threshold_is_fine() -> None:
     c = config_from_mapping({"compression": {"threshold": 0.9, "hygiene_threshold": 0.9}})
-    assert c.settings(HYGIENE).hygiene_threshold == 0.9
+    assert c.settings(HYGIENE).threshold == 0.9
 
 
 def test_max_tokens_must_be_below_context_length() -> None:
@@ -635,8 +637,8 @@ def test_top_level_must_be_a_mapping(home: Path, tmp_path: Path) -> None:
         load_config(f, env=env_for(home), specs=BUILTIN)
     assert str(info.value) == (
         f"config error in {f}: the top level must be a mapping of sections (context, model, "
-        "compression, auxiliary, prompt_caching, context_editing, coordination, models, "
-        "engines), not list ['context', 'model']"
+        "auxiliary, prompt_caching, context_editing, coordination, models, engines, strategies, "
+        "gateways, compression), not list ['context', 'model']"
     )
 
 
@@ -705,7 +707,7 @@ prompt_caching:
     f = write(tmp_path / "c.yaml", spec_yaml)
     loaded = load_config(f, env=env_for(home), specs=BUILTIN)
     assert loaded.config == Config()
-    assert loaded.sources["compression.threshold"] == str(f)
+    assert loaded.sources["engines.compressor.threshold"] == str(f)
     assert loaded.sources["model.base_url"] == "default"
 
 
@@ -722,9 +724,9 @@ def test_env_overrides_file(home: Path, tmp_path: Path) -> None:
         specs=BUILTIN,
     )
     assert loaded.config.settings(COMPRESSOR).threshold == 0.7
-    assert loaded.config.compression.enabled is False
-    assert loaded.sources["compression.threshold"] == "env CTXENGINE_THRESHOLD"
-    assert loaded.sources["compression.enabled"] == "env CTXENGINE_COMPRESSION_ENABLED"
+    assert loaded.config.context.compaction is False
+    assert loaded.sources["engines.compressor.threshold"] == "env CTXENGINE_THRESHOLD"
+    assert loaded.sources["context.compaction"] == "env CTXENGINE_COMPRESSION_ENABLED"
 
 
 def test_every_env_var(home: Path) -> None:
@@ -757,12 +759,11 @@ def test_every_env_var(home: Path) -> None:
     loaded = load_config(env=env, specs=BUILTIN)
     c = loaded.config
     assert c.context == ContextSettings(
-        engine="lcm", plugin_dirs=("/a", "/b"), strict=True, extensions=("audit",)
+        engine="lcm", plugin_dirs=("/a", "/b"), strict=True, extensions=("audit",), compaction=False
     )
     assert c.model == ModelSettings("gpt-5", 400_000, 16_000, "https://openrouter.ai/api/v1")
-    assert c.compression.enabled is False
     assert c.settings(COMPRESSOR).threshold == 0.6
-    assert c.settings(HYGIENE).hygiene_threshold == 0.9
+    assert c.settings(HYGIENE).threshold == 0.9
     assert c.auxiliary.compression == SummaryProviderSettings(
         provider="openai",
         model="gpt-5-mini",
@@ -776,9 +777,9 @@ def test_every_env_var(home: Path) -> None:
     assert c.coordination == CoordinationSettings(backend="postgresql")
     for var, key in ENV_VARS.items():
         assert loaded.sources[key] == f"env {var}"
-    assert loaded.sources["compression.threshold"] == "env CTXENGINE_THRESHOLD"
-    assert loaded.owners["compression.threshold"] == "compressor"
-    assert loaded.sources["compression.hygiene_threshold"] == "env CTXENGINE_HYGIENE_THRESHOLD"
+    assert loaded.sources["engines.compressor.threshold"] == "env CTXENGINE_THRESHOLD"
+    assert loaded.owners["engines.compressor.threshold"] == "compressor"
+    assert loaded.sources["gateways.hygiene.threshold"] == "env CTXENGINE_HYGIENE_THRESHOLD"
 
 
 @pytest.mark.parametrize(
@@ -825,12 +826,12 @@ def test_env_null_and_empty(home: Path, tmp_path: Path) -> None:
         (
             "CTXENGINE_THRESHOLD",
             "1.5",
-            "compression.threshold = 1.5: must be a number from 0.05 to 0.95",
+            "engines.compressor.threshold = 1.5: must be a number from 0.05 to 0.95",
         ),
         (
             "CTXENGINE_THRESHOLD",
             "half",
-            "compression.threshold = 'half': must be a number from 0.05 to 0.95",
+            "engines.compressor.threshold = 'half': must be a number from 0.05 to 0.95",
         ),
         (
             "CTXENGINE_STRICT",
@@ -841,7 +842,7 @@ def test_env_null_and_empty(home: Path, tmp_path: Path) -> None:
         (
             "CTXENGINE_COMPRESSION_ENABLED",
             "2",
-            "compression.enabled = '2': must be true or "
+            "context.compaction = '2': must be true or "
             "false (true/false may be written 1/0, yes/no, on/off)",
         ),
         (
@@ -908,8 +909,8 @@ def test_env_threshold_against_file_hygiene_names_both_sources(home: Path, tmp_p
     with pytest.raises(ConfigError) as info:
         load_config(f, env=env_for(home, CTXENGINE_THRESHOLD="0.7"), specs=BUILTIN)
     assert str(info.value) == (
-        f"config error in {f}: compression.hygiene_threshold = 0.6: must be >= "
-        "compression.threshold (0.7, from env CTXENGINE_THRESHOLD) and <= 1.0"
+        f"config error in {f}: gateways.hygiene.threshold = 0.6: must be >= "
+        "engines.compressor.threshold (0.7, from env CTXENGINE_THRESHOLD) and <= 1.0"
     )
 
 
@@ -939,7 +940,7 @@ def test_overrides_apply_last(home: Path, tmp_path: Path) -> None:
     assert loaded.sources["context.engine"] == "override"
     assert loaded.config.settings(COMPRESSOR).threshold == 0.6
     assert loaded.config.settings(COMPRESSOR).protect_last_n == 5
-    assert loaded.sources["compression.protect_last_n"] == "override"
+    assert loaded.sources["engines.compressor.protect_last_n"] == "override"
 
 
 def test_override_strings_are_parsed_like_env(home: Path) -> None:
@@ -1029,10 +1030,10 @@ def test_sources_cover_every_leaf(home: Path, tmp_path: Path) -> None:
     leaves = {f"{s}.{fld.name}" for s, fs in SECTION_FIELDS.items() for fld in fs}
     leaves |= {spec.spec.key(fld.name) for spec in BUILTIN for fld in spec.spec.fields}
     assert leaves | {"engines.lcm"} == set(loaded.sources)
-    assert loaded.sources["compression.threshold"] == str(f)
+    assert loaded.sources["engines.compressor.threshold"] == str(f)
     assert loaded.sources["prompt_caching.cache_ttl"] == "env CTXENGINE_CACHE_TTL"
     assert loaded.sources["context.strict"] == "override"
-    assert loaded.sources["compression.enabled"] == "default"
+    assert loaded.sources["context.compaction"] == "default"
     assert loaded.sources["engines.lcm"] == str(f)
 
 
@@ -1163,3 +1164,120 @@ def test_field_allowed_texts() -> None:
 # ---------------------------------------------------------------------------------------------
 # Budgets
 # ---------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# Plugin sections and former key paths
+# ---------------------------------------------------------------------------------------------
+
+
+def test_plugin_keys_live_in_their_own_sections() -> None:
+    c = config_from_mapping(
+        {
+            "context": {"compaction": False},
+            "auxiliary": {"compression": {"abort_on_failure": True}},
+            "engines": {"compressor": {"threshold": 0.6, "protect_last_n": 5}},
+            "gateways": {"hygiene": {"threshold": 0.9, "hard_message_limit": 100}},
+        }
+    )
+    assert c.context.compaction is False
+    assert c.auxiliary.compression.abort_on_failure is True
+    assert (c.settings(COMPRESSOR).threshold, c.settings(COMPRESSOR).protect_last_n) == (0.6, 5)
+    assert (c.settings(HYGIENE).threshold, c.settings(HYGIENE).hard_message_limit) == (0.9, 100)
+    assert only_error({"gateways": {"hygiene": {"treshold": 0.9}}}) == (
+        f"config error in {SRC}: gateways.hygiene.treshold: unknown key; did you mean "
+        "'threshold'? (allowed: threshold, hard_message_limit)"
+    )
+
+
+def test_former_paths_set_the_new_keys_with_a_deprecation(home: Path, tmp_path: Path) -> None:
+    f = write(
+        tmp_path / "c.yaml",
+        "compression:\n  enabled: false\n  threshold: 0.6\n  hygiene_threshold: 0.9\n"
+        "  abort_on_summary_failure: true\n",
+    )
+    with pytest.warns(DeprecationWarning, match="compression.threshold"):
+        loaded = load_config(f, env=env_for(home), specs=BUILTIN)
+    c = loaded.config
+    assert c.context.compaction is False
+    assert c.auxiliary.compression.abort_on_failure is True
+    assert c.settings(COMPRESSOR).threshold == 0.6
+    assert c.settings(HYGIENE).threshold == 0.9
+    assert loaded.sources["engines.compressor.threshold"] == str(f)
+    assert [(d.alias, d.key) for d in loaded.deprecations] == [
+        ("compression.enabled", "context.compaction"),
+        ("compression.threshold", "engines.compressor.threshold"),
+        ("compression.hygiene_threshold", "gateways.hygiene.threshold"),
+        ("compression.abort_on_summary_failure", "auxiliary.compression.abort_on_failure"),
+    ]
+    row = next(r for r in loaded.rows() if r.key == "engines.compressor.threshold")
+    assert row.note == "given as compression.threshold, a deprecated name"
+    with pytest.warns(DeprecationWarning, match="compression.protect_last_n"):
+        overridden = load_config(
+            env=env_for(home), overrides={"compression.protect_last_n": "5"}, specs=BUILTIN
+        )
+    assert overridden.config.settings(COMPRESSOR).protect_last_n == 5
+    assert overridden.sources["engines.compressor.protect_last_n"] == "override"
+
+
+def test_both_paths_with_different_values_name_both() -> None:
+    with pytest.warns(DeprecationWarning):
+        c = config_from_mapping(
+            {"compression": {"threshold": 0.6}, "engines": {"compressor": {"threshold": 0.6}}}
+        )
+    assert c.settings(COMPRESSOR).threshold == 0.6
+    assert only_error(
+        {"compression": {"threshold": 0.6}, "engines": {"compressor": {"threshold": 0.7}}}
+    ) == (
+        f"config error in {SRC}: engines.compressor.threshold = 0.7: conflicts with "
+        "compression.threshold = 0.6: compression.threshold is the deprecated name of "
+        "engines.compressor.threshold; keep only engines.compressor.threshold"
+    )
+    assert only_error({"context": {"compaction": True}, "compression": {"enabled": False}}) == (
+        f"config error in {SRC}: compression.enabled = false: conflicts with "
+        "context.compaction = true: compression.enabled is the deprecated name of "
+        "context.compaction; keep only context.compaction"
+    )
+
+
+def test_a_lower_layer_under_the_former_path_is_overridden_without_conflict(
+    home: Path, tmp_path: Path
+) -> None:
+    f = write(tmp_path / "c.yaml", "compression:\n  threshold: 0.6\n")
+    with pytest.warns(DeprecationWarning):
+        loaded = load_config(
+            f, env=env_for(home), overrides={"engines.compressor.threshold": 0.7}, specs=BUILTIN
+        )
+    assert loaded.config.settings(COMPRESSOR).threshold == 0.7
+
+
+def test_settings_declared_on_a_class() -> None:
+    import attrs
+
+    from ctxengine import SettingsDeclarationError, SettingsSpec, setting
+    from ctxengine._config.spec import SettingsRegistry
+
+    @attrs.frozen
+    class Marker:
+        depth: int = setting("int", 2, ge=1, doc="breakpoints", alias="prompt_caching.depth")
+        label: str | None = setting("str", nullable=True, secret=True)
+
+    spec = SettingsSpec.of("strategies.marker", Marker)
+    assert [(f.name, f.default, f.alias) for f in spec.fields] == [
+        ("depth", 2, "prompt_caching.depth"),
+        ("label", None, None),
+    ]
+    assert "label" not in repr(Marker(label="x"))
+    registry = SettingsRegistry()
+    registry.for_owner("marker").add(spec)
+    c = config_from_mapping({"prompt_caching": {"depth": 3}})
+    with pytest.warns(DeprecationWarning, match="prompt_caching.depth"):
+        assert c.settings(spec) == Marker(depth=3)
+    assert config_from_mapping({"strategies": {"marker": {"depth": 4}}}).settings(spec).depth == 4
+    with pytest.raises(SettingsDeclarationError, match="plugins may declare keys under"):
+        registry.for_owner("old").add(SettingsSpec("compression", (Field("x", "int", 1),)))
+    other: SettingsSpec[Any] = SettingsSpec(
+        "strategies.other", (Field("d", "int", 1, alias="prompt_caching.depth"),)
+    )
+    with pytest.raises(SettingsDeclarationError, match=r"prompt_caching\.depth is declared by"):
+        registry.for_owner("other").add(other)

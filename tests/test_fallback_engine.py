@@ -68,7 +68,7 @@ def test_the_fallback_is_loaded_beside_the_engine(registered: Any) -> None:
         assert "compressor" in kernel.plugin_names
         assert kernel.status_lines()[0].endswith(", falling back to compressor")
         # The fallback's keys are validated and listed with their owner.
-        assert kernel.loaded.owners["compression.protect_last_n"] == "compressor"
+        assert kernel.loaded.owners["engines.compressor.protect_last_n"] == "compressor"
         session = kernel.session("s")
         assert session.ctx.fallback_engine == "compressor"
 

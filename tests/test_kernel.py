@@ -321,14 +321,14 @@ def test_a_config_evolved_in_code_keeps_its_values() -> None:
     from ctxengine_compressor.settings import SETTINGS
 
     base = ctxengine.config_from_mapping({"compression": {"threshold": 0.4}}, specs=[SETTINGS])
-    evolved = attrs.evolve(base, compression=attrs.evolve(base.compression, enabled=False))
+    evolved = attrs.evolve(base, context=attrs.evolve(base.context, compaction=False))
     kernel = ctxengine.load(evolved)
-    assert kernel.config.compression.enabled is False
+    assert kernel.config.context.compaction is False
     # The plugins' keys still come from the layers they were written in.
     assert kernel.config.settings(SETTINGS).threshold == 0.4
     _, messages = samples.conversation("openai", turns=60)
     assert kernel.session("s").should_compress(messages) is False
-    assert ctxengine.load(Config()).config.compression.enabled is True
+    assert ctxengine.load(Config()).config.context.compaction is True
 
 
 # -- load(trigger=...) and load(sandbox=...) ------------------------------------------------
@@ -336,13 +336,13 @@ def test_a_config_evolved_in_code_keeps_its_values() -> None:
 
 def test_trigger_sets_the_selected_engines_own_key() -> None:
     compressor = ctxengine.load(trigger=0.4)
-    assert compressor.trigger_key == "compression.threshold"
-    assert compressor.loaded.values["compression.threshold"] == 0.4
-    assert compressor.loaded.sources["compression.threshold"] == "override"
+    assert compressor.trigger_key == "engines.compressor.threshold"
+    assert compressor.loaded.values["engines.compressor.threshold"] == 0.4
+    assert compressor.loaded.sources["engines.compressor.threshold"] == "override"
     lcm = ctxengine.load({"context": {"engine": "lcm"}}, trigger=0.4)
     assert lcm.trigger_key == "engines.lcm.threshold"
     assert lcm.loaded.values["engines.lcm.threshold"] == 0.4
-    assert "compression.threshold" not in lcm.loaded.values  # the compressor is not selected
+    assert "engines.compressor.threshold" not in lcm.loaded.values  # the compressor is not selected
 
 
 def test_trigger_is_validated_like_the_key_it_sets() -> None:

@@ -75,8 +75,8 @@ def test_hygiene_is_checked_against_its_trigger(trim: None) -> None:
         ctxengine.load({"context": {"engine": "trim"}, "engines": {"trim": {"threshold": 0.9}}})
     assert str(error.value) == (
         "config error in <mapping>: engines.trim.threshold = 0.9: must be <= "
-        "compression.hygiene_threshold (0.85, the default); raise "
-        "compression.hygiene_threshold as well"
+        "gateways.hygiene.threshold (0.85, the default); raise "
+        "gateways.hygiene.threshold as well"
     )
 
 

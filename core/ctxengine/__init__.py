@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         FieldKind,
         RawSection,
         parse_section,
+        setting,
     )
     from ctxengine._config.spec import (
         PluginSettings,
@@ -208,6 +209,7 @@ _LAZY = {
     "lookup_model": "ctxengine._accounting.models",
     "normalize_usage": "ctxengine._accounting.usage",
     "parse_section": "ctxengine._config.fields",
+    "setting": "ctxengine._config.fields",
     "register_engine": "ctxengine._kernel.resolve",
     "rough_conversation_tokens": "ctxengine._accounting.estimate",
     "rough_message_tokens": "ctxengine._accounting.estimate",
@@ -316,6 +318,7 @@ __all__ = [
     "register_engine",
     "rough_conversation_tokens",
     "rough_message_tokens",
+    "setting",
     "strip_reasoning",
     "unregister_engine",
     "usable_window",

@@ -153,11 +153,11 @@ def declare_settings(settings: PluginSettings) -> None:
     """Broadcast: declare the configuration keys this plugin reads.
 
     Called once per kernel, for every loaded plugin, before the configuration is validated.
-    Call ``settings.add(spec)`` with a :class:`~ctxengine.SettingsSpec` per section
-    (``engines.<name>``, or keys added to ``compression``, ``prompt_caching`` or
-    ``coordination``); the kernel then validates those keys at :func:`ctxengine.load` with the
-    same messages as its own, shows them in ``ctxengine config``, and serves their values
-    through ``ctx.config.settings(spec)``.
+    Call ``settings.add(spec)`` with a :class:`~ctxengine.SettingsSpec` per section (the
+    plugin's own ``engines.<name>``, ``strategies.<name>`` or ``gateways.<name>``, or keys added
+    to ``prompt_caching`` / ``coordination``); the kernel then validates those keys at
+    :func:`ctxengine.load` with the same messages as its own, shows them in ``ctxengine config``,
+    and serves their values through ``ctx.config.settings(spec)``.
 
     :param settings: the registry, stamped with this plugin's name.
     """

@@ -41,8 +41,8 @@ CTXENGINE_KIND = "engine"
 
 @hookimpl
 def declare_settings(settings: PluginSettings) -> None:
-    """``compression.threshold``, ``target_ratio``, ``protect_last_n``, ``protect_first_n``,
-    ``summary_max_calls``."""
+    """``engines.compressor``: ``threshold``, ``target_ratio``, ``protect_last_n``,
+    ``protect_first_n``, ``summary_max_calls``."""
     from ctxengine_compressor.settings import SETTINGS
 
     settings.add(SETTINGS)

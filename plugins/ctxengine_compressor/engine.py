@@ -198,8 +198,8 @@ def compress(
 
 def _gate(run: _Compaction, force: bool) -> str | None:
     """Why nothing is compacted before anything is looked at, or ``None``."""
-    if not run.ctx.config.compression.enabled and not force:
-        return "compression is disabled (compression.enabled: false)"
+    if not run.ctx.config.context.compaction and not force:
+        return "compression is disabled (context.compaction: false)"
     if not run.messages:
         return "the conversation is empty"
     return None

@@ -1,16 +1,17 @@
-"""The compressor's configuration keys (in the ``compression`` section) and its token budgets.
+"""The compressor's configuration keys (``engines.compressor``) and its token budgets.
 
-``compression.enabled`` and ``compression.abort_on_summary_failure`` are the kernel's (every
-engine honours them); the keys below are the compressor's own and are validated only while
-it is the selected engine. Derived values for a 200K window with the defaults: threshold
-100,000 tokens, tail budget 20,000, summary cap 10,000.
+``context.compaction`` and ``auxiliary.compression.abort_on_failure`` are the kernel's (every
+engine honours them); the keys below are the compressor's own and are validated only while it
+is the selected engine. Each was ``compression.<key>`` before, still read with a deprecation
+notice. Derived values for a 200K window with the defaults: threshold 100,000 tokens, tail
+budget 20,000, summary cap 10,000.
 """
 
 from __future__ import annotations
 
 import attrs
 
-from ctxengine import EngineContext, Field, SettingsSpec
+from ctxengine import EngineContext, SettingsSpec, setting
 from ctxengine_compressor.state import get_state
 
 MAX_SUMMARY_TOKENS = 12_000
@@ -24,54 +25,50 @@ SUMMARY_WINDOW_SHARE = 0.05
 class CompressorSettings:
     """The compressor's validated keys."""
 
-    threshold: float = 0.50
-    target_ratio: float = 0.20
-    protect_last_n: int = 20
-    protect_first_n: int = 3
-    summary_max_calls: int = 8
+    threshold: float = setting(
+        "number",
+        0.50,
+        ge=0.05,
+        le=0.95,
+        env="CTXENGINE_THRESHOLD",
+        alias="compression.threshold",
+        doc="compact when prompt tokens >= threshold x window",
+    )
+    target_ratio: float = setting(
+        "number",
+        0.20,
+        ge=0.10,
+        le=0.80,
+        alias="compression.target_ratio",
+        doc="tokens of recent messages kept verbatim = threshold tokens x target_ratio",
+    )
+    protect_last_n: int = setting(
+        "int",
+        20,
+        ge=1,
+        alias="compression.protect_last_n",
+        doc="fewest recent messages kept verbatim",
+    )
+    protect_first_n: int = setting(
+        "int",
+        3,
+        ge=0,
+        alias="compression.protect_first_n",
+        doc="messages after the system prompt kept verbatim (never past a previous summary)",
+    )
+    summary_max_calls: int = setting(
+        "int",
+        8,
+        ge=1,
+        le=64,
+        alias="compression.summary_max_calls",
+        doc="most summary calls per compaction: parts of a middle too large for the "
+        "summary model, and their merge",
+    )
 
 
-SETTINGS: SettingsSpec[CompressorSettings] = SettingsSpec(
-    "compression",
-    (
-        Field(
-            "threshold",
-            "number",
-            0.50,
-            ge=0.05,
-            le=0.95,
-            env="CTXENGINE_THRESHOLD",
-            doc="compact when prompt tokens >= threshold x window",
-        ),
-        Field(
-            "target_ratio",
-            "number",
-            0.20,
-            ge=0.10,
-            le=0.80,
-            doc="tokens of recent messages kept verbatim = threshold tokens x target_ratio",
-        ),
-        Field("protect_last_n", "int", 20, ge=1, doc="fewest recent messages kept verbatim"),
-        Field(
-            "protect_first_n",
-            "int",
-            3,
-            ge=0,
-            doc="messages after the system prompt kept verbatim (never past a previous summary)",
-        ),
-        Field(
-            "summary_max_calls",
-            "int",
-            8,
-            ge=1,
-            le=64,
-            doc="most summary calls per compaction: parts of a middle too large for the "
-            "summary model, and their merge",
-        ),
-    ),
-    build=CompressorSettings,
-    trigger="threshold",
-    doc="the compressor engine",
+SETTINGS: SettingsSpec[CompressorSettings] = SettingsSpec.of(
+    "engines.compressor", CompressorSettings, trigger="threshold", doc="the compressor engine"
 )
 
 

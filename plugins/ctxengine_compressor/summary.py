@@ -484,7 +484,7 @@ def _failed(
         # classification as the built-in providers decides abort versus local digest.
         exc = classify_error(exc, provider)
     failure = f"summary failed ({exc.kind}): {exc}"
-    if exc.aborts or job.ctx.config.compression.abort_on_summary_failure:
+    if exc.aborts or job.ctx.config.auxiliary.compression.abort_on_failure:
         return SummaryOutcome(None, provider, failure=failure, aborted=True, calls=tuple(calls))
     job.ctx.log.warning("compressor: %s; using the local digest instead", failure)
     text, held = job.digest(failure)

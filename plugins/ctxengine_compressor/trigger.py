@@ -21,7 +21,7 @@ def should_compress(ctx: EngineContext, prompt: TokenEstimate, force: bool) -> b
     """The agent-stage decision. ``prompt`` rests on real usage when the kernel has it (an
     estimate before the first response and right after a compaction); every comparison is
     :meth:`~ctxengine.TokenEstimate.reaches`, so it is the one exact counts give."""
-    if not ctx.config.compression.enabled:
+    if not ctx.config.context.compaction:
         return False
     if not prompt.reaches(threshold_tokens(ctx)):
         return False

@@ -2,10 +2,10 @@
 
 A chat gateway calls :meth:`ctxengine.Session.hygiene` (or ``Kernel.hygiene``) with a stored
 session's history before handing the next message to the agent. This plugin answers
-``should_compress`` for that stage only: it fires at ``compression.hygiene_threshold`` (default
+``should_compress`` for that stage only: it fires at ``gateways.hygiene.threshold`` (default
 0.85) of the model's window — deliberately above the agent's trigger, so long gateway sessions
 are not compacted every turn — or when the history reaches
-``compression.hygiene_hard_message_limit`` messages -- then with a message budget of half the
+``gateways.hygiene.hard_message_limit`` messages -- then with a message budget of half the
 limit, which the engine's compaction must meet (the kernel reports an error when it does not);
 never for fewer than four messages or with compression disabled. The compaction itself is the
 selected engine's. An always-on extension. See ``docs/builtins/hygiene.md``.
@@ -17,7 +17,6 @@ import attrs
 
 from ctxengine import (
     EngineContext,
-    Field,
     GatewayVerdict,
     PluginSettings,
     SettingsSpec,
@@ -25,6 +24,7 @@ from ctxengine import (
     Stage,
     TokenEstimate,
     hookimpl,
+    setting,
 )
 
 CTXENGINE_KIND = "extension"
@@ -34,16 +34,31 @@ MIN_HISTORY = 4
 
 @attrs.frozen
 class HygieneSettings:
-    """The safety net's validated keys."""
+    """The safety net's validated keys (``gateways.hygiene``; ``compression.hygiene_<key>``
+    before, still read with a deprecation notice)."""
 
-    hygiene_threshold: float = 0.85
-    hygiene_hard_message_limit: int = 5000
+    threshold: float = setting(
+        "number",
+        0.85,
+        ge=0.05,
+        le=1.0,
+        env="CTXENGINE_HYGIENE_THRESHOLD",
+        alias="compression.hygiene_threshold",
+        doc="gateway safety net fires at this fraction of the window; >= the engine's trigger",
+    )
+    hard_message_limit: int = setting(
+        "int",
+        5000,
+        ge=4,
+        alias="compression.hygiene_hard_message_limit",
+        doc="the safety net also fires at this many messages",
+    )
 
 
 def _above_engine_trigger(view: SettingsView) -> None:
-    """``hygiene_threshold`` must not be below the selected engine's own trigger: the gateway
+    """``threshold`` must not be below the selected engine's own trigger: the gateway
     would then compact every history the agent is still happily working with."""
-    high = "compression.hygiene_threshold"
+    high = "gateways.hygiene.threshold"
     low = view.engine_trigger
     if low is None or low not in view or view.has_problem(low, high):
         return
@@ -58,35 +73,14 @@ def _above_engine_trigger(view: SettingsView) -> None:
         view.problem(high, rule)
 
 
-SETTINGS: SettingsSpec[HygieneSettings] = SettingsSpec(
-    "compression",
-    (
-        Field(
-            "hygiene_threshold",
-            "number",
-            0.85,
-            ge=0.05,
-            le=1.0,
-            env="CTXENGINE_HYGIENE_THRESHOLD",
-            doc="gateway safety net fires at this fraction of the window; >= the engine's trigger",
-        ),
-        Field(
-            "hygiene_hard_message_limit",
-            "int",
-            5000,
-            ge=4,
-            doc="the safety net also fires at this many messages",
-        ),
-    ),
-    build=HygieneSettings,
-    checks=(_above_engine_trigger,),
-    doc="gateway hygiene",
+SETTINGS: SettingsSpec[HygieneSettings] = SettingsSpec.of(
+    "gateways.hygiene", HygieneSettings, checks=(_above_engine_trigger,), doc="gateway hygiene"
 )
 
 
 @hookimpl
 def declare_settings(settings: PluginSettings) -> None:
-    """``compression.hygiene_threshold`` and ``compression.hygiene_hard_message_limit``."""
+    """``gateways.hygiene.threshold`` and ``gateways.hygiene.hard_message_limit``."""
     settings.add(SETTINGS)
 
 
@@ -99,23 +93,23 @@ def hygiene_due(ctx: EngineContext, prompt: TokenEstimate, message_count: int) -
     """Whether the gateway should compact a history of this size now, and why (the answer exact
     counts give: the prompt is counted exactly only when it lies within its error of the
     threshold)."""
-    if not ctx.config.compression.enabled:
+    if not ctx.config.context.compaction:
         return GatewayVerdict(False, "compression is disabled")
     if message_count < MIN_HISTORY:
         return GatewayVerdict(False, f"fewer than {MIN_HISTORY} messages")
     limits = ctx.config.settings(SETTINGS)
-    limit = limits.hygiene_hard_message_limit
+    limit = limits.hard_message_limit
     if message_count >= limit:
         return GatewayVerdict(
             True,
-            f"{message_count:,} messages >= compression.hygiene_hard_message_limit {limit:,}",
+            f"{message_count:,} messages >= gateways.hygiene.hard_message_limit {limit:,}",
             message_budget=max(MIN_HISTORY, int(limit * BUDGET_SHARE)),
         )
-    fire_at = ctx.fraction_of_window(limits.hygiene_threshold)
+    fire_at = ctx.fraction_of_window(limits.threshold)
     if prompt.reaches(fire_at):
         return GatewayVerdict(
             True,
-            f"~{prompt.value:,} tokens >= {limits.hygiene_threshold:g} of the window ({fire_at:,})",
+            f"~{prompt.value:,} tokens >= {limits.threshold:g} of the window ({fire_at:,})",
         )
     return GatewayVerdict(False, f"~{prompt.value:,} tokens < {fire_at:,}")
 

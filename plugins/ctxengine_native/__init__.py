@@ -52,7 +52,7 @@ def should_compress(
     in which the server compacted; no opinion on the gateway stage."""
     if stage == "gateway":
         return None
-    if not ctx.config.compression.enabled:
+    if not ctx.config.context.compaction:
         return False
     from ctxengine_native.settings import settings
     from ctxengine_native.state import get_state

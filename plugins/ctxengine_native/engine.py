@@ -95,8 +95,8 @@ def compress(
         )
         return attrs.evolve(result, usage=usage)
 
-    if not ctx.config.compression.enabled and not force:
-        return unchanged("compression is disabled (compression.enabled: false)")
+    if not ctx.config.context.compaction and not force:
+        return unchanged("compression is disabled (context.compaction: false)")
     if not messages:
         return unchanged("the conversation is empty")
     # Whatever the server did inside a response is handled now, by the splice below.

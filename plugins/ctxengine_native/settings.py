@@ -12,7 +12,7 @@ from typing import Literal
 
 import attrs
 
-from ctxengine import EngineContext, Field, SettingsSpec
+from ctxengine import EngineContext, SettingsSpec, setting
 
 Api = Literal["auto", "anthropic", "openai-responses"]
 
@@ -21,75 +21,52 @@ Api = Literal["auto", "anthropic", "openai-responses"]
 class NativeSettings:
     """The native engine's validated keys."""
 
-    threshold: float = 0.50
-    api: Api = "auto"
-    base_url: str | None = None
-    api_key: str | None = attrs.field(default=None, repr=False)
-    timeout: float = 120.0
-    keep_last: int = 4
-    instructions: str | None = None
-    check_model: bool = True
+    threshold: float = setting(
+        "number",
+        0.50,
+        ge=0.05,
+        le=0.95,
+        env="CTXENGINE_NATIVE_THRESHOLD",
+        doc="ask the server to compact when prompt tokens >= threshold x window",
+    )
+    api: Api = setting(
+        "choice",
+        "auto",
+        choices=("auto", "anthropic", "openai-responses"),
+        env="CTXENGINE_NATIVE_API",
+        doc="whose server compacts (auto: Anthropic's for Anthropic conversations on its own API)",
+    )
+    base_url: str | None = setting(
+        "url",
+        nullable=True,
+        env="CTXENGINE_NATIVE_BASE_URL",
+        doc="where compaction requests go (null = model.base_url, else the provider's API)",
+    )
+    api_key: str | None = setting(
+        "str",
+        nullable=True,
+        secret=True,
+        doc="null = $ANTHROPIC_API_KEY (or $ANTHROPIC_AUTH_TOKEN) / $OPENAI_API_KEY",
+    )
+    timeout: float = setting("number", 120.0, gt=0, doc="seconds per compaction request")
+    keep_last: int = setting(
+        "int", 4, ge=2, doc="fewest recent messages kept verbatim after the compaction block"
+    )
+    instructions: str | None = setting(
+        "str",
+        nullable=True,
+        doc="extra summarisation instructions sent with the compaction (Anthropic)",
+    )
+    check_model: bool = setting(
+        "bool",
+        True,
+        doc="ask the Models API whether the model supports compaction before sending",
+    )
 
 
-SETTINGS: SettingsSpec[NativeSettings] = SettingsSpec(
+SETTINGS: SettingsSpec[NativeSettings] = SettingsSpec.of(
     "engines.native",
-    (
-        Field(
-            "threshold",
-            "number",
-            0.50,
-            ge=0.05,
-            le=0.95,
-            env="CTXENGINE_NATIVE_THRESHOLD",
-            doc="ask the server to compact when prompt tokens >= threshold x window",
-        ),
-        Field(
-            "api",
-            "choice",
-            "auto",
-            choices=("auto", "anthropic", "openai-responses"),
-            env="CTXENGINE_NATIVE_API",
-            doc="whose server compacts (auto: Anthropic's for Anthropic conversations on its "
-            "own API)",
-        ),
-        Field(
-            "base_url",
-            "url",
-            None,
-            nullable=True,
-            env="CTXENGINE_NATIVE_BASE_URL",
-            doc="where compaction requests go (null = model.base_url, else the provider's API)",
-        ),
-        Field(
-            "api_key",
-            "str",
-            None,
-            nullable=True,
-            doc="null = $ANTHROPIC_API_KEY (or $ANTHROPIC_AUTH_TOKEN) / $OPENAI_API_KEY",
-        ),
-        Field("timeout", "number", 120.0, gt=0, doc="seconds per compaction request"),
-        Field(
-            "keep_last",
-            "int",
-            4,
-            ge=2,
-            doc="fewest recent messages kept verbatim after the compaction block",
-        ),
-        Field(
-            "instructions",
-            "str",
-            None,
-            nullable=True,
-            doc="extra summarisation instructions sent with the compaction (Anthropic)",
-        ),
-        Field(
-            "check_model",
-            "bool",
-            True,
-            doc="ask the Models API whether the model supports compaction before sending",
-        ),
-    ),
-    build=NativeSettings,
+    NativeSettings,
     trigger="threshold",
     doc="the native engine: the provider's server-side compaction",
 )

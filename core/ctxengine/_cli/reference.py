@@ -112,7 +112,23 @@ def config_reference(plugins: Sequence[tuple[PluginEntry, OwnedSpec]]) -> str:
         for _, owned in order[name]:
             rows += [(owned.spec.key(f.name), f) for f in owned.spec.fields]
         lines += _table(rows)
+    lines += _aliases(reference_rows(plugins))
     return "\n".join(lines) + "\n"
+
+
+def _aliases(rows: Iterable[tuple[str, str, Field]]) -> list[str]:
+    """The table of former key paths, each still read with a deprecation notice."""
+    renamed = [(field.alias, key, owner) for key, owner, field in rows if field.alias]
+    if not renamed:
+        return []
+    lines = ["", "## Former key paths", ""]
+    lines.append(
+        "Still read, with a `DeprecationWarning` and a log line (`ctxengine config` lists them "
+        "too); giving both paths with different values in one layer is an error naming both."
+    )
+    lines += ["", "| former path | now | owner |", "|---|---|---|"]
+    lines += [f"| `{alias}` | `{key}` | {owner} |" for alias, key, owner in renamed]
+    return lines
 
 
 def current_reference(home: Path) -> str:

@@ -199,11 +199,14 @@ def run_config(args: argparse.Namespace, console: Console) -> int:
     used = [r for r in rows if r.status != "unused"]
     width = max(len(r.key) for r in rows)
     value_width = min(40, max(len(_format_value(r.value)) for r in rows))
+    for deprecation in loaded.deprecations:
+        console.line(f"# deprecated: {deprecation.alias} is now {deprecation.key}")
     for row in used:
         owner = row.owner if row.owner is not None else "not declared by its plugin"
+        renamed = f"; {row.note}" if row.status == "ok" and row.note else ""
         console.line(
             f"{row.key.ljust(width)}  {_format_value(row.value).ljust(value_width)}  "
-            f"# {row.source}; {owner}"
+            f"# {row.source}; {owner}{renamed}"
         )
     unused = [r for r in rows if r.status == "unused"]
     if unused:

@@ -1,20 +1,24 @@
 """The configuration: the kernel's own keys, the typed :class:`Config`, and loading it.
 
-The kernel declares its keys exactly the way plugins declare theirs (:data:`CORE_SPECS`, one
-:class:`~ctxengine.SettingsSpec` per section); :mod:`ctxengine._config.resolve` validates both
-with the same rules. :func:`load_config` validates the kernel's keys only; :func:`ctxengine.load`
-validates them again together with every selected plugin's keys, so a typo under
-``engines.lcm`` fails the load like a typo under ``model``. Plugins read their own validated
-values with :meth:`Config.settings`.
+The kernel declares its keys exactly the way plugins declare theirs: each key once, as an
+attribute of its section's settings class (:func:`~ctxengine.setting`), read back into one
+:class:`~ctxengine.SettingsSpec` per section (:data:`CORE_SPECS`);
+:mod:`ctxengine._config.resolve` validates both with the same rules. :func:`load_config`
+validates the kernel's keys only; :func:`ctxengine.load` validates them again together with
+every selected plugin's keys, so a typo under ``engines.lcm`` fails the load like a typo under
+``model``. Plugins read their own validated values with :meth:`Config.settings`.
 
 Import cost: standard library and ``attrs`` only; ``yaml`` is imported when a file is read.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import threading
 import types
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -25,21 +29,19 @@ from ctxengine._config.fields import (
     ConfigError,
     ConfigProblem,
     Field,
-    FieldKind,
     RawSection,
+    fields_of,
     printable,
+    setting,
 )
 from ctxengine._config.files import ctxengine_home, find_file, read_yaml
-from ctxengine._config.resolve import RawConfig, Resolved, UnusedKey, resolve
+from ctxengine._config.resolve import Deprecation, RawConfig, Resolved, UnusedKey, resolve
 from ctxengine._config.spec import CORE_OWNER, OwnedSpec, SettingsSpec, SettingsView
 
 __all__ = [
     "CORE_SPECS",
-    "ENV_VARS",
     "MODEL_OVERRIDE_FIELDS",
-    "SECTION_FIELDS",
     "AuxiliarySettings",
-    "CompressionSettings",
     "Config",
     "ConfigRow",
     "ContextEditingSettings",
@@ -56,6 +58,8 @@ __all__ = [
     "resolve_loaded",
 ]
 
+log = logging.getLogger("ctxengine.config")
+
 T = TypeVar("T")
 
 SummaryProviderName = Literal["auto", "anthropic", "openai", "main", "extractive"]
@@ -63,23 +67,42 @@ CacheTTL = Literal["5m", "1h", "auto"]
 CacheRetention = Literal["in_memory", "24h"]
 
 
-def _default(cls: type[Any], name: str) -> Any:
-    return attrs.fields_dict(cls)[name].default
-
-
 # ---------------------------------------------------------------------------------------------
-# The kernel's typed settings
+# The kernel's typed settings, one declaration per key
 # ---------------------------------------------------------------------------------------------
 
 
 @attrs.frozen
 class ContextSettings:
-    """``context:`` — which engine runs, which extensions load, where directory plugins live."""
+    """``context:`` — which engine runs, which extensions load, where directory plugins live,
+    and whether any engine compacts at all."""
 
-    engine: str = "compressor"
-    plugin_dirs: tuple[str, ...] = ()
-    strict: bool = False
-    extensions: tuple[str, ...] = ()
+    engine: str = setting("name", "compressor", env="CTXENGINE_ENGINE", doc="the context engine")
+    plugin_dirs: tuple[str, ...] = setting(
+        "str_list",
+        (),
+        env="CTXENGINE_PLUGIN_DIRS",
+        doc="extra folders searched for directory plugins",
+    )
+    strict: bool = setting(
+        "bool",
+        False,
+        env="CTXENGINE_STRICT",
+        doc="an engine that cannot be loaded is an error instead of a fallback",
+    )
+    extensions: tuple[str, ...] = setting(
+        "str_list",
+        (),
+        env="CTXENGINE_EXTENSIONS",
+        doc="opt-in extensions to load (always-on extensions load anyway)",
+    )
+    compaction: bool = setting(
+        "bool",
+        True,
+        env="CTXENGINE_COMPRESSION_ENABLED",
+        alias="compression.enabled",
+        doc="compaction on or off, for every engine",
+    )
 
 
 @attrs.frozen
@@ -90,38 +113,101 @@ class ModelSettings:
     the prompt-caching route.
     """
 
-    name: str = "claude-sonnet-4-6"
-    context_length: int | None = None
-    max_tokens: int | None = None
-    base_url: str | None = None
-
-
-@attrs.frozen
-class CompressionSettings:
-    """``compression:`` — the keys every engine honours. Each plugin declares its own keys in
-    this section too (the compressor's ``threshold``, hygiene's ``hygiene_threshold``, ...)."""
-
-    enabled: bool = True
-    abort_on_summary_failure: bool = False
+    name: str = setting("str", "claude-sonnet-4-6", env="CTXENGINE_MODEL", doc="the main model")
+    context_length: int | None = setting(
+        "int",
+        nullable=True,
+        ge=1024,
+        env="CTXENGINE_CONTEXT_LENGTH",
+        doc="overrides the model table's window",
+    )
+    max_tokens: int | None = setting(
+        "int",
+        nullable=True,
+        ge=1,
+        env="CTXENGINE_MAX_TOKENS",
+        doc="output reservation, subtracted from the window for thresholds; < model.context_length",
+    )
+    base_url: str | None = setting(
+        "url",
+        nullable=True,
+        env="CTXENGINE_BASE_URL",
+        doc="where the model is served (null = native Anthropic API); decides the cache route",
+    )
 
 
 @attrs.frozen
 class SummaryProviderSettings:
-    """``auxiliary.compression:`` — the model that writes summaries."""
+    """``auxiliary.compression:`` — the model that writes summaries, and what a failure does."""
 
-    provider: SummaryProviderName = "auto"
-    model: str | None = None
-    base_url: str | None = None
-    api_key: str | None = attrs.field(default=None, repr=False)
-    timeout: float = 120.0
-    context_length: int | None = None
-    cache_aware: bool = True
-    max_attempts: int = 3
-    retry_backoff: float = 1.0
-    retry_max_wait: float = 30.0
-    breaker_failures: int = 3
-    breaker_cooldown: float = 60.0
-    fallback: tuple[str, ...] = ()
+    provider: SummaryProviderName = setting(
+        "choice",
+        "auto",
+        choices=("auto", "anthropic", "openai", "main", "extractive"),
+        env="CTXENGINE_SUMMARY_PROVIDER",
+        doc="who writes summaries",
+    )
+    model: str | None = setting(
+        "str", nullable=True, env="CTXENGINE_SUMMARY_MODEL", doc="null = the provider's default"
+    )
+    base_url: str | None = setting(
+        "url",
+        nullable=True,
+        env="CTXENGINE_SUMMARY_BASE_URL",
+        doc="any OpenAI-compatible endpoint (OpenRouter, vLLM, llama.cpp, Ollama)",
+    )
+    api_key: str | None = setting(
+        "str", nullable=True, secret=True, doc="null = the provider's usual environment variable"
+    )
+    timeout: float = setting("number", 120.0, gt=0, env="CTXENGINE_SUMMARY_TIMEOUT", doc="seconds")
+    context_length: int | None = setting(
+        "int",
+        nullable=True,
+        ge=1024,
+        doc="the summary model's window (null = the model table's)",
+    )
+    cache_aware: bool = setting(
+        "bool",
+        True,
+        doc="a summary written by the main model on the main route resends the agent's last "
+        "request (read from the prompt cache) with the instruction appended",
+    )
+    max_attempts: int = setting(
+        "int",
+        3,
+        ge=1,
+        le=10,
+        env="CTXENGINE_SUMMARY_MAX_ATTEMPTS",
+        doc="requests per provider and summary, retries included (429, 5xx, timeouts)",
+    )
+    retry_backoff: float = setting(
+        "number", 1.0, ge=0, doc="seconds before the first retry, doubled for each further one"
+    )
+    retry_max_wait: float = setting(
+        "number",
+        30.0,
+        ge=0,
+        doc="longest pause before a retry; a longer Retry-After ends the retries",
+    )
+    breaker_failures: int = setting(
+        "int", 3, ge=1, doc="failed requests in a row that open the provider's circuit breaker"
+    )
+    breaker_cooldown: float = setting(
+        "number", 60.0, gt=0, doc="seconds an open breaker sends no request to its provider"
+    )
+    fallback: tuple[str, ...] = setting(
+        "str_list",
+        (),
+        env="CTXENGINE_SUMMARY_FALLBACK",
+        doc="providers asked in turn when the provider fails (anthropic, openai, main, extractive)",
+    )
+    abort_on_failure: bool = setting(
+        "bool",
+        False,
+        alias="compression.abort_on_summary_failure",
+        doc="every failed summary aborts the compaction (no local digest instead), for every "
+        "engine",
+    )
 
 
 @attrs.frozen
@@ -135,12 +221,39 @@ class AuxiliarySettings:
 class PromptCachingSettings:
     """``prompt_caching:`` — whether and how requests are marked for prompt caching."""
 
-    enabled: bool | Literal["auto"] = "auto"
-    strategy: str = "system_and_3"
-    cache_ttl: CacheTTL = "5m"
-    cache_key: bool | Literal["auto"] = "auto"
-    cache_retention: CacheRetention | None = None
-    diagnostics: bool = False
+    enabled: bool | Literal["auto"] = setting(
+        "choice",
+        "auto",
+        choices=("auto", True, False),
+        env="CTXENGINE_PROMPT_CACHING",
+        doc="auto = on for Claude models on routes that accept cache_control",
+    )
+    strategy: str = setting("name", "system_and_3", doc="the cache strategy plugin")
+    cache_ttl: CacheTTL = setting(
+        "choice",
+        "5m",
+        choices=("5m", "1h", "auto"),
+        env="CTXENGINE_CACHE_TTL",
+        doc="lifetime of cache entries; auto = per breakpoint, from the measured request "
+        "gaps and the prices",
+    )
+    cache_key: bool | Literal["auto"] = setting(
+        "choice",
+        "auto",
+        choices=("auto", True, False),
+        doc="send a stable prompt_cache_key per session; auto = on OpenAI's own API",
+    )
+    cache_retention: CacheRetention | None = setting(
+        "choice",
+        choices=("in_memory", "24h"),
+        nullable=True,
+        doc="OpenAI prompt_cache_retention to send (null = the provider's default)",
+    )
+    diagnostics: bool = setting(
+        "bool",
+        False,
+        doc="ask Anthropic why a prompt missed the cache (the diagnostics request field)",
+    )
 
 
 @attrs.frozen
@@ -153,14 +266,36 @@ class ContextEditingSettings:
     fraction of the usable window like every ctxengine threshold (``None`` = the API's default).
     """
 
-    clear_tool_uses: bool = False
-    trigger: float | None = None
-    keep_tool_uses: int = 3
-    clear_at_least_tokens: int | None = None
-    exclude_tools: tuple[str, ...] = ()
-    clear_tool_inputs: bool = False
-    clear_thinking: bool = False
-    keep_thinking_turns: int = 1
+    clear_tool_uses: bool = setting(
+        "bool",
+        False,
+        env="CTXENGINE_CLEAR_TOOL_USES",
+        doc="Anthropic requests clear older tool results on the server (clear_tool_uses)",
+    )
+    trigger: float | None = setting(
+        "number",
+        nullable=True,
+        gt=0.0,
+        le=1.0,
+        doc="clear when prompt tokens >= trigger x window (null = the API's default)",
+    )
+    keep_tool_uses: int = setting("int", 3, ge=0, doc="most recent tool uses never cleared")
+    clear_at_least_tokens: int | None = setting(
+        "int",
+        nullable=True,
+        ge=1,
+        doc="clear only when at least this many tokens go (null = any amount)",
+    )
+    exclude_tools: tuple[str, ...] = setting(
+        "str_list", (), doc="tools whose results are never cleared"
+    )
+    clear_tool_inputs: bool = setting("bool", False, doc="clear the cleared tool uses' inputs too")
+    clear_thinking: bool = setting(
+        "bool",
+        False,
+        doc="requests with extended thinking drop older thinking blocks (clear_thinking)",
+    )
+    keep_thinking_turns: int = setting("int", 1, ge=1, doc="most recent thinking turns kept")
 
     @property
     def enabled(self) -> bool:
@@ -180,8 +315,19 @@ class CoordinationSettings:
         session before raising :class:`~ctxengine.SessionBusyError`.
     """
 
-    backend: str = "process"
-    lock_timeout_s: float = 30.0
+    backend: str = setting(
+        "name",
+        "process",
+        env="CTXENGINE_COORDINATION",
+        doc="process = one process; a plugin's backend (ctxengine-fleet: file = many "
+        "processes on one host, postgresql = many hosts)",
+    )
+    lock_timeout_s: float = setting(
+        "number",
+        30.0,
+        gt=0,
+        doc="a session call waits this long for another worker's call on the same session",
+    )
 
 
 @attrs.frozen
@@ -189,16 +335,25 @@ class ModelOverride:
     """``models.<name>:`` — corrections to the model metadata table; prices in USD per million
     tokens. ``None`` keeps the table's value."""
 
-    context_length: int | None = None
-    max_output_tokens: int | None = None
-    min_cacheable_tokens: int | None = None
-    input_price: float | None = None
-    output_price: float | None = None
+    context_length: int | None = setting(
+        "int", nullable=True, ge=1024, doc="null = the model table's"
+    )
+    max_output_tokens: int | None = setting(
+        "int", nullable=True, ge=1, doc="null = the model table's; < context_length"
+    )
+    min_cacheable_tokens: int | None = setting(
+        "int", nullable=True, ge=1, doc="shortest prefix the provider caches"
+    )
+    # Zero is a real price (local models), so prices only refuse negatives.
+    input_price: float | None = setting("number", nullable=True, ge=0, doc="USD per million tokens")
+    output_price: float | None = setting(
+        "number", nullable=True, ge=0, doc="USD per million tokens"
+    )
 
 
-def _f(cls: type[Any], name: str, kind: FieldKind, **kw: Any) -> Field:
-    """A field whose default is the settings class's own default (one source of truth)."""
-    return Field(name, kind, _default(cls, name), **kw)
+# ---------------------------------------------------------------------------------------------
+# Checks across the kernel's keys
+# ---------------------------------------------------------------------------------------------
 
 
 def _max_tokens_below_window(view: SettingsView) -> None:
@@ -210,330 +365,48 @@ def _max_tokens_below_window(view: SettingsView) -> None:
     view.problem(small, rule)
 
 
+_PROVIDERS = ("anthropic", "openai", "main", "extractive")
+
+
+def _chain_rule(chain: Sequence[str], primary: str) -> str | None:
+    """What is wrong with the fallback ``chain`` of ``primary``, or ``None``."""
+    unknown = [name for name in chain if name not in _PROVIDERS]
+    if unknown:
+        return f"{unknown[0]!r} is not a summary provider; allowed: {', '.join(_PROVIDERS)}"
+    if len(set(chain)) != len(chain):
+        return "names a provider twice; each provider is asked at most once"
+    if "extractive" in chain[:-1]:
+        return "'extractive' never fails, so it can only be the last fallback"
+    if primary == "extractive":
+        return "auxiliary.compression.provider is 'extractive', which never fails; remove it"
+    if primary in chain:
+        return f"names the provider itself ({primary!r}); list other providers"
+    return None
+
+
 def _fallback_chain(view: SettingsView) -> None:
     """``auxiliary.compression.fallback``: known providers, each once, ``extractive`` last, and
     nothing after a primary that never fails."""
-    key = "auxiliary.compression.fallback"
-    chain, primary = view.value(key), view.value("auxiliary.compression.provider")
-    if view.has_problem(key, "auxiliary.compression.provider") or not chain:
+    key, primary = "auxiliary.compression.fallback", "auxiliary.compression.provider"
+    if view.has_problem(key, primary) or not view.value(key):
         return
-    allowed = ("anthropic", "openai", "main", "extractive")
-    unknown = [name for name in chain if name not in allowed]
-    if unknown:
-        view.problem(
-            key, f"{unknown[0]!r} is not a summary provider; allowed: {', '.join(allowed)}"
-        )
-    elif len(set(chain)) != len(chain):
-        view.problem(key, "names a provider twice; each provider is asked at most once")
-    elif "extractive" in chain[:-1]:
-        view.problem(key, "'extractive' never fails, so it can only be the last fallback")
-    elif primary == "extractive":
-        view.problem(
-            key, "auxiliary.compression.provider is 'extractive', which never fails; remove it"
-        )
-    elif primary in chain:
-        view.problem(key, f"names the provider itself ({primary!r}); list other providers")
+    rule = _chain_rule(view.value(key), view.value(primary))
+    if rule is not None:
+        view.problem(key, rule)
 
 
-_Ctx, _Mod, _Comp = ContextSettings, ModelSettings, CompressionSettings
-_Sum, _Cache, _Over = SummaryProviderSettings, PromptCachingSettings, ModelOverride
-_Edit = ContextEditingSettings
-_Coord = CoordinationSettings
-
-CONTEXT = SettingsSpec(
-    "context",
-    (
-        _f(_Ctx, "engine", "name", env="CTXENGINE_ENGINE", doc="the context engine"),
-        _f(
-            _Ctx,
-            "plugin_dirs",
-            "str_list",
-            env="CTXENGINE_PLUGIN_DIRS",
-            doc="extra folders searched for directory plugins",
-        ),
-        _f(
-            _Ctx,
-            "strict",
-            "bool",
-            env="CTXENGINE_STRICT",
-            doc="an engine that cannot be loaded is an error instead of a fallback",
-        ),
-        _f(
-            _Ctx,
-            "extensions",
-            "str_list",
-            env="CTXENGINE_EXTENSIONS",
-            doc="opt-in extensions to load (always-on extensions load anyway)",
-        ),
-    ),
-    build=ContextSettings,
+CONTEXT = SettingsSpec.of("context", ContextSettings)
+MODEL = SettingsSpec.of("model", ModelSettings, checks=(_max_tokens_below_window,))
+SUMMARY = SettingsSpec.of(
+    "auxiliary.compression", SummaryProviderSettings, checks=(_fallback_chain,)
 )
-MODEL = SettingsSpec(
-    "model",
-    (
-        _f(_Mod, "name", "str", env="CTXENGINE_MODEL", doc="the main model"),
-        _f(
-            _Mod,
-            "context_length",
-            "int",
-            nullable=True,
-            ge=1024,
-            env="CTXENGINE_CONTEXT_LENGTH",
-            doc="overrides the model table's window",
-        ),
-        _f(
-            _Mod,
-            "max_tokens",
-            "int",
-            nullable=True,
-            ge=1,
-            env="CTXENGINE_MAX_TOKENS",
-            doc="output reservation, subtracted from the window for thresholds; "
-            "< model.context_length",
-        ),
-        _f(
-            _Mod,
-            "base_url",
-            "url",
-            nullable=True,
-            env="CTXENGINE_BASE_URL",
-            doc="where the model is served (null = native Anthropic API); decides the cache route",
-        ),
-    ),
-    build=ModelSettings,
-    checks=(_max_tokens_below_window,),
-)
-COMPRESSION = SettingsSpec(
-    "compression",
-    (
-        _f(
-            _Comp,
-            "enabled",
-            "bool",
-            env="CTXENGINE_COMPRESSION_ENABLED",
-            doc="compaction on or off, for every engine",
-        ),
-        _f(
-            _Comp,
-            "abort_on_summary_failure",
-            "bool",
-            doc="every failed summary aborts the compaction (no local digest instead)",
-        ),
-    ),
-    build=CompressionSettings,
-)
-SUMMARY = SettingsSpec(
-    "auxiliary.compression",
-    (
-        _f(
-            _Sum,
-            "provider",
-            "choice",
-            choices=("auto", "anthropic", "openai", "main", "extractive"),
-            env="CTXENGINE_SUMMARY_PROVIDER",
-            doc="who writes summaries",
-        ),
-        _f(
-            _Sum,
-            "model",
-            "str",
-            nullable=True,
-            env="CTXENGINE_SUMMARY_MODEL",
-            doc="null = the provider's default",
-        ),
-        _f(
-            _Sum,
-            "base_url",
-            "url",
-            nullable=True,
-            env="CTXENGINE_SUMMARY_BASE_URL",
-            doc="any OpenAI-compatible endpoint (OpenRouter, vLLM, llama.cpp, Ollama)",
-        ),
-        _f(
-            _Sum,
-            "api_key",
-            "str",
-            nullable=True,
-            doc="null = the provider's usual environment variable",
-        ),
-        _f(_Sum, "timeout", "number", gt=0, env="CTXENGINE_SUMMARY_TIMEOUT", doc="seconds"),
-        _f(
-            _Sum,
-            "context_length",
-            "int",
-            nullable=True,
-            ge=1024,
-            doc="the summary model's window (null = the model table's)",
-        ),
-        _f(
-            _Sum,
-            "cache_aware",
-            "bool",
-            doc="a summary written by the main model on the main route resends the agent's last "
-            "request (read from the prompt cache) with the instruction appended",
-        ),
-        _f(
-            _Sum,
-            "max_attempts",
-            "int",
-            ge=1,
-            le=10,
-            env="CTXENGINE_SUMMARY_MAX_ATTEMPTS",
-            doc="requests per provider and summary, retries included (429, 5xx, timeouts)",
-        ),
-        _f(
-            _Sum,
-            "retry_backoff",
-            "number",
-            ge=0,
-            doc="seconds before the first retry, doubled for each further one",
-        ),
-        _f(
-            _Sum,
-            "retry_max_wait",
-            "number",
-            ge=0,
-            doc="longest pause before a retry; a longer Retry-After ends the retries",
-        ),
-        _f(
-            _Sum,
-            "breaker_failures",
-            "int",
-            ge=1,
-            doc="failed requests in a row that open the provider's circuit breaker",
-        ),
-        _f(
-            _Sum,
-            "breaker_cooldown",
-            "number",
-            gt=0,
-            doc="seconds an open breaker sends no request to its provider",
-        ),
-        _f(
-            _Sum,
-            "fallback",
-            "str_list",
-            env="CTXENGINE_SUMMARY_FALLBACK",
-            doc="providers asked in turn when the provider fails (anthropic, openai, main, "
-            "extractive)",
-        ),
-    ),
-    build=SummaryProviderSettings,
-    checks=(_fallback_chain,),
-)
-PROMPT_CACHING = SettingsSpec(
-    "prompt_caching",
-    (
-        _f(
-            _Cache,
-            "enabled",
-            "choice",
-            choices=("auto", True, False),
-            env="CTXENGINE_PROMPT_CACHING",
-            doc="auto = on for Claude models on routes that accept cache_control",
-        ),
-        _f(_Cache, "strategy", "name", doc="the cache strategy plugin"),
-        _f(
-            _Cache,
-            "cache_ttl",
-            "choice",
-            choices=("5m", "1h", "auto"),
-            env="CTXENGINE_CACHE_TTL",
-            doc="lifetime of cache entries; auto = per breakpoint, from the measured request "
-            "gaps and the prices",
-        ),
-        _f(
-            _Cache,
-            "cache_key",
-            "choice",
-            choices=("auto", True, False),
-            doc="send a stable prompt_cache_key per session; auto = on OpenAI's own API",
-        ),
-        _f(
-            _Cache,
-            "cache_retention",
-            "choice",
-            choices=("in_memory", "24h"),
-            nullable=True,
-            doc="OpenAI prompt_cache_retention to send (null = the provider's default)",
-        ),
-        _f(
-            _Cache,
-            "diagnostics",
-            "bool",
-            doc="ask Anthropic why a prompt missed the cache (the diagnostics request field)",
-        ),
-    ),
-    build=PromptCachingSettings,
-)
-
-CONTEXT_EDITING = SettingsSpec(
-    "context_editing",
-    (
-        _f(
-            _Edit,
-            "clear_tool_uses",
-            "bool",
-            env="CTXENGINE_CLEAR_TOOL_USES",
-            doc="Anthropic requests clear older tool results on the server (clear_tool_uses)",
-        ),
-        _f(
-            _Edit,
-            "trigger",
-            "number",
-            nullable=True,
-            gt=0.0,
-            le=1.0,
-            doc="clear when prompt tokens >= trigger x window (null = the API's default)",
-        ),
-        _f(_Edit, "keep_tool_uses", "int", ge=0, doc="most recent tool uses never cleared"),
-        _f(
-            _Edit,
-            "clear_at_least_tokens",
-            "int",
-            nullable=True,
-            ge=1,
-            doc="clear only when at least this many tokens go (null = any amount)",
-        ),
-        _f(_Edit, "exclude_tools", "str_list", doc="tools whose results are never cleared"),
-        _f(_Edit, "clear_tool_inputs", "bool", doc="clear the cleared tool uses' inputs too"),
-        _f(
-            _Edit,
-            "clear_thinking",
-            "bool",
-            doc="requests with extended thinking drop older thinking blocks (clear_thinking)",
-        ),
-        _f(_Edit, "keep_thinking_turns", "int", ge=1, doc="most recent thinking turns kept"),
-    ),
-    build=ContextEditingSettings,
-)
-
-COORDINATION = SettingsSpec(
-    "coordination",
-    (
-        _f(
-            _Coord,
-            "backend",
-            "name",
-            env="CTXENGINE_COORDINATION",
-            doc="process = one process; a plugin's backend (ctxengine-fleet: file = many "
-            "processes on one host, postgresql = many hosts)",
-        ),
-        _f(
-            _Coord,
-            "lock_timeout_s",
-            "number",
-            gt=0,
-            doc="a session call waits this long for another worker's call on the same session",
-        ),
-    ),
-    build=CoordinationSettings,
-)
+PROMPT_CACHING = SettingsSpec.of("prompt_caching", PromptCachingSettings)
+CONTEXT_EDITING = SettingsSpec.of("context_editing", ContextEditingSettings)
+COORDINATION = SettingsSpec.of("coordination", CoordinationSettings)
 
 CORE_SPECS: tuple[SettingsSpec[Any], ...] = (
     CONTEXT,
     MODEL,
-    COMPRESSION,
     SUMMARY,
     PROMPT_CACHING,
     CONTEXT_EDITING,
@@ -541,40 +414,8 @@ CORE_SPECS: tuple[SettingsSpec[Any], ...] = (
 )
 """The kernel's own sections, in documentation order."""
 
-SECTION_FIELDS: Mapping[str, tuple[Field, ...]] = types.MappingProxyType(
-    {spec.section: spec.fields for spec in CORE_SPECS}
-)
-"""Section path -> the kernel's fields in it, in documentation order."""
-
-MODEL_OVERRIDE_FIELDS: tuple[Field, ...] = (
-    _f(_Over, "context_length", "int", nullable=True, ge=1024, doc="null = the model table's"),
-    _f(
-        _Over,
-        "max_output_tokens",
-        "int",
-        nullable=True,
-        ge=1,
-        doc="null = the model table's; < context_length",
-    ),
-    _f(
-        _Over,
-        "min_cacheable_tokens",
-        "int",
-        nullable=True,
-        ge=1,
-        doc="shortest prefix the provider caches",
-    ),
-    # Zero is a real price (local models), so prices only refuse negatives.
-    _f(_Over, "input_price", "number", nullable=True, ge=0, doc="USD per million tokens"),
-    _f(_Over, "output_price", "number", nullable=True, ge=0, doc="USD per million tokens"),
-)
+MODEL_OVERRIDE_FIELDS: tuple[Field, ...] = fields_of(ModelOverride)
 """The fields of one ``models.<name>`` entry."""
-
-ENV_VARS: Mapping[str, str] = types.MappingProxyType(
-    {f.env: spec.key(f.name) for spec in CORE_SPECS for f in spec.fields if f.env is not None}
-)
-"""The kernel's environment variables -> the key each overrides (plugins declare theirs on
-their fields). An empty variable counts as unset; ``null`` sets a nullable key to null."""
 
 _CORE_OWNED = tuple(OwnedSpec(spec, CORE_OWNER) for spec in CORE_SPECS)
 
@@ -606,7 +447,6 @@ class Config:
 
     context: ContextSettings = attrs.field(factory=ContextSettings)
     model: ModelSettings = attrs.field(factory=ModelSettings)
-    compression: CompressionSettings = attrs.field(factory=CompressionSettings)
     auxiliary: AuxiliarySettings = attrs.field(factory=AuxiliarySettings)
     prompt_caching: PromptCachingSettings = attrs.field(factory=PromptCachingSettings)
     context_editing: ContextEditingSettings = attrs.field(factory=ContextEditingSettings)
@@ -635,17 +475,13 @@ class Config:
         resolved = resolve(
             self.raw, (*_CORE_OWNED, OwnedSpec(spec, "plugin")), model_fields=MODEL_OVERRIDE_FIELDS
         )
-        own = [p for p in resolved.problems if p.key.startswith(spec.section + ".")]
+        own = resolved.problems_of(spec)
         if own:
             raise ConfigError(own)
+        _note_deprecations([d for d in resolved.deprecations if d.key.startswith(spec.section)])
         value = build_value(spec, resolved.spec_values[spec])
         with self._lock:
             return self._validated.setdefault(spec, value)  # type: ignore[no-any-return]
-
-    def validated_specs(self) -> tuple[SettingsSpec[Any], ...]:
-        """The plugin specs validated with this configuration, in declaration order."""
-        with self._lock:
-            return tuple(self._validated)
 
     def validated_values(self) -> dict[SettingsSpec[Any], Any]:
         """A copy of the plugin values validated so far (spec -> built value)."""
@@ -667,7 +503,8 @@ class ConfigRow:
     :ivar owner: the plugin that reads the key (``"kernel"`` for the kernel's own), or ``None``
         for a key that nothing selected reads (``status == "unused"``) or that a plugin reads
         without declaring it (``status == "undeclared"``).
-    :ivar note: for unused and undeclared keys, why.
+    :ivar note: for unused and undeclared keys, why; for a key given under its former path,
+        that path.
     """
 
     key: str
@@ -689,6 +526,7 @@ class LoadedConfig:
     :ivar owners: declared key path -> the plugin that reads it (``"kernel"`` for the kernel).
     :ivar specs: the specs validated, with their owners (the kernel's first).
     :ivar unused: keys that no selected plugin reads.
+    :ivar deprecations: the keys given under a former path (``ctxengine config`` lists them).
     """
 
     config: Config
@@ -697,6 +535,7 @@ class LoadedConfig:
     owners: Mapping[str, str] = attrs.field(factory=dict)
     specs: tuple[OwnedSpec, ...] = _CORE_OWNED
     unused: tuple[UnusedKey, ...] = ()
+    deprecations: tuple[Deprecation, ...] = ()
     values: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
     """Declared key path -> validated value (as the field holds it, before ``build``)."""
 
@@ -711,12 +550,14 @@ class LoadedConfig:
         rows: list[ConfigRow] = []
         core = _core_values(self.config)
         declared_sections = {owned.spec.section for owned in self.specs}
+        renamed = {d.key: f"given as {d.alias}, a deprecated name" for d in self.deprecations}
         for owned in self.specs:
             for field in owned.spec.fields:
                 key = owned.spec.key(field.name)
                 value = core[key] if key in core else self.values.get(key, field.default)
-                value = printable(key, value)
-                rows.append(ConfigRow(key, value, self.sources.get(key, "default"), owned.owner))
+                source = self.sources.get(key, "default")
+                note = renamed.get(key, "")
+                rows.append(ConfigRow(key, printable(key, value), source, owned.owner, note=note))
         for name, override in self.config.models.items():
             for field in MODEL_OVERRIDE_FIELDS:
                 key = f"models.{name}.{field.name}"
@@ -761,21 +602,13 @@ class LoadedConfig:
 
 
 def _core_values(config: Config) -> dict[str, Any]:
-    """The kernel's keys as ``config`` holds them (for a LoadedConfig built by hand)."""
-    typed: dict[str, object] = {
-        "context": config.context,
-        "model": config.model,
-        "compression": config.compression,
-        "auxiliary.compression": config.auxiliary.compression,
-        "prompt_caching": config.prompt_caching,
-        "context_editing": config.context_editing,
-        "coordination": config.coordination,
-    }
-    return {
-        spec.key(f.name): getattr(typed[spec.section], f.name)
-        for spec in CORE_SPECS
-        for f in spec.fields
-    }
+    """The kernel's keys as ``config`` holds them (for a LoadedConfig built by hand): section
+    ``a.b`` is ``config.a.b``."""
+    values: dict[str, Any] = {}
+    for spec in CORE_SPECS:
+        typed = functools.reduce(getattr, spec.section.split("."), config)
+        values.update({spec.key(f.name): getattr(typed, f.name) for f in spec.fields})
+    return values
 
 
 # ---------------------------------------------------------------------------------------------
@@ -791,7 +624,6 @@ def _build(
     config = Config(
         context=ContextSettings(**values[CONTEXT]),
         model=ModelSettings(**values[MODEL]),
-        compression=CompressionSettings(**values[COMPRESSION]),
         auxiliary=AuxiliarySettings(SummaryProviderSettings(**values[SUMMARY])),
         prompt_caching=PromptCachingSettings(**values[PROMPT_CACHING]),
         context_editing=ContextEditingSettings(**values[CONTEXT_EDITING]),
@@ -828,6 +660,7 @@ def resolve_loaded(
     )
     if resolved.problems:
         raise ConfigError(resolved.problems)
+    _note_deprecations(resolved.deprecations)
     config, _ = _build(raw, resolved, plugin_specs)
     return LoadedConfig(
         config=config,
@@ -836,8 +669,23 @@ def resolve_loaded(
         owners=types.MappingProxyType(resolved.owners),
         specs=specs,
         unused=tuple(resolved.unused),
+        deprecations=tuple(dict.fromkeys(resolved.deprecations)),
         values=types.MappingProxyType(resolved.values),
     )
+
+
+_LOGGED: set[Deprecation] = set()
+"""Deprecations already logged: a file is validated more than once per load (the kernel's keys
+alone, then with the plugins'), and each former path is worth one log line per process."""
+
+
+def _note_deprecations(deprecations: Sequence[Deprecation]) -> None:
+    """A :class:`DeprecationWarning` for each former path given, and one log line each."""
+    for deprecation in dict.fromkeys(deprecations):
+        warnings.warn(str(deprecation), DeprecationWarning, stacklevel=4)
+        if deprecation not in _LOGGED:
+            _LOGGED.add(deprecation)
+            log.warning("%s", deprecation)
 
 
 def config_from_mapping(

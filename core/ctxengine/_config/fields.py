@@ -31,10 +31,11 @@ __all__ = [
     "RawSection",
     "as_mapping",
     "convert_input",
+    "fields_of",
     "format_value",
-    "parse_fields",
     "parse_section",
     "printable",
+    "setting",
     "unknown_key_problem",
 ]
 
@@ -93,7 +94,7 @@ def format_value(value: object) -> str:
 class ConfigProblem:
     """One invalid key or value.
 
-    :ivar key: dotted key path (``"compression.threshold"``); empty for file-level problems.
+    :ivar key: dotted key path (``"engines.compressor.threshold"``); empty for file-level problems.
     :ivar value: the offending value as given.
     :ivar allowed: what is allowed instead (``"must be a number from 0.05 to 0.95"``), or for
         unknown keys and file problems the whole explanation.
@@ -156,6 +157,15 @@ _BOOL_WORDS = {
     "off": False,
 }
 _TEXT_KINDS = ("str", "name", "url")
+_KIND_RULES = {
+    "bool": "must be true or false",
+    "str": "must be a non-empty string",
+    "name": "must be a non-empty name made of letters, digits, '_', '.' and '-'",
+    "url": "must be an http:// or https:// URL",
+    "str_list": "must be a list of non-empty strings",
+}
+_UNPARSED = object()
+"""What :meth:`Field._from_text` returns for text that is not of the field's kind."""
 
 
 def _is_http_url(text: str) -> bool:
@@ -185,6 +195,9 @@ class Field:
     loaded with ``sandbox=`` (``ctxengine replay`` does that) resets every storage field to
     ``null`` and points ``ctx.data_dir`` at the sandbox, so simulations never write to the
     user's data.
+
+    ``alias`` is the key's former dotted path (``"compression.threshold"``): still read, with a
+    deprecation notice, and an error when it is given beside the key with a different value.
     """
 
     name: str
@@ -198,32 +211,26 @@ class Field:
     doc: str = attrs.field(default="", kw_only=True)
     env: str | None = attrs.field(default=None, kw_only=True)
     storage: bool = attrs.field(default=False, kw_only=True)
+    alias: str | None = attrs.field(default=None, kw_only=True)
 
     def allowed(self, *, from_text: bool = False) -> str:
         """The "must be ..." sentence used in error messages.
 
         :param from_text: describe the spellings accepted from environment variables too.
         """
-        kind = self.kind
-        if kind == "bool":
-            text = "must be true or false"
-        elif kind in ("int", "number"):
-            text = ("must be an integer" if kind == "int" else "must be a number") + self._range()
-        elif kind == "str":
-            text = "must be a non-empty string"
-        elif kind == "name":
-            text = "must be a non-empty name made of letters, digits, '_', '.' and '-'"
-        elif kind == "url":
-            text = "must be an http:// or https:// URL"
-        elif kind == "choice":
+        if self.kind in ("int", "number"):
+            text = (
+                "must be an integer" if self.kind == "int" else "must be a number"
+            ) + self._range()
+        elif self.kind == "choice":
             text = "must be one of " + ", ".join(format_value(c) for c in self.choices)
         else:
-            text = "must be a list of non-empty strings"
+            text = _KIND_RULES[self.kind]
         if self.nullable:
             text += " or null"
-        if from_text and (kind == "bool" or (kind == "choice" and True in self._bool_choices())):
+        if from_text and (self.kind == "bool" or True in self._bool_choices()):
             text += " (true/false may be written 1/0, yes/no, on/off)"
-        if from_text and kind == "str_list":
+        if from_text and self.kind == "str_list":
             text += f" (in an environment variable: separated by {os.pathsep!r})"
         return text
 
@@ -289,30 +296,47 @@ class Field:
         stripped = text.strip()
         if self.nullable and stripped.lower() in ("null", "none"):
             return True, None
-        kind = self.kind
-        value: object = text
-        if kind == "bool":
-            if stripped.lower() not in _BOOL_WORDS:
-                return False, text
-            value = _BOOL_WORDS[stripped.lower()]
-        elif kind == "int":
+        value = self._from_text(text, stripped)
+        return (False, text) if value is _UNPARSED else self.convert(value)
+
+    def _from_text(self, text: str, stripped: str) -> object:
+        """``text`` parsed for this kind, or :data:`_UNPARSED`."""
+        word = stripped.lower()
+        if self.kind == "bool" or (self._bool_choices() and word in _BOOL_WORDS):
+            return _BOOL_WORDS.get(word, _UNPARSED)
+        if self.kind in ("int", "number"):
             try:
-                value = int(stripped)
+                return int(stripped) if self.kind == "int" else float(stripped)
             except ValueError:
-                return False, text
-        elif kind == "number":
-            try:
-                value = float(stripped)
-            except ValueError:
-                return False, text
-        elif kind == "choice":
-            if self._bool_choices() and stripped.lower() in _BOOL_WORDS:
-                value = _BOOL_WORDS[stripped.lower()]
-            else:
-                value = stripped
-        elif kind == "str_list":
-            value = [part for part in text.split(os.pathsep) if part.strip()]
-        return self.convert(value)
+                return _UNPARSED
+        if self.kind == "choice":
+            return stripped
+        if self.kind == "str_list":
+            return [part for part in text.split(os.pathsep) if part.strip()]
+        return text
+
+
+_FIELD_KEY = "ctxengine.field"
+
+
+def setting(kind: FieldKind, default: Any = None, *, secret: bool = False, **options: Any) -> Any:
+    """Declare one key as an attribute of an ``attrs`` settings class: its kind, default and
+    the :class:`Field` options (bounds, choices, ``env``, ``doc``, ``storage``, ``alias``) in
+    one place. :meth:`SettingsSpec.of <ctxengine.SettingsSpec.of>` reads the class's keys back,
+    in attribute order. ``secret`` keeps the value out of the class's ``repr``.
+    """
+    field = Field("", kind, default, **options)
+    return attrs.field(default=default, repr=not secret, metadata={_FIELD_KEY: field})
+
+
+def fields_of(cls: type[Any]) -> tuple[Field, ...]:
+    """The keys declared with :func:`setting` on the ``attrs`` class ``cls``, named after its
+    attributes."""
+    return tuple(
+        attrs.evolve(a.metadata[_FIELD_KEY], name=a.name)
+        for a in attrs.fields(cls)
+        if _FIELD_KEY in a.metadata
+    )
 
 
 def convert_input(field: Field, value: object) -> tuple[bool, Any, bool]:
@@ -401,15 +425,22 @@ def as_mapping(
     return None
 
 
-def parse_fields(
-    data: object, key_path: str, fields: Sequence[Field], source: str | None
-) -> tuple[dict[str, Any], list[ConfigProblem]]:
-    """Validate the keys present in ``data``; return (given values, problems)."""
+def parse_section(
+    data: Mapping[str, Any] | None, key_path: str, fields: Sequence[Field], *, source: str
+) -> dict[str, Any]:
+    """Validate one section against ``fields``; return every field's value (defaults filled in).
+
+    Messages match the core's (``config error in <source>: engines.lcm.x = 3: must be ...``).
+    When ``data`` is a :class:`RawSection` (as found in ``Config.engines``), each key's recorded
+    source takes precedence over ``source``.
+
+    :raises ConfigError: listing every unknown key and invalid value.
+    """
     problems: list[ConfigProblem] = []
     names = [f.name for f in fields]
     mapping = as_mapping(data, key_path, names, source, problems)
     if mapping is None:
-        return {}, problems
+        raise ConfigError(problems)
     by_name = {f.name: f for f in fields}
     given: dict[str, Any] = {}
     for key, value in mapping.items():
@@ -425,21 +456,6 @@ def parse_fields(
             given[field.name] = converted
         else:
             problems.append(ConfigProblem(_join(key_path, key), value, field.allowed(), key_source))
-    return given, problems
-
-
-def parse_section(
-    data: Mapping[str, Any] | None, key_path: str, fields: Sequence[Field], *, source: str
-) -> dict[str, Any]:
-    """Validate one section against ``fields``; return every field's value (defaults filled in).
-
-    Messages match the core's (``config error in <source>: engines.lcm.x = 3: must be ...``).
-    When ``data`` is a :class:`RawSection` (as found in ``Config.engines``), each key's recorded
-    source takes precedence over ``source``.
-
-    :raises ConfigError: listing every unknown key and invalid value.
-    """
-    given, problems = parse_fields(data, key_path, fields, source)
     if problems:
         raise ConfigError(problems)
     return {f.name: given.get(f.name, f.default) for f in fields}

@@ -17,15 +17,18 @@ from ctxengine._config.fields import ConfigError, ConfigProblem, format_value
 TOP_SECTIONS = (
     "context",
     "model",
-    "compression",
     "auxiliary",
     "prompt_caching",
     "context_editing",
     "coordination",
     "models",
     "engines",
+    "strategies",
+    "gateways",
+    "compression",
 )
-"""The sections a config file may have, in documentation order."""
+"""The sections a config file may have, in documentation order (``compression`` holds only
+deprecated former paths)."""
 
 
 def ctxengine_home(env: Mapping[str, str] | None = None) -> Path:

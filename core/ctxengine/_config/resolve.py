@@ -6,11 +6,17 @@ rules, every problem is collected (in file order, then environment, then overrid
 checks across keys) and reported at once. An invalid value is never replaced by a default.
 
 Which keys are valid depends on who reads them: the kernel's own sections (``context``,
-``model``, ``auxiliary.compression``, ``models``) are closed; ``compression``, ``prompt_caching``
-and ``coordination`` hold the kernel's keys plus those of the selected plugins; ``engines.<name>``
-belongs to the plugin that declares it. A key nobody reads is an error when it is in a closed
-section, in a plugin's own ``engines.<name>`` section, or a near-miss of a key someone reads (a
-typo); otherwise it belongs to a plugin that is not selected and is reported as *unused*.
+``model``, ``auxiliary``, ``context_editing``, ``models``) are closed; ``prompt_caching`` and
+``coordination`` hold the kernel's keys plus those of the selected plugins;
+``<group>.<name>`` (``engines``, ``strategies``, ``gateways``) belongs to the plugin that
+declares it. A key nobody reads is an error when it is in a closed section, in a plugin's own
+section, or a near-miss of a key someone reads (a typo); otherwise it belongs to a plugin that is
+not selected and is reported as *unused*.
+
+A key's former path (its field's ``alias``, e.g. ``compression.threshold`` for
+``engines.compressor.threshold``) is read as the key, with a :class:`Deprecation`; within one
+layer, the two spellings given with different values are an error naming both. A problem with a
+value given under the old path names the old path, as written.
 """
 
 from __future__ import annotations
@@ -28,12 +34,14 @@ from ctxengine._config.fields import (
     RawSection,
     as_mapping,
     convert_input,
+    format_value,
+    printable,
     unknown_key_problem,
 )
 from ctxengine._config.files import TOP_SECTIONS
 from ctxengine._config.spec import (
     CORE_OWNER,
-    PLUGIN_SECTIONS,
+    PLUGIN_GROUPS,
     TYPO_CUTOFF,
     OwnedSpec,
     SettingsSpec,
@@ -41,8 +49,11 @@ from ctxengine._config.spec import (
     closest,
 )
 
-_ENGINE_NAME_RULE = "engine names must be made of letters, digits, '_', '.' and '-'"
-_CLOSED = ("context", "model", "auxiliary.compression", "context_editing")
+SHARED_SECTIONS = ("compression", "prompt_caching", "coordination")
+"""Sections whose unread keys may belong to a plugin that is not selected (``compression``
+holds only former paths now)."""
+
+_SINGULAR = {"engines": "engine", "strategies": "strategy", "gateways": "gateway"}
 
 
 @attrs.frozen(eq=False)
@@ -73,6 +84,18 @@ class UnusedKey:
 
 
 @attrs.frozen
+class Deprecation:
+    """A key given under its former path: ``alias`` (as written in ``source``) is ``key`` now."""
+
+    alias: str
+    key: str
+    source: str
+
+    def __str__(self) -> str:
+        return f"config: {self.alias} (in {self.source}) is deprecated; write {self.key}"
+
+
+@attrs.frozen
 class Resolved:
     """The outcome of one validation.
 
@@ -84,6 +107,8 @@ class Resolved:
     :ivar spec_values: each spec -> its fields' values by name.
     :ivar models: ``models.<name>`` -> field values.
     :ivar engines: every ``engines.<name>`` section as written.
+    :ivar aliases: every declared former path -> the key path it stands for.
+    :ivar deprecations: the former paths given, in layer order.
     """
 
     values: dict[str, Any]
@@ -94,6 +119,13 @@ class Resolved:
     engines: dict[str, RawSection]
     unused: list[UnusedKey]
     problems: list[ConfigProblem]
+    aliases: dict[str, str] = attrs.field(factory=dict)
+    deprecations: list[Deprecation] = attrs.field(factory=list)
+
+    def problems_of(self, spec: SettingsSpec[Any]) -> list[ConfigProblem]:
+        """The problems with ``spec``'s keys (given under their key path or their alias)."""
+        prefix = spec.section + "."
+        return [p for p in self.problems if self.aliases.get(p.key, p.key).startswith(prefix)]
 
 
 class _Resolver:
@@ -108,20 +140,20 @@ class _Resolver:
         self.specs = list(specs)
         self.model_fields = tuple(model_fields)
         self.engine_trigger = engine_trigger
-        self.fields: dict[str, dict[str, tuple[Field, OwnedSpec]]] = {}
-        for owned in self.specs:
-            section = self.fields.setdefault(owned.spec.section, {})
-            for field in owned.spec.fields:
-                section[field.name] = (field, owned)
+        self.fields: dict[str, Field] = {}
+        self.aliases: dict[str, str] = {}
+        self.names: dict[str, list[str]] = {}
+        """Section path -> the names valid in it (keys, former keys, subsections)."""
+        self.closed: set[str] = set()
         self.values: dict[str, Any] = {}
         self.sources: dict[str, str] = {}
         self.owners: dict[str, str] = {}
         for owned in self.specs:
-            for field in owned.spec.fields:
-                key = owned.spec.key(field.name)
-                self.values[key] = field.default
-                self.sources[key] = "default"
-                self.owners[key] = owned.owner
+            self._declare(owned)
+        self.closed -= set(SHARED_SECTIONS)
+        self.given: dict[str, tuple[str, object]] = {}
+        """Key path -> (the path it was given under, its value) in the layer being applied."""
+        self.deprecations: list[Deprecation] = []
         self.models: dict[str, dict[str, Any]] = {}
         self.model_sources: dict[str, dict[str, str]] = {}
         self.engines: dict[str, dict[str, Any]] = {}
@@ -130,6 +162,34 @@ class _Resolver:
         self.unused: list[UnusedKey] = []
         self.problems: list[ConfigProblem] = list(raw.file_problems)
 
+    def _declare(self, owned: OwnedSpec) -> None:
+        section = owned.spec.section
+        kernel = owned.owner == CORE_OWNER
+        self._name(section, kernel)
+        for field in owned.spec.fields:
+            key = owned.spec.key(field.name)
+            self.fields[key] = field
+            self.values[key] = field.default
+            self.sources[key] = "default"
+            self.owners[key] = owned.owner
+            self.names[section].append(field.name)
+            if field.alias is not None:
+                self.aliases[field.alias] = key
+                old_section, _, old_name = field.alias.rpartition(".")
+                self._name(old_section, kernel)
+                self.names[old_section].append(old_name)
+
+    def _name(self, section: str, kernel: bool) -> None:
+        """Make ``section`` (and its parents, outside the plugin groups) known."""
+        parent, _, leaf = section.rpartition(".")
+        if section not in self.names:
+            self.names[section] = []
+            if parent and parent not in PLUGIN_GROUPS:
+                self._name(parent, kernel)
+                self.names[parent].append(leaf)
+        if kernel:
+            self.closed.add(section)
+
     # -- helpers -------------------------------------------------------------------------------
 
     def _problem(
@@ -137,16 +197,27 @@ class _Resolver:
     ) -> None:
         self.problems.append(ConfigProblem(key, value, allowed, source, show_value=show))
 
-    def _names(self, section: str) -> list[str]:
-        return list(self.fields.get(section, {}))
-
-    def _set(self, key: str, field: Field, value: object, source: str, *, typed: bool) -> None:
+    def _set(self, path: str, value: object, source: str, *, typed: bool) -> None:
+        """Set the key at ``path`` (a key path or a former one) from one layer."""
+        key = self.aliases.get(path, path)
+        if key != path:
+            self.deprecations.append(Deprecation(path, key, source))
+        field = self.fields[key]
         ok, converted, from_text = self._convert(field, value, typed=typed)
-        if ok:
-            self.values[key] = converted
-            self.sources[key] = source
-        else:
-            self._problem(key, converted, field.allowed(from_text=from_text), source)
+        if not ok:
+            self._problem(path, converted, field.allowed(from_text=from_text), source)
+            return
+        earlier_path, earlier = self.given.setdefault(key, (path, converted))
+        if earlier_path != path and earlier != converted:
+            alias = path if key != path else earlier_path
+            rule = (
+                f"conflicts with {earlier_path} = {format_value(printable(key, earlier))}: "
+                f"{alias} is the deprecated name of {key}; keep only {key}"
+            )
+            self._problem(path, value, rule, source)
+            return
+        self.values[key] = converted
+        self.sources[key] = source
 
     @staticmethod
     def _convert(field: Field, value: object, *, typed: bool) -> tuple[bool, Any, bool]:
@@ -159,64 +230,50 @@ class _Resolver:
 
     def _unclaimed(self, section: str, key: object, value: object, source: str) -> None:
         """A key of ``section`` that no declared field reads."""
-        names = self._names(section)
+        names = self.names.get(section, [])
         path = f"{section}.{key}"
-        if section in _CLOSED or (section.startswith("engines.") and section in self.fields):
+        own = section.partition(".")[0] in PLUGIN_GROUPS and section in self.names
+        if section in self.closed or own:
             self.problems.append(unknown_key_problem(section, key, names, source))
             return
-        if section in PLUGIN_SECTIONS:
-            close = closest(str(key), names, TYPO_CUTOFF) if isinstance(key, str) else None
-            if close is not None:
+        note = f"no selected plugin reads {section}"
+        if section in SHARED_SECTIONS:
+            if isinstance(key, str) and closest(key, names, TYPO_CUTOFF) is not None:
                 self.problems.append(unknown_key_problem(section, key, names, source))
                 return
             note = f"no selected plugin reads {path}"
-        else:
-            note = f"no selected plugin reads {section}"
         self.unused.append(UnusedKey(path, copy.deepcopy(value), source, note))
 
     # -- the file ------------------------------------------------------------------------------
 
     def apply_file(self) -> None:
         source = self.raw.source or "<mapping>"
+        self.given = {}
         for section, value in self.raw.data.items():
-            if section in (
-                "context",
-                "model",
-                "compression",
-                "prompt_caching",
-                "context_editing",
-                "coordination",
-            ):
-                self._section(section, value, source)
-            elif section == "auxiliary":
-                aux = as_mapping(value, "auxiliary", ("compression",), source, self.problems)
-                for key, sub in (aux or {}).items():
-                    if key == "compression":
-                        self._section("auxiliary.compression", sub, source)
-                    else:
-                        self.problems.append(
-                            unknown_key_problem("auxiliary", key, ("compression",), source)
-                        )
-            elif section == "models":
-                self._models(value, source)
-            elif section == "engines":
-                engines = as_mapping(value, "engines", None, source, self.problems)
-                for name, options in (engines or {}).items():
-                    self._engine(name, options, source)
-            else:
-                self.problems.append(
-                    unknown_key_problem("", section, TOP_SECTIONS, source, "section")
-                )
+            self._top(section, value, source)
+
+    def _top(self, section: object, value: object, source: str) -> None:
+        if section == "models":
+            self._models(value, source)
+        elif isinstance(section, str) and section in PLUGIN_GROUPS:
+            plugins = as_mapping(value, section, None, source, self.problems)
+            for name, options in (plugins or {}).items():
+                self._plugin_section(section, name, options, source)
+        elif isinstance(section, str) and section in TOP_SECTIONS:
+            self._section(section, value, source)
+        else:
+            self.problems.append(unknown_key_problem("", section, TOP_SECTIONS, source, "section"))
 
     def _section(self, section: str, data: object, source: str) -> None:
-        names = self._names(section)
-        mapping = as_mapping(data, section, names, source, self.problems)
+        mapping = as_mapping(data, section, self.names.get(section), source, self.problems)
         for key, value in (mapping or {}).items():
-            entry = self.fields.get(section, {}).get(key) if isinstance(key, str) else None
-            if entry is None:
-                self._unclaimed(section, key, value, source)
+            path = f"{section}.{key}"
+            if path in self.fields or path in self.aliases:
+                self._set(path, value, source, typed=True)
+            elif isinstance(key, str) and path in self.names:
+                self._section(path, value, source)
             else:
-                self._set(f"{section}.{key}", entry[0], value, source, typed=True)
+                self._unclaimed(section, key, value, source)
 
     def _models(self, data: object, source: str) -> None:
         models = as_mapping(data, "models", None, source, self.problems)
@@ -249,77 +306,85 @@ class _Resolver:
         self.models[name][field.name] = converted
         self.model_sources[name][field.name] = source
 
-    def _engine(self, name: object, options: object, source: str) -> None:
-        key_path = f"engines.{name}"
+    def _plugin_section(self, group: str, name: object, options: object, source: str) -> None:
+        """``<group>.<name>``: validated when a selected plugin declares it; an engine's
+        section is also kept as written (for engines that declare no settings)."""
+        section = f"{group}.{name}"
         if not isinstance(name, str) or NAME_PATTERN.fullmatch(name) is None:
-            self._problem(key_path, name, _ENGINE_NAME_RULE, source, show=False)
+            rule = f"{_SINGULAR[group]} names must be made of letters, digits, '_', '.' and '-'"
+            self._problem(section, name, rule, source, show=False)
             return
-        mapping = as_mapping(options, key_path, None, source, self.problems)
+        mapping = as_mapping(options, section, None, source, self.problems)
         if mapping is None:
             return
-        self.engine_origin.setdefault(name, source)
-        values = self.engines.setdefault(name, {})
-        sources = self.engine_sources.setdefault(name, {})
-        declared = self.fields.get(key_path)
+        if group == "engines":
+            self.engine_origin.setdefault(name, source)
+            self.engines.setdefault(name, {})
+            self.engine_sources.setdefault(name, {})
         for key, value in mapping.items():
-            if not isinstance(key, str):
-                rule = "option names must be strings"
-                self._problem(f"{key_path}.{key}", key, rule, source, show=False)
-                continue
+            self._plugin_option(section, key, value, source)
+
+    def _plugin_option(self, section: str, key: object, value: object, source: str) -> None:
+        if not isinstance(key, str):
+            rule = "option names must be strings"
+            self._problem(f"{section}.{key}", key, rule, source, show=False)
+            return
+        group, _, name = section.partition(".")
+        if group == "engines":
             # A private copy: later changes to the caller's data must not leak in.
-            values[key] = copy.deepcopy(value)
-            sources[key] = source
-            if declared is None:
-                self._unclaimed(key_path, key, value, source)
-            elif key in declared:
-                self._set(f"{key_path}.{key}", declared[key][0], value, source, typed=True)
-            else:
-                self._unclaimed(key_path, key, value, source)
+            self.engines[name][key] = copy.deepcopy(value)
+            self.engine_sources[name][key] = source
+        if f"{section}.{key}" in self.fields:
+            self._set(f"{section}.{key}", value, source, typed=True)
+        else:
+            self._unclaimed(section, key, value, source)
 
     # -- environment and overrides -------------------------------------------------------------
 
     def apply_env(self) -> None:
-        for owned in self.specs:
-            for field in owned.spec.fields:
-                if field.env is None:
-                    continue
-                text = self.raw.env.get(field.env)
-                if text is None or not text.strip():
-                    continue  # an empty variable counts as unset
-                key = owned.spec.key(field.name)
-                ok, converted = field.convert_text(text)
-                if ok:
-                    self.values[key] = converted
-                    self.sources[key] = f"env {field.env}"
-                else:
-                    self._problem(key, converted, field.allowed(from_text=True), f"env {field.env}")
+        for key, field in self.fields.items():
+            text = self.raw.env.get(field.env) if field.env is not None else None
+            if text is None or not text.strip():
+                continue  # an empty variable counts as unset
+            ok, converted = field.convert_text(text)
+            if ok:
+                self.values[key] = converted
+                self.sources[key] = f"env {field.env}"
+            else:
+                self._problem(key, converted, field.allowed(from_text=True), f"env {field.env}")
 
     def apply_overrides(self) -> None:
+        self.given = {}
         for key, value in self.raw.overrides.items():
-            if not isinstance(key, str) or "." not in key:
-                rule = "override keys must be dotted strings"
-                self._problem(str(key), key, rule, "override", show=False)
-            elif key.startswith("models."):
-                self._override_model(key, value)
-            elif key.startswith("engines."):
-                self._override_engine(key, value)
-            else:
-                section, _, name = key.rpartition(".")
-                entry = self.fields.get(section, {}).get(name)
-                if entry is not None:
-                    self._set(key, entry[0], value, "override", typed=False)
-                elif section in self.fields or section in PLUGIN_SECTIONS:
-                    self._unclaimed(section, name, value, "override")
-                else:
-                    text = "unknown key"
-                    close = closest(key, list(self.values), 0.6)
-                    if close:
-                        text += f"; did you mean {close!r}?"
-                    text += (
-                        " (allowed: the keys listed by `ctxengine config`, "
-                        "models.<name>.<field> or engines.<name>.<option>)"
-                    )
-                    self._problem(key, value, text, "override", show=False)
+            self._override(key, value)
+
+    def _override(self, key: object, value: object) -> None:
+        if not isinstance(key, str) or "." not in key:
+            rule = "override keys must be dotted strings"
+            self._problem(str(key), key, rule, "override", show=False)
+        elif key.startswith("models."):
+            self._override_model(key, value)
+        elif key.partition(".")[0] in PLUGIN_GROUPS:
+            self._override_plugin(key, value)
+        elif key in self.fields or key in self.aliases:
+            self._set(key, value, "override", typed=False)
+        else:
+            self._override_unknown(key, value)
+
+    def _override_unknown(self, key: str, value: object) -> None:
+        section, _, name = key.rpartition(".")
+        if section in self.names or section in SHARED_SECTIONS:
+            self._unclaimed(section, name, value, "override")
+            return
+        text = "unknown key"
+        close = closest(key, [*self.fields, *self.aliases], 0.6)
+        if close:
+            text += f"; did you mean {close!r}?"
+        text += (
+            " (allowed: the keys listed by `ctxengine config`, "
+            "models.<name>.<field> or <engines|strategies|gateways>.<name>.<option>)"
+        )
+        self._problem(key, value, text, "override", show=False)
 
     def _override_model(self, key: str, value: object) -> None:
         # Model names may contain dots ("claude-3.5-..."), field names never do.
@@ -330,32 +395,34 @@ class _Resolver:
             return
         self._model_value(name, field_name, value, "override", typed=False)
 
-    def _override_engine(self, key: str, value: object) -> None:
-        rest = key[len("engines.") :]
+    def _override_plugin(self, key: str, value: object) -> None:
+        group, _, rest = key.partition(".")
         if isinstance(value, Mapping) and NAME_PATTERN.fullmatch(rest):
-            self._engine(rest, value, "override")
+            self._plugin_section(group, rest, value, "override")
             return
-        # The longest declared engine section that prefixes the key wins ("engines.a.b.c" is
-        # option "c" of engine "a.b" when "a.b" is declared); else the last dot splits.
+        # The longest declared section that prefixes the key wins ("engines.a.b.c" is option
+        # "c" of engine "a.b" when "a.b" is declared); else the last dot splits.
         declared = sorted(
-            (s for s in self.fields if s.startswith("engines.") and key.startswith(s + ".")),
+            (s for s in self.names if s.startswith(group + ".") and key.startswith(s + ".")),
             key=len,
             reverse=True,
         )
         if declared:
-            name, option = declared[0][len("engines.") :], key[len(declared[0]) + 1 :]
+            name, option = declared[0][len(group) + 1 :], key[len(declared[0]) + 1 :]
         else:
             name, _, option = rest.rpartition(".")
         if name and option:
-            self._engine(name, {option: value}, "override")
+            self._plugin_section(group, name, {option: value}, "override")
         else:
-            rule = "must be written engines.<name>.<option> (or engines.<name>: mapping)"
+            rule = f"must be written {group}.<name>.<option> (or {group}.<name>: mapping)"
             self._problem(key, value, rule, "override", show=False)
 
     # -- checks and result ---------------------------------------------------------------------
 
     def check(self) -> None:
-        view = SettingsView(self.values, self.sources, self.problems, self.engine_trigger)
+        view = SettingsView(
+            self.values, self.sources, self.problems, self.engine_trigger, self.aliases
+        )
         for owned in self.specs:
             for rule in owned.spec.checks:
                 rule(view)
@@ -396,6 +463,8 @@ class _Resolver:
             engines=engines,
             unused=self.unused,
             problems=self.problems,
+            aliases=self.aliases,
+            deprecations=self.deprecations,
         )
 
 
@@ -422,4 +491,4 @@ def resolve(
     return resolver.result()
 
 
-__all__ = ["CORE_OWNER", "RawConfig", "Resolved", "UnusedKey", "resolve"]
+__all__ = ["CORE_OWNER", "Deprecation", "RawConfig", "Resolved", "UnusedKey", "resolve"]

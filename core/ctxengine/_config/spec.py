@@ -1,8 +1,11 @@
 """How the kernel and every plugin declare the configuration keys they read.
 
-A :class:`SettingsSpec` lists the keys of one section (``compression``, ``prompt_caching`` or
-``engines.<name>``) with their types, defaults, ranges and environment variables, optionally how
-to build a typed value from them and which checks run across keys. Plugins hand their specs to
+A :class:`SettingsSpec` lists the keys of one section (``engines.<name>``, ``strategies.<name>``,
+``gateways.<name>``, or keys added to ``prompt_caching`` / ``coordination``) with their types,
+defaults, ranges, environment variables and former paths, optionally how to build a typed value
+from them and which checks run across keys. :meth:`SettingsSpec.of` reads the keys from an
+``attrs`` class whose attributes are declared with :func:`~ctxengine.setting`, so each key is
+declared once. Plugins hand their specs to
 the kernel in the ``declare_settings`` hook; the kernel validates every selected plugin's keys at
 :func:`ctxengine.load` with the same messages as its own, and ``ctxengine config`` lists them
 with their owner. See ``docs/configuration.md``.
@@ -17,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
-from ctxengine._config.fields import ConfigProblem, Field, format_value, printable
+from ctxengine._config.fields import ConfigProblem, Field, fields_of, format_value, printable
 
 T = TypeVar("T")
 
@@ -28,10 +31,15 @@ Check = Callable[["SettingsView"], None]
 CORE_OWNER = "kernel"
 """The owner name of the keys the kernel itself reads."""
 
-PLUGIN_SECTIONS = ("compression", "prompt_caching", "coordination")
-"""Sections a plugin may add keys to besides its own ``engines.<name>``."""
+PLUGIN_GROUPS = ("engines", "strategies", "gateways")
+"""Top-level sections holding one ``<group>.<name>`` section per plugin (engines, cache
+strategies, gateway extensions such as hygiene)."""
 
-_ENGINE_SECTION = re.compile(r"engines\.[A-Za-z0-9_.-]+")
+PLUGIN_SECTIONS = ("prompt_caching", "coordination")
+"""Kernel sections a plugin may add keys to besides its own ``<group>.<name>``."""
+
+_PLUGIN_SECTION = re.compile(r"(engines|strategies|gateways)\.[A-Za-z0-9_.-]+")
+_KEY_PATH = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+")
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 
 TYPO_CUTOFF = 0.8
@@ -55,8 +63,9 @@ def _checks(value: Iterable[Check]) -> tuple[Check, ...]:
 class SettingsSpec(Generic[T]):
     """The keys one owner reads in one section.
 
-    :ivar section: ``"compression"``, ``"prompt_caching"`` or ``"engines.<name>"`` (the kernel
-        also declares its own sections, ``context``, ``model`` and so on).
+    :ivar section: ``"engines.<name>"``, ``"strategies.<name>"``, ``"gateways.<name>"``,
+        ``"prompt_caching"`` or ``"coordination"`` (the kernel also declares its own sections,
+        ``context``, ``model`` and so on).
     :ivar fields: the keys, in documentation order; each :class:`~ctxengine.Field` may name an
         environment variable (``env``) that overrides it.
     :ivar build: called with every field's value as keyword arguments to make the typed value
@@ -99,13 +108,29 @@ class SettingsSpec(Generic[T]):
                     f"{self.section}.{field.name}: environment variable {field.env!r} must be "
                     "upper-case letters, digits and '_'"
                 )
+            if field.alias is not None and _KEY_PATH.fullmatch(field.alias) is None:
+                raise SettingsDeclarationError(
+                    f"{self.section}.{field.name}: alias {field.alias!r} must be a dotted key path"
+                )
+
+    @classmethod
+    def of(
+        cls,
+        section: str,
+        settings: type[T],
+        *,
+        build: Callable[..., T] | None = None,
+        checks: Iterable[Check] = (),
+        trigger: str | None = None,
+        doc: str = "",
+    ) -> SettingsSpec[T]:
+        """The spec of an ``attrs`` class whose keys are declared with
+        :func:`~ctxengine.setting`; ``build`` defaults to the class itself."""
+        return cls(section, fields_of(settings), build or settings, checks, trigger, doc)
 
     def key(self, name: str) -> str:
         """The dotted key path of field ``name``."""
         return f"{self.section}.{name}"
-
-    def defaults(self) -> dict[str, Any]:
-        return {f.name: f.default for f in self.fields}
 
     def storage_keys(self) -> list[str]:
         """The key paths of the fields marked ``storage`` (where the owner keeps data)."""
@@ -128,11 +153,9 @@ class SettingsRegistry:
     allowed sections, is a :class:`SettingsDeclarationError` naming both sides.
     """
 
-    def __init__(self, specs: Iterable[OwnedSpec] = ()) -> None:
+    def __init__(self) -> None:
         self._specs: list[OwnedSpec] = []
         self._owner_of: dict[str, str] = {}
-        for owned in specs:
-            self._add(owned.spec, owned.owner, check_section=False)
 
     @property
     def specs(self) -> tuple[OwnedSpec, ...]:
@@ -142,33 +165,30 @@ class SettingsRegistry:
         """The registry as one plugin sees it: its ``add`` stamps ``owner`` on each spec."""
         return PluginSettings(self, owner)
 
-    def _add(self, spec: SettingsSpec[Any], owner: str, *, check_section: bool = True) -> None:
+    def _add(self, spec: SettingsSpec[Any], owner: str) -> None:
         if not isinstance(spec, SettingsSpec):
             raise SettingsDeclarationError(
                 f"plugin {owner!r} declared {spec!r}, not a ctxengine.SettingsSpec"
             )
-        if check_section and not (
-            spec.section in PLUGIN_SECTIONS or _ENGINE_SECTION.fullmatch(spec.section)
-        ):
+        if not (spec.section in PLUGIN_SECTIONS or _PLUGIN_SECTION.fullmatch(spec.section)):
             raise SettingsDeclarationError(
                 f"plugin {owner!r} declared settings under {spec.section!r}; plugins may declare "
-                f"keys under engines.<name> or in {', '.join(PLUGIN_SECTIONS)}"
+                "keys under engines.<name>, strategies.<name>, gateways.<name> or in "
+                f"{', '.join(PLUGIN_SECTIONS)}"
             )
         if any(o.spec is spec for o in self._specs):
             return  # the same spec declared twice (e.g. a module registered under two names)
-        for field in spec.fields:
-            key = spec.key(field.name)
+        paths = [spec.key(f.name) for f in spec.fields]
+        paths += [f.alias for f in spec.fields if f.alias is not None]
+        for key in paths:
             other = self._owner_of.get(key)
             if other is not None:
                 raise SettingsDeclarationError(
                     f"{key} is declared by both {other!r} and {owner!r}; each key has one owner"
                 )
-        for field in spec.fields:
-            self._owner_of[spec.key(field.name)] = owner
+        for key in paths:
+            self._owner_of[key] = owner
         self._specs.append(OwnedSpec(spec, owner))
-
-    def owner_of(self, key: str) -> str | None:
-        return self._owner_of.get(key)
 
 
 class PluginSettings:
@@ -190,8 +210,9 @@ class PluginSettings:
 class SettingsView:
     """What a cross-key check sees: every declared key's value and source, and a way to report.
 
-    Keys are dotted paths (``"compression.threshold"``). A check should skip keys that already
-    have a problem (:meth:`has_problem`): their value is not meaningful.
+    Keys are dotted paths (``"engines.compressor.threshold"``), never a former path (an alias).
+    A check should skip keys that already have a problem (:meth:`has_problem`, which counts a
+    problem reported under a key's alias too): their value is not meaningful.
     """
 
     def __init__(
@@ -200,8 +221,10 @@ class SettingsView:
         sources: Mapping[str, str],
         problems: list[ConfigProblem],
         engine_trigger: str | None,
+        aliases: Mapping[str, str] | None = None,
     ) -> None:
         self._values = values
+        self._aliases = aliases or {}
         self._sources = sources
         self._problems = problems
         self.engine_trigger = engine_trigger
@@ -217,12 +240,12 @@ class SettingsView:
         return self._sources.get(key, "default")
 
     def has_problem(self, *keys: str) -> bool:
-        bad = {p.key for p in self._problems}
+        bad = {self._aliases.get(p.key, p.key) for p in self._problems}
         return any(key in bad for key in keys)
 
     def describe(self, key: str, *, seen_from: str) -> str:
         """``key (value)``, naming its source when it differs from ``seen_from`` (the source of
-        the key the message is about): ``compression.threshold (0.5, the default)``."""
+        the key the message is about): ``engines.compressor.threshold (0.5, the default)``."""
         other_source = self.source(key)
         if other_source == seen_from:
             where = ""

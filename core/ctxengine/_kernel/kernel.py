@@ -263,7 +263,7 @@ class Kernel:
     own calls. Build it with :func:`load`.
 
     :ivar trigger_key: the key path of the selected engine's compaction trigger
-        (``compression.threshold`` for the compressor, ``engines.lcm.threshold`` for lcm), or
+        (``engines.compressor.threshold`` for the compressor, ``engines.lcm.threshold`` for lcm), or
         ``None`` when the engine declares none.
     :ivar data_dir: where plugins keep persistent data (``ctx.data_dir``).
     :raises ConfigError: when a selected plugin's settings are invalid.
@@ -597,7 +597,7 @@ def load(
     :param plugins: extra ``(name, plugin)`` pairs registered as always-on extensions.
     :param clock: monotonic seconds for cooldowns and circuit breakers (tests move it by hand).
     :param trigger: the selected engine's compaction trigger (a fraction of the window), set on
-        whichever key that engine declares as its trigger (``compression.threshold`` for the
+        whichever key that engine declares as its trigger (``engines.compressor.threshold`` for the
         compressor, ``engines.lcm.threshold`` for lcm); validated like that key, with source
         ``override``.
     :param sandbox: a folder for a simulation: ``ctx.data_dir`` points there and every setting

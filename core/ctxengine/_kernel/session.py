@@ -364,7 +364,7 @@ class Session:
         :param prompt: the prompt size as :meth:`prompt` returned it, when the caller has it.
         :raises ValueError: a message is not a dict (the message names its index).
         """
-        if not self._services.config.compression.enabled:
+        if not self._services.config.context.compaction:
             return False
         with self._lock:
             if prompt_tokens is not None:
@@ -386,8 +386,8 @@ class Session:
         :param prompt: the prompt size as :meth:`prompt` returned it (or a measured one), when
             the caller has it.
         """
-        if not self._services.config.compression.enabled:
-            return GatewayVerdict(False, "compression is disabled (compression.enabled: false)")
+        if not self._services.config.context.compaction:
+            return GatewayVerdict(False, "compression is disabled (context.compaction: false)")
         with self._lock:
             if prompt is None:
                 prompt = self.prompt(messages, system)

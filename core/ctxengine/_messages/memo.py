@@ -58,7 +58,7 @@ __all__ = [
 
 DEFAULT_MAX_ENTRIES = 10_000
 """Entries a :class:`MessageMemo` keeps besides those of the list it resolved last: twice the
-gateway's default hard message limit (``compression.hygiene_hard_message_limit``)."""
+gateway's default hard message limit (``gateways.hygiene.hard_message_limit``)."""
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})
 

@@ -83,7 +83,7 @@ class EngineConformance:
 
     def extra_config(self, tmp_path: Path) -> dict[str, Any]:
         """More top-level sections for the engine under test, e.g. keys it declares in
-        ``compression`` (none by default: the suite assumes nothing about any engine's keys)."""
+        ``prompt_caching`` (none by default: the suite assumes nothing about any engine's keys)."""
         return {}
 
     def config(self, tmp_path: Path) -> dict[str, Any]:

@@ -25,13 +25,13 @@ from ctxengine import (
     CompressResult,
     Conversation,
     EngineContext,
-    Field,
     PluginSettings,
     SettingsSpec,
     Stage,
     TokenEstimate,
     Tool,
     hookimpl,
+    setting,
 )
 from ctxengine.messages import cut_points, is_tool_result_message
 
@@ -41,26 +41,19 @@ NAME = "trim"
 
 @attrs.frozen
 class TrimSettings:
-    threshold: float = 0.6
-    keep_last: int = 8
+    threshold: float = setting(
+        "number",
+        0.6,
+        gt=0.0,
+        le=0.95,
+        env="CTXENGINE_TRIM_THRESHOLD",
+        doc="compact when prompt tokens >= threshold x window",
+    )
+    keep_last: int = setting("int", 8, ge=2, doc="fewest recent messages kept")
 
 
-SETTINGS: SettingsSpec[TrimSettings] = SettingsSpec(
-    "engines.trim",
-    (
-        Field(
-            "threshold",
-            "number",
-            0.6,
-            gt=0.0,
-            le=0.95,
-            env="CTXENGINE_TRIM_THRESHOLD",
-            doc="compact when prompt tokens >= threshold x window",
-        ),
-        Field("keep_last", "int", 8, ge=2, doc="fewest recent messages kept"),
-    ),
-    build=TrimSettings,
-    trigger="threshold",
+SETTINGS: SettingsSpec[TrimSettings] = SettingsSpec.of(
+    "engines.trim", TrimSettings, trigger="threshold"
 )
 
 
@@ -85,7 +78,7 @@ def should_compress(
 ) -> bool | None:
     if stage == "gateway":
         return None  # the gateway safety net decides that stage
-    if not ctx.config.compression.enabled:
+    if not ctx.config.context.compaction:
         return False
     limit = ctx.fraction_of_window(ctx.config.settings(SETTINGS).threshold)
     # reaches: the answer exact counts give, counting only when the prompt is close to the limit

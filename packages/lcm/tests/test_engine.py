@@ -332,9 +332,8 @@ def test_abort_on_summary_failure_returns_input(make_kernel: Any) -> None:
 def _with_abort(config: Any) -> Any:
     import attrs
 
-    return attrs.evolve(
-        config, compression=attrs.evolve(config.compression, abort_on_summary_failure=True)
-    )
+    summary = attrs.evolve(config.auxiliary.compression, abort_on_failure=True)
+    return attrs.evolve(config, auxiliary=attrs.evolve(config.auxiliary, compression=summary))
 
 
 def test_bad_options_are_named(tmp_path: Path) -> None:

@@ -270,9 +270,12 @@ def test_threshold_sets_the_lcm_trigger_not_compression_threshold(openai_list: P
     assert late["sessions"][0]["trigger"] == {"key": "engines.lcm.threshold", "value": 0.8}
     assert _first_compaction(early) < _first_compaction(late)
     default = _replay_json(openai_list, *SMALL)
-    assert default["sessions"][0]["trigger"] == {"key": "compression.threshold", "value": 0.5}
+    assert default["sessions"][0]["trigger"] == {
+        "key": "engines.compressor.threshold",
+        "value": 0.5,
+    }
     set_ = _replay_json(openai_list, "--threshold", "0.3", *SMALL)
-    assert set_["sessions"][0]["trigger"] == {"key": "compression.threshold", "value": 0.3}
+    assert set_["sessions"][0]["trigger"] == {"key": "engines.compressor.threshold", "value": 0.3}
 
 
 # -- replay never touches real stores; compress stores under the id it names -----------------

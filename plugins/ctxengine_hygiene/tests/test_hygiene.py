@@ -29,11 +29,13 @@ from ctxengine_fakeapi import FakeAPI
 WINDOW = 32_000
 
 
-def gateway_kernel(**compression: Any) -> Kernel:
+def gateway_kernel(compaction: bool = True, **hygiene: Any) -> Kernel:
     return ctxengine.load(
         {
+            "context": {"compaction": compaction},
             "model": {"name": "claude-sonnet-4-6", "context_length": WINDOW},
-            "compression": {"protect_last_n": 4, **compression},
+            "engines": {"compressor": {"protect_last_n": 4}},
+            "gateways": {"hygiene": hygiene},
             "auxiliary": {"compression": {"provider": "extractive"}},
         }
     )
@@ -87,7 +89,7 @@ def test_fewer_than_four_messages_are_never_compacted() -> None:
 
 
 def test_hard_message_limit_fires_regardless_of_tokens() -> None:
-    kernel = gateway_kernel(hygiene_hard_message_limit=30)
+    kernel = gateway_kernel(hard_message_limit=30)
     messages = history()
     assert len(messages) >= 30
     report = kernel.hygiene("s", messages, last_prompt_tokens=100)
@@ -115,7 +117,7 @@ def test_the_sessions_last_real_usage_counts_as_measured() -> None:
 
 
 def test_disabled_compression_never_fires() -> None:
-    kernel = gateway_kernel(enabled=False)
+    kernel = gateway_kernel(compaction=False)
     report = kernel.hygiene("s", history(), last_prompt_tokens=WINDOW * 2)
     assert report.fired is False
     assert report.compacted is False
@@ -127,7 +129,7 @@ def test_aborted_summary_leaves_the_history_unchanged() -> None:
         kernel = ctxengine.load(
             {
                 "model": {"name": "claude-sonnet-4-6", "context_length": WINDOW},
-                "compression": {"protect_last_n": 4},
+                "engines": {"compressor": {"protect_last_n": 4}},
                 "auxiliary": {
                     "compression": {
                         "provider": "anthropic",
@@ -279,7 +281,7 @@ def test_the_hard_message_limit_brings_a_cheap_history_under_it() -> None:
     assert report.error is None
     assert report.message_budget == 2_500
     assert len(report.messages) <= 2_500
-    assert "hygiene_hard_message_limit 5,000" in report.reason
+    assert "gateways.hygiene.hard_message_limit 5,000" in report.reason
     assert validate(report.messages, "openai", profile="strict") == []
     assert report.messages[-1] is messages[-1]
     # Under the limit now: the next turn does not fire again.

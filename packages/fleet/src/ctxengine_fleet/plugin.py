@@ -12,7 +12,7 @@ from pathlib import Path
 
 import attrs
 
-from ctxengine import Config, Field, PluginSettings, SettingsSpec, SettingsView, hookimpl
+from ctxengine import Config, PluginSettings, SettingsSpec, SettingsView, hookimpl, setting
 from ctxengine.coordination import Coordinator
 from ctxengine_fleet.postgres import is_database_url
 
@@ -31,9 +31,24 @@ class FleetSettings:
     :ivar pool_size: most connections one process opens to ``database_url``.
     """
 
-    path: str | None = None
-    database_url: str | None = attrs.field(default=None, repr=False)
-    pool_size: int = 4
+    path: str | None = setting(
+        "str",
+        nullable=True,
+        doc="the file backend's folder, on local disk (null = <home>/coordination)",
+    )
+    database_url: str | None = setting(
+        "str",
+        nullable=True,
+        secret=True,
+        env="CTXENGINE_COORDINATION_URL",
+        doc="the postgresql backend's database (postgresql://...); may be lcm's",
+    )
+    pool_size: int = setting(
+        "int",
+        4,
+        ge=1,
+        doc="most connections per process to database_url (a session call holds one)",
+    )
 
 
 def _backend_options(view: SettingsView) -> None:
@@ -53,33 +68,9 @@ def _backend_options(view: SettingsView) -> None:
         view.problem(path, f"is read by coordination.backend: file only (it is {chosen})")
 
 
-SETTINGS = SettingsSpec(
+SETTINGS = SettingsSpec.of(
     "coordination",
-    (
-        Field(
-            "path",
-            "str",
-            None,
-            nullable=True,
-            doc="the file backend's folder, on local disk (null = <home>/coordination)",
-        ),
-        Field(
-            "database_url",
-            "str",
-            None,
-            nullable=True,
-            env="CTXENGINE_COORDINATION_URL",
-            doc="the postgresql backend's database (postgresql://...); may be lcm's",
-        ),
-        Field(
-            "pool_size",
-            "int",
-            4,
-            ge=1,
-            doc="most connections per process to database_url (a session call holds one)",
-        ),
-    ),
-    build=FleetSettings,
+    FleetSettings,
     checks=(_backend_options,),
     doc="the file and postgresql coordination backends (ctxengine-fleet)",
 )

@@ -68,7 +68,7 @@ def should_compress(
     """
     if stage == "gateway":
         return None
-    if not ctx.config.compression.enabled:
+    if not ctx.config.context.compaction:
         return False
     from ctxengine_lcm.compaction import budget_for
 

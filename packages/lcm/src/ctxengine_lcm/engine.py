@@ -336,7 +336,7 @@ class LcmSession:
             summariser = Summariser(
                 provider,
                 count_text,
-                abort_on_failure=ctx.config.compression.abort_on_summary_failure,
+                abort_on_failure=ctx.config.auxiliary.compression.abort_on_failure,
                 focus=focus,
                 force=force and stage == "agent",
             )

@@ -1,8 +1,9 @@
 """The ``engines.lcm`` section of ``config.yaml``, validated with the kernel's field rules.
 
-Every key, its default and its range are listed in :data:`SETTINGS`; the README's table mirrors it.
+Every key, its default and its range are declared once, on :class:`LcmSettings`; the README's
+table mirrors it.
 The compaction threshold is the engine's own (``engines.lcm.threshold``, default 0.75 of the
-window), not ``compression.threshold`` (0.50): compaction here loses nothing, so it can wait
+window), not ``engines.compressor.threshold`` (0.50): compaction here loses nothing, so it can wait
 longer and compact less often, which keeps the prompt cache warm for longer.
 """
 
@@ -16,11 +17,11 @@ import attrs
 
 from ctxengine import (
     Config,
-    Field,
     SettingsSpec,
     SettingsView,
     config_from_mapping,
     ctxengine_home,
+    setting,
 )
 from ctxengine_lcm.urls import POSTGRES_SCHEMES
 
@@ -30,24 +31,77 @@ ENGINE_NAME = "lcm"
 
 @attrs.frozen
 class LcmSettings:
-    """Validated engine options (see :data:`SETTINGS` for meanings and ranges)."""
+    """Validated engine options, each declared once here (default, range, environment variable,
+    meaning)."""
 
-    db_path: Path | None
+    db_path: Path | None = setting(
+        "str",
+        nullable=True,
+        storage=True,  # a replay redirects it to a temporary store
+        doc="SQLite file; null = <CTXENGINE_HOME>/lcm/lcm.db (unused with database_url; a "
+        "replay uses a temporary one)",
+    )
     """The SQLite file; ``None`` until :func:`settings_for` fills in the default location."""
-    database_url: str | None = None
+    database_url: str | None = setting(
+        "str",
+        nullable=True,
+        env="CTXENGINE_LCM_DATABASE_URL",
+        storage=True,  # a replay never writes to the real database either
+        doc="postgresql://user@host:port/dbname: keep the store in PostgreSQL instead of "
+        "the SQLite file (many processes and hosts); null = SQLite",
+    )
     """The PostgreSQL database that holds the store instead (``None``: the SQLite file)."""
-    database_pool_size: int = 8
-    threshold: float = 0.75
-    target_fill: float = 0.6
-    fresh_tail_count: int = 32
-    fresh_tail_max_tokens: int = 40_000
-    leaf_chunk_tokens: int = 20_000
-    leaf_min_messages: int = 8
-    condense_fanout: int = 4
-    leaf_summary_tokens: int = 1_200
-    condensed_summary_tokens: int = 2_000
-    large_output_tokens: int = 25_000
-    regex_timeout_s: float = 2.0
+    database_pool_size: int = setting(
+        "int",
+        8,
+        ge=1,
+        le=1_000,
+        doc="most PostgreSQL connections one process opens to database_url",
+    )
+    threshold: float = setting(
+        "number",
+        0.75,
+        gt=0.0,
+        le=1.0,
+        doc="compact when prompt tokens >= threshold x window",
+    )
+    target_fill: float = setting(
+        "number",
+        0.6,
+        gt=0.0,
+        le=1.0,
+        doc="condense summaries until the context is <= target_fill x threshold tokens",
+    )
+    fresh_tail_count: int = setting("int", 32, ge=1, doc="most recent messages never compacted")
+    fresh_tail_max_tokens: int = setting(
+        "int", 40_000, ge=1, doc="token cap on the fresh tail (wins over the count)"
+    )
+    leaf_chunk_tokens: int = setting(
+        "int", 20_000, ge=100, doc="tokens of raw messages per leaf summary"
+    )
+    leaf_min_messages: int = setting(
+        "int", 8, ge=1, doc="smallest chunk of raw messages worth a leaf summary"
+    )
+    condense_fanout: int = setting(
+        "int", 4, ge=2, doc="same-depth summaries condensed into one deeper summary"
+    )
+    leaf_summary_tokens: int = setting("int", 1_200, ge=50, doc="target size of a leaf summary")
+    condensed_summary_tokens: int = setting(
+        "int", 2_000, ge=50, doc="target size of a condensed summary"
+    )
+    large_output_tokens: int = setting(
+        "int",
+        25_000,
+        ge=100,
+        doc="tool outputs above this are stored aside and described in context",
+    )
+    regex_timeout_s: float = setting(
+        "number",
+        2.0,
+        gt=0.0,
+        le=60.0,
+        doc="run-time cap of one lcm_grep regex search",
+    )
 
     @property
     def path(self) -> Path:
@@ -82,116 +136,15 @@ def _one_store(view: SettingsView) -> None:
         )
 
 
-SETTINGS: SettingsSpec[LcmSettings] = SettingsSpec(
+SETTINGS: SettingsSpec[LcmSettings] = SettingsSpec.of(
     SECTION,
-    (
-        Field(
-            "db_path",
-            "str",
-            None,
-            nullable=True,
-            storage=True,  # a replay redirects it to a temporary store
-            doc="SQLite file; null = <CTXENGINE_HOME>/lcm/lcm.db (unused with database_url; a "
-            "replay uses a temporary one)",
-        ),
-        Field(
-            "database_url",
-            "str",
-            None,
-            nullable=True,
-            env="CTXENGINE_LCM_DATABASE_URL",
-            storage=True,  # a replay never writes to the real database either
-            doc="postgresql://user@host:port/dbname: keep the store in PostgreSQL instead of "
-            "the SQLite file (many processes and hosts); null = SQLite",
-        ),
-        Field(
-            "database_pool_size",
-            "int",
-            8,
-            ge=1,
-            le=1_000,
-            doc="most PostgreSQL connections one process opens to database_url",
-        ),
-        Field(
-            "threshold",
-            "number",
-            0.75,
-            gt=0.0,
-            le=1.0,
-            doc="compact when prompt tokens >= threshold x window",
-        ),
-        Field(
-            "target_fill",
-            "number",
-            0.6,
-            gt=0.0,
-            le=1.0,
-            doc="condense summaries until the context is <= target_fill x threshold tokens",
-        ),
-        Field("fresh_tail_count", "int", 32, ge=1, doc="most recent messages never compacted"),
-        Field(
-            "fresh_tail_max_tokens",
-            "int",
-            40_000,
-            ge=1,
-            doc="token cap on the fresh tail (wins over the count)",
-        ),
-        Field(
-            "leaf_chunk_tokens",
-            "int",
-            20_000,
-            ge=100,
-            doc="tokens of raw messages per leaf summary",
-        ),
-        Field(
-            "leaf_min_messages",
-            "int",
-            8,
-            ge=1,
-            doc="smallest chunk of raw messages worth a leaf summary",
-        ),
-        Field(
-            "condense_fanout",
-            "int",
-            4,
-            ge=2,
-            doc="same-depth summaries condensed into one deeper summary",
-        ),
-        Field("leaf_summary_tokens", "int", 1_200, ge=50, doc="target size of a leaf summary"),
-        Field(
-            "condensed_summary_tokens",
-            "int",
-            2_000,
-            ge=50,
-            doc="target size of a condensed summary",
-        ),
-        Field(
-            "large_output_tokens",
-            "int",
-            25_000,
-            ge=100,
-            doc="tool outputs above this are stored aside and described in context",
-        ),
-        Field(
-            "regex_timeout_s",
-            "number",
-            2.0,
-            gt=0.0,
-            le=60.0,
-            doc="run-time cap of one lcm_grep regex search",
-        ),
-    ),
+    LcmSettings,
     build=_build,
     checks=(_one_store,),
     trigger="threshold",
     doc="the lossless engine",
 )
 """The ``engines.lcm`` keys, declared to the kernel in the ``declare_settings`` hook."""
-
-
-def fields() -> list[Field]:
-    """The section's keys, types, defaults and ranges."""
-    return list(SETTINGS.fields)
 
 
 def default_db_path(data_dir: Path) -> Path:

@@ -58,7 +58,7 @@ def _engine_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         metavar="FRACTION",
         help="compact at this fraction of the window: sets the selected engine's own trigger "
-        "(compression.threshold for the compressor, engines.lcm.threshold for lcm)",
+        "(engines.compressor.threshold for the compressor, engines.lcm.threshold for lcm)",
     )
     parser.add_argument(
         "--context-length",

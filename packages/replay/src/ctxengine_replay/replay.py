@@ -436,7 +436,7 @@ def replay(
             configured = scenario.configure(config)
             caching = configured.prompt_caching
             key = (
-                configured.compression.enabled,
+                configured.context.compaction,
                 caching.enabled,
                 caching.strategy,
                 caching.cache_ttl,

@@ -59,20 +59,20 @@ class Scenario:
     def configure(self, config: Config) -> Config:
         """``config`` with this scenario in place (the kernel keeps the kernel values of a
         configuration evolved in code, and reads the plugins' keys from its layers)."""
-        compression = config.compression
         caching = config.prompt_caching
         editing = config.context_editing
         if self.clearing is False or not (self.compaction or self.caching):
             editing = type(editing)()
         elif self.clearing and not editing.enabled:
             editing = type(editing)(clear_tool_uses=True)
-        context = config.context
+        context = attrs.evolve(
+            config.context, compaction=config.context.compaction and self.compaction
+        )
         if self.engine is not None:
             context = attrs.evolve(context, engine=self.engine)
         return attrs.evolve(
             config,
             context=context,
-            compression=attrs.evolve(compression, enabled=compression.enabled and self.compaction),
             prompt_caching=attrs.evolve(
                 caching,
                 enabled=caching.enabled if self.caching else False,
