@@ -1254,8 +1254,8 @@ def test_a_lower_layer_under_the_former_path_is_overridden_without_conflict(
 def test_settings_declared_on_a_class() -> None:
     import attrs
 
-    from ctxengine import SettingsDeclarationError, SettingsSpec, setting
-    from ctxengine._config.spec import SettingsRegistry
+    from ctxengine import SettingsSpec, setting
+    from ctxengine._config.spec import SettingsDeclarationError, SettingsRegistry
 
     @attrs.frozen
     class Marker:

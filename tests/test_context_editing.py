@@ -12,18 +12,14 @@ import pytest
 
 import ctxengine
 from ctxengine._cli.files import read_conversations
-from ctxengine.messages import (
+from ctxengine._messages.editing import (
     clearable_blocks,
     edit_problems,
     keep_markers_off_cleared,
-    marked_items,
-    marker_positions,
     request_betas,
-    request_edits,
-    to_anthropic,
-    validate,
     with_edits,
 )
+from ctxengine.messages import marked_items, marker_positions, request_edits, to_anthropic, validate
 from ctxengine.testing.transcripts import transcript_files
 from ctxengine_caching.strategy import apply_system_and_3
 from ctxengine_fakeapi import FakeAPI, check_anthropic_request

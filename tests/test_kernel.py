@@ -14,6 +14,7 @@ import pytest
 
 import ctxengine
 from ctxengine import hookimpl
+from ctxengine._config.spec import SettingsDeclarationError
 from ctxengine._kernel.resolve import register_engine, unregister_engine
 from ctxengine._messages.conversation import Conversation
 from ctxengine._plugin.context import EngineContext
@@ -382,7 +383,7 @@ def test_sandbox_redirects_data_dir_and_every_storage_setting(tmp_path: Path) ->
 
 
 def test_a_storage_field_must_default_to_null() -> None:
-    with pytest.raises(ctxengine.SettingsDeclarationError) as raised:
+    with pytest.raises(SettingsDeclarationError) as raised:
         ctxengine.SettingsSpec(
             "engines.x", (ctxengine.Field("path", "str", "/var/x.db", storage=True),)
         )

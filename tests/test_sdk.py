@@ -154,6 +154,27 @@ def test_every_sdk_name_resolves_and_private_modules_are_underscored() -> None:
     assert public == {"coordination", "hookspecs", "messages", "testing", "py"}, public
 
 
+def test_the_type_checkers_import_block_repeats_the_sdk_table() -> None:
+    # ``_SDK`` gives ``__all__`` and the lazy imports; type checkers read the imports under
+    # TYPE_CHECKING instead, so the two must name the same things.
+    tree = ast.parse((CORE / "__init__.py").read_text(encoding="utf-8"))
+    (block,) = [node for node in tree.body if _guarded_by_type_checking(node)]
+    imported = {
+        (node.module, alias.name, alias.asname)
+        for node in ast.walk(block)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    table = ctxengine._SDK
+    assert imported == {(module, name, name) for module, names in table.items() for name in names}
+    assert sorted(ctxengine.__all__) == sorted({*ctxengine._LAZY, "__version__", "hookimpl"})
+
+
+def test_no_name_is_exported_twice() -> None:
+    # The message types live in ``ctxengine``; ``ctxengine.messages`` holds the functions on them.
+    assert set(ctxengine.__all__) & set(ctxengine.messages.__all__) == set()
+
+
 def _module_name(path: Path, base: Path = CORE.parent) -> str:
     parts = list(path.relative_to(base).with_suffix("").parts)
     if parts[-1] == "__init__":

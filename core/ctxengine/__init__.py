@@ -19,311 +19,305 @@ from ctxengine._version import __version__
 from ctxengine.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from ctxengine._accounting.cache_stats import CacheCost, SessionCacheStats, cache_line, cost_of
-    from ctxengine._accounting.estimate import (
-        RoughCounter,
-        TextSize,
-        TokenEstimate,
-        estimate_tokens,
-        rough_conversation_tokens,
-        rough_message_tokens,
+    from ctxengine._accounting.cache_stats import (
+        CacheCost as CacheCost,
     )
-    from ctxengine._accounting.models import ModelInfo, lookup_model
-    from ctxengine._accounting.tokens import MessageSizes, PrefixCounter, TokenCounter
-    from ctxengine._accounting.ttl import TTL_SECONDS
-    from ctxengine._accounting.usage import Usage, normalize_usage
-    from ctxengine._cli.errors import CommandError, UsageError
-    from ctxengine._cli.files import ConversationFileError, ConversationRecord, read_conversations
+    from ctxengine._accounting.cache_stats import (
+        SessionCacheStats as SessionCacheStats,
+    )
+    from ctxengine._accounting.cache_stats import (
+        cache_line as cache_line,
+    )
+    from ctxengine._accounting.cache_stats import (
+        cost_of as cost_of,
+    )
+    from ctxengine._accounting.estimate import (
+        RoughCounter as RoughCounter,
+    )
+    from ctxengine._accounting.estimate import (
+        TextSize as TextSize,
+    )
+    from ctxengine._accounting.estimate import (
+        TokenEstimate as TokenEstimate,
+    )
+    from ctxengine._accounting.estimate import (
+        estimate_tokens as estimate_tokens,
+    )
+    from ctxengine._accounting.estimate import (
+        rough_conversation_tokens as rough_conversation_tokens,
+    )
+    from ctxengine._accounting.models import ModelInfo as ModelInfo
+    from ctxengine._accounting.models import lookup_model as lookup_model
+    from ctxengine._accounting.tokens import (
+        MessageSizes as MessageSizes,
+    )
+    from ctxengine._accounting.tokens import (
+        PrefixCounter as PrefixCounter,
+    )
+    from ctxengine._accounting.tokens import (
+        TokenCounter as TokenCounter,
+    )
+    from ctxengine._accounting.ttl import TTL_SECONDS as TTL_SECONDS
+    from ctxengine._accounting.usage import Usage as Usage
+    from ctxengine._accounting.usage import normalize_usage as normalize_usage
+    from ctxengine._cli.errors import CommandError as CommandError
+    from ctxengine._cli.errors import UsageError as UsageError
+    from ctxengine._cli.files import (
+        ConversationFileError as ConversationFileError,
+    )
+    from ctxengine._cli.files import (
+        ConversationRecord as ConversationRecord,
+    )
+    from ctxengine._cli.files import (
+        read_conversations as read_conversations,
+    )
     from ctxengine._config.core import (
-        CacheTTL,
-        Config,
-        ConfigRow,
-        LoadedConfig,
-        config_from_mapping,
-        ctxengine_home,
-        load_config,
+        CacheTTL as CacheTTL,
+    )
+    from ctxengine._config.core import (
+        Config as Config,
+    )
+    from ctxengine._config.core import (
+        LoadedConfig as LoadedConfig,
+    )
+    from ctxengine._config.core import (
+        config_from_mapping as config_from_mapping,
+    )
+    from ctxengine._config.core import (
+        ctxengine_home as ctxengine_home,
+    )
+    from ctxengine._config.core import (
+        load_config as load_config,
     )
     from ctxengine._config.fields import (
-        ConfigError,
-        ConfigProblem,
-        Field,
-        FieldKind,
-        RawSection,
-        parse_section,
-        setting,
+        ConfigError as ConfigError,
+    )
+    from ctxengine._config.fields import (
+        Field as Field,
+    )
+    from ctxengine._config.fields import (
+        setting as setting,
     )
     from ctxengine._config.spec import (
-        PluginSettings,
-        SettingsDeclarationError,
-        SettingsSpec,
-        SettingsView,
+        PluginSettings as PluginSettings,
     )
-    from ctxengine._kernel.coordination import CoordinationError, SessionBusyError
-    from ctxengine._kernel.hygiene import HygieneReport
-    from ctxengine._kernel.kernel import EngineNotFoundError, EngineNotFoundWarning, Kernel, load
-    from ctxengine._kernel.resolve import register_engine, unregister_engine
-    from ctxengine._kernel.session import Session
-    from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
+    from ctxengine._config.spec import (
+        SettingsSpec as SettingsSpec,
+    )
+    from ctxengine._config.spec import (
+        SettingsView as SettingsView,
+    )
+    from ctxengine._kernel.coordination import (
+        CoordinationError as CoordinationError,
+    )
+    from ctxengine._kernel.coordination import (
+        SessionBusyError as SessionBusyError,
+    )
+    from ctxengine._kernel.hygiene import HygieneReport as HygieneReport
+    from ctxengine._kernel.kernel import (
+        EngineNotFoundError as EngineNotFoundError,
+    )
+    from ctxengine._kernel.kernel import (
+        EngineNotFoundWarning as EngineNotFoundWarning,
+    )
+    from ctxengine._kernel.kernel import (
+        Kernel as Kernel,
+    )
+    from ctxengine._kernel.kernel import (
+        load as load,
+    )
+    from ctxengine._kernel.resolve import (
+        register_engine as register_engine,
+    )
+    from ctxengine._kernel.resolve import (
+        unregister_engine as unregister_engine,
+    )
+    from ctxengine._kernel.session import Session as Session
+    from ctxengine._messages.conversation import (
+        Conversation as Conversation,
+    )
+    from ctxengine._messages.conversation import (
+        Format as Format,
+    )
+    from ctxengine._messages.conversation import (
+        Message as Message,
+    )
+    from ctxengine._messages.conversation import (
+        Stage as Stage,
+    )
+    from ctxengine._messages.conversation import (
+        SystemPrompt as SystemPrompt,
+    )
     from ctxengine._plugin.commands import (
-        Command,
-        CommandRegistry,
-        DuplicateCommandError,
-        PluginCommands,
+        Command as Command,
+    )
+    from ctxengine._plugin.commands import (
+        CommandRegistry as CommandRegistry,
+    )
+    from ctxengine._plugin.commands import (
+        PluginCommands as PluginCommands,
     )
     from ctxengine._plugin.context import (
-        CacheSettings,
-        EngineContext,
-        MarkedRequest,
-        PreparedRequest,
-        Route,
-        usable_window,
+        CacheSettings as CacheSettings,
+    )
+    from ctxengine._plugin.context import (
+        EngineContext as EngineContext,
+    )
+    from ctxengine._plugin.context import (
+        MarkedRequest as MarkedRequest,
+    )
+    from ctxengine._plugin.context import (
+        PreparedRequest as PreparedRequest,
+    )
+    from ctxengine._plugin.context import (
+        Route as Route,
     )
     from ctxengine._plugin.guards import (
-        COOLDOWN_SECONDS,
-        THRASH_RUN,
-        THRASH_SAVING,
-        CompactionGuard,
+        COOLDOWN_SECONDS as COOLDOWN_SECONDS,
     )
-    from ctxengine._plugin.results import CompressResult, GatewayVerdict, SummaryCall
-    from ctxengine._plugin.state import SessionState
+    from ctxengine._plugin.guards import (
+        CompactionGuard as CompactionGuard,
+    )
+    from ctxengine._plugin.results import (
+        CompressResult as CompressResult,
+    )
+    from ctxengine._plugin.results import (
+        GatewayVerdict as GatewayVerdict,
+    )
+    from ctxengine._plugin.results import (
+        SummaryCall as SummaryCall,
+    )
+    from ctxengine._plugin.state import SessionState as SessionState
     from ctxengine._plugin.tools import (
-        DuplicateToolError,
-        RegisteredTool,
-        Tool,
-        ToolError,
-        bounded_repr,
+        Tool as Tool,
     )
-    from ctxengine._summarize import SummaryError, SummaryProvider, classify_error, strip_reasoning
-    from ctxengine._summarize.errors import SummaryAttempt
+    from ctxengine._plugin.tools import (
+        ToolError as ToolError,
+    )
+    from ctxengine._plugin.tools import (
+        bounded_repr as bounded_repr,
+    )
+    from ctxengine._summarize import (
+        SummaryError as SummaryError,
+    )
+    from ctxengine._summarize import (
+        SummaryProvider as SummaryProvider,
+    )
+    from ctxengine._summarize import (
+        classify_error as classify_error,
+    )
     from ctxengine._summarize.policy import (
-        FailurePolicy,
-        SummaryReply,
-        SummaryService,
-        call_summary,
-        call_summary_request,
+        SummaryReply as SummaryReply,
     )
-    from ctxengine._summarize.providers import fits
+    from ctxengine._summarize.policy import (
+        SummaryService as SummaryService,
+    )
+    from ctxengine._summarize.policy import (
+        call_summary as call_summary,
+    )
+    from ctxengine._summarize.policy import (
+        call_summary_request as call_summary_request,
+    )
+    from ctxengine._summarize.providers import fits as fits
     from ctxengine._summarize.template import (
-        DIGEST_LABEL_PREFIX,
-        EMPTY_SECTION,
-        MIN_SUMMARY_WORDS,
-        MIN_TEMPLATE_HEADINGS,
-        SUMMARY_HEADINGS,
-        check_summary,
-        is_placeholder,
+        DIGEST_LABEL_PREFIX as DIGEST_LABEL_PREFIX,
     )
-    from ctxengine._wrap import CallRecord, RoundRecord, WrappedClient, wrap
+    from ctxengine._summarize.template import (
+        EMPTY_SECTION as EMPTY_SECTION,
+    )
+    from ctxengine._summarize.template import (
+        MIN_TEMPLATE_HEADINGS as MIN_TEMPLATE_HEADINGS,
+    )
+    from ctxengine._summarize.template import (
+        SUMMARY_HEADINGS as SUMMARY_HEADINGS,
+    )
+    from ctxengine._summarize.template import (
+        check_summary as check_summary,
+    )
+    from ctxengine._summarize.template import (
+        is_placeholder as is_placeholder,
+    )
+    from ctxengine._wrap import WrappedClient as WrappedClient
+    from ctxengine._wrap import wrap as wrap
 
-# Public name -> defining private module, imported on first attribute access.
-_LAZY = {
-    "CacheCost": "ctxengine._accounting.cache_stats",
-    "cost_of": "ctxengine._accounting.cache_stats",
-    "RoughCounter": "ctxengine._accounting.estimate",
-    "TTL_SECONDS": "ctxengine._accounting.ttl",
-    "CommandError": "ctxengine._cli.errors",
-    "UsageError": "ctxengine._cli.errors",
-    "ConversationFileError": "ctxengine._cli.files",
-    "ConversationRecord": "ctxengine._cli.files",
-    "read_conversations": "ctxengine._cli.files",
-    "CacheTTL": "ctxengine._config.core",
-    "bounded_repr": "ctxengine._plugin.tools",
-    "GatewayVerdict": "ctxengine._plugin.results",
-    "FailurePolicy": "ctxengine._summarize.policy",
-    "MIN_SUMMARY_WORDS": "ctxengine._summarize.template",
-    "SummaryAttempt": "ctxengine._summarize.errors",
-    "SummaryCall": "ctxengine._plugin.results",
-    "SummaryReply": "ctxengine._summarize.policy",
-    "SummaryService": "ctxengine._summarize.policy",
-    "call_summary": "ctxengine._summarize.policy",
-    "call_summary_request": "ctxengine._summarize.policy",
-    "check_summary": "ctxengine._summarize.template",
-    "COOLDOWN_SECONDS": "ctxengine._plugin.guards",
-    "CacheSettings": "ctxengine._plugin.context",
-    "CallRecord": "ctxengine._wrap",
-    "Command": "ctxengine._plugin.commands",
-    "CommandRegistry": "ctxengine._plugin.commands",
-    "CompactionGuard": "ctxengine._plugin.guards",
-    "CompressResult": "ctxengine._plugin.results",
-    "Config": "ctxengine._config.core",
-    "ConfigError": "ctxengine._config.fields",
-    "ConfigProblem": "ctxengine._config.fields",
-    "ConfigRow": "ctxengine._config.core",
-    "CoordinationError": "ctxengine._kernel.coordination",
-    "Conversation": "ctxengine._messages.conversation",
-    "DIGEST_LABEL_PREFIX": "ctxengine._summarize.template",
-    "DuplicateCommandError": "ctxengine._plugin.commands",
-    "DuplicateToolError": "ctxengine._plugin.tools",
-    "EngineContext": "ctxengine._plugin.context",
-    "EngineNotFoundError": "ctxengine._kernel.kernel",
-    "EngineNotFoundWarning": "ctxengine._kernel.kernel",
-    "Field": "ctxengine._config.fields",
-    "FieldKind": "ctxengine._config.fields",
-    "Format": "ctxengine._messages.conversation",
-    "HygieneReport": "ctxengine._kernel.hygiene",
-    "Kernel": "ctxengine._kernel.kernel",
-    "LoadedConfig": "ctxengine._config.core",
-    "MIN_TEMPLATE_HEADINGS": "ctxengine._summarize.template",
-    "Message": "ctxengine._messages.conversation",
-    "MessageSizes": "ctxengine._accounting.tokens",
-    "ModelInfo": "ctxengine._accounting.models",
-    "PluginCommands": "ctxengine._plugin.commands",
-    "PluginSettings": "ctxengine._config.spec",
-    "PrefixCounter": "ctxengine._accounting.tokens",
-    "RawSection": "ctxengine._config.fields",
-    "RegisteredTool": "ctxengine._plugin.tools",
-    "RoundRecord": "ctxengine._wrap",
-    "Route": "ctxengine._plugin.context",
-    "SUMMARY_HEADINGS": "ctxengine._summarize.template",
-    "EMPTY_SECTION": "ctxengine._summarize.template",
-    "is_placeholder": "ctxengine._summarize.template",
-    "Session": "ctxengine._kernel.session",
-    "SessionBusyError": "ctxengine._kernel.coordination",
-    "SessionCacheStats": "ctxengine._accounting.cache_stats",
-    "SessionState": "ctxengine._plugin.state",
-    "SettingsDeclarationError": "ctxengine._config.spec",
-    "SettingsSpec": "ctxengine._config.spec",
-    "SettingsView": "ctxengine._config.spec",
-    "Stage": "ctxengine._messages.conversation",
-    "SummaryError": "ctxengine._summarize",
-    "PreparedRequest": "ctxengine._plugin.context",
-    "MarkedRequest": "ctxengine._plugin.context",
-    "SummaryProvider": "ctxengine._summarize",
-    "SystemPrompt": "ctxengine._messages.conversation",
-    "THRASH_RUN": "ctxengine._plugin.guards",
-    "THRASH_SAVING": "ctxengine._plugin.guards",
-    "TextSize": "ctxengine._accounting.estimate",
-    "TokenCounter": "ctxengine._accounting.tokens",
-    "TokenEstimate": "ctxengine._accounting.estimate",
-    "Tool": "ctxengine._plugin.tools",
-    "ToolError": "ctxengine._plugin.tools",
-    "Usage": "ctxengine._accounting.usage",
-    "fits": "ctxengine._summarize.providers",
-    "WrappedClient": "ctxengine._wrap",
-    "cache_line": "ctxengine._accounting.cache_stats",
-    "classify_error": "ctxengine._summarize",
-    "config_from_mapping": "ctxengine._config.core",
-    "ctxengine_home": "ctxengine._config.core",
-    "estimate_tokens": "ctxengine._accounting.estimate",
-    "load": "ctxengine._kernel.kernel",
-    "load_config": "ctxengine._config.core",
-    "lookup_model": "ctxengine._accounting.models",
-    "normalize_usage": "ctxengine._accounting.usage",
-    "parse_section": "ctxengine._config.fields",
-    "setting": "ctxengine._config.fields",
-    "register_engine": "ctxengine._kernel.resolve",
-    "rough_conversation_tokens": "ctxengine._accounting.estimate",
-    "rough_message_tokens": "ctxengine._accounting.estimate",
-    "strip_reasoning": "ctxengine._summarize",
-    "unregister_engine": "ctxengine._kernel.resolve",
-    "usable_window": "ctxengine._plugin.context",
-    "wrap": "ctxengine._wrap",
+# The SDK: each private module and the public names it defines. `__all__` and the lazy import
+# below come from this table; the block above says the same to type checkers (a test checks
+# that the two agree).
+_SDK: dict[str, tuple[str, ...]] = {
+    "ctxengine._accounting.cache_stats": (
+        "CacheCost",
+        "SessionCacheStats",
+        "cache_line",
+        "cost_of",
+    ),
+    "ctxengine._accounting.estimate": (
+        "RoughCounter",
+        "TextSize",
+        "TokenEstimate",
+        "estimate_tokens",
+        "rough_conversation_tokens",
+    ),
+    "ctxengine._accounting.models": ("ModelInfo", "lookup_model"),
+    "ctxengine._accounting.tokens": ("MessageSizes", "PrefixCounter", "TokenCounter"),
+    "ctxengine._accounting.ttl": ("TTL_SECONDS",),
+    "ctxengine._accounting.usage": ("Usage", "normalize_usage"),
+    "ctxengine._cli.errors": ("CommandError", "UsageError"),
+    "ctxengine._cli.files": ("ConversationFileError", "ConversationRecord", "read_conversations"),
+    "ctxengine._config.core": (
+        "CacheTTL",
+        "Config",
+        "LoadedConfig",
+        "config_from_mapping",
+        "ctxengine_home",
+        "load_config",
+    ),
+    "ctxengine._config.fields": ("ConfigError", "Field", "setting"),
+    "ctxengine._config.spec": ("PluginSettings", "SettingsSpec", "SettingsView"),
+    "ctxengine._kernel.coordination": ("CoordinationError", "SessionBusyError"),
+    "ctxengine._kernel.hygiene": ("HygieneReport",),
+    "ctxengine._kernel.kernel": ("EngineNotFoundError", "EngineNotFoundWarning", "Kernel", "load"),
+    "ctxengine._kernel.resolve": ("register_engine", "unregister_engine"),
+    "ctxengine._kernel.session": ("Session",),
+    "ctxengine._messages.conversation": (
+        "Conversation",
+        "Format",
+        "Message",
+        "Stage",
+        "SystemPrompt",
+    ),
+    "ctxengine._plugin.commands": ("Command", "CommandRegistry", "PluginCommands"),
+    "ctxengine._plugin.context": (
+        "CacheSettings",
+        "EngineContext",
+        "MarkedRequest",
+        "PreparedRequest",
+        "Route",
+    ),
+    "ctxengine._plugin.guards": ("COOLDOWN_SECONDS", "CompactionGuard"),
+    "ctxengine._plugin.results": ("CompressResult", "GatewayVerdict", "SummaryCall"),
+    "ctxengine._plugin.state": ("SessionState",),
+    "ctxengine._plugin.tools": ("Tool", "ToolError", "bounded_repr"),
+    "ctxengine._summarize": ("SummaryError", "SummaryProvider", "classify_error"),
+    "ctxengine._summarize.policy": (
+        "SummaryReply",
+        "SummaryService",
+        "call_summary",
+        "call_summary_request",
+    ),
+    "ctxengine._summarize.providers": ("fits",),
+    "ctxengine._summarize.template": (
+        "DIGEST_LABEL_PREFIX",
+        "EMPTY_SECTION",
+        "MIN_TEMPLATE_HEADINGS",
+        "SUMMARY_HEADINGS",
+        "check_summary",
+        "is_placeholder",
+    ),
+    "ctxengine._wrap": ("WrappedClient", "wrap"),
 }
+_LAZY = {name: module for module, names in _SDK.items() for name in names}
 
-__all__ = [
-    "COOLDOWN_SECONDS",
-    "DIGEST_LABEL_PREFIX",
-    "EMPTY_SECTION",
-    "MIN_SUMMARY_WORDS",
-    "MIN_TEMPLATE_HEADINGS",
-    "SUMMARY_HEADINGS",
-    "THRASH_RUN",
-    "THRASH_SAVING",
-    "TTL_SECONDS",
-    "CacheCost",
-    "CacheSettings",
-    "CacheTTL",
-    "CallRecord",
-    "Command",
-    "CommandError",
-    "CommandRegistry",
-    "CompactionGuard",
-    "CompressResult",
-    "Config",
-    "ConfigError",
-    "ConfigProblem",
-    "ConfigRow",
-    "Conversation",
-    "ConversationFileError",
-    "ConversationRecord",
-    "CoordinationError",
-    "DuplicateCommandError",
-    "DuplicateToolError",
-    "EngineContext",
-    "EngineNotFoundError",
-    "EngineNotFoundWarning",
-    "FailurePolicy",
-    "Field",
-    "FieldKind",
-    "Format",
-    "GatewayVerdict",
-    "HygieneReport",
-    "Kernel",
-    "LoadedConfig",
-    "MarkedRequest",
-    "Message",
-    "MessageSizes",
-    "ModelInfo",
-    "PluginCommands",
-    "PluginSettings",
-    "PrefixCounter",
-    "PreparedRequest",
-    "RawSection",
-    "RegisteredTool",
-    "RoughCounter",
-    "RoundRecord",
-    "Route",
-    "Session",
-    "SessionBusyError",
-    "SessionCacheStats",
-    "SessionState",
-    "SettingsDeclarationError",
-    "SettingsSpec",
-    "SettingsView",
-    "Stage",
-    "SummaryAttempt",
-    "SummaryCall",
-    "SummaryError",
-    "SummaryProvider",
-    "SummaryReply",
-    "SummaryService",
-    "SystemPrompt",
-    "TextSize",
-    "TokenCounter",
-    "TokenEstimate",
-    "Tool",
-    "ToolError",
-    "Usage",
-    "UsageError",
-    "WrappedClient",
-    "__version__",
-    "bounded_repr",
-    "cache_line",
-    "call_summary",
-    "call_summary_request",
-    "check_summary",
-    "classify_error",
-    "config_from_mapping",
-    "cost_of",
-    "ctxengine_home",
-    "estimate_tokens",
-    "fits",
-    "hookimpl",
-    "is_placeholder",
-    "load",
-    "load_config",
-    "lookup_model",
-    "normalize_usage",
-    "parse_section",
-    "read_conversations",
-    "register_engine",
-    "rough_conversation_tokens",
-    "rough_message_tokens",
-    "setting",
-    "strip_reasoning",
-    "unregister_engine",
-    "usable_window",
-    "wrap",
-]
+__all__ = ["__version__", "hookimpl", *_LAZY]  # noqa: PLE0604 (derived from the table)
 
 
 def __getattr__(name: str) -> Any:

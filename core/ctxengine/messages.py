@@ -1,48 +1,34 @@
 """The message SDK: reading, converting, validating, repairing and marking message lists.
 
 Everything an engine or a cache strategy needs to work on OpenAI chat and Anthropic Messages
-lists without converting or mutating them. This module is part of the declared SDK (see
-``docs/architecture.md``); the modules it re-exports from are private and may move.
+lists without converting or mutating them. The message types (``Message``, ``Conversation``,
+``Format``, ``Stage``, ``SystemPrompt``) are in :mod:`ctxengine`. This module is part of the
+declared SDK (see ``docs/sdk.md``); the modules it re-exports from are private and may move.
 
-- reading (lenient, never raises on odd shapes): :func:`detect_format`, :func:`visible_text`,
-  :func:`message_text`, :func:`tool_calls`, :func:`tool_results`, :func:`tool_groups`,
-  :func:`cut_points`, ...;
+- reading (lenient, never raises on odd shapes): :func:`visible_text`, :func:`message_text`,
+  :func:`tool_calls`, :func:`tool_results`, :func:`cut_points`, ...;
 - judging shape: :func:`validate` (every finding as a :class:`Problem` with a stable rule id,
-  for the format's own API or, with ``profile="strict"``, the strictest routes),
-  :func:`ensure_valid` (raises :class:`MessageFormatError`) and :func:`ensure_well_formed`
-  (raises for malformed shapes only);
+  for the format's own API or, with ``profile="strict"``, the strictest routes); the kernel
+  raises :class:`MessageFormatError` for a list it cannot work on;
 - converting: :func:`to_anthropic`, :func:`to_openai`;
 - redacting secrets: :func:`redact`;
 - cache breakpoints, one rule set for every strategy: :data:`MAX_BREAKPOINTS`,
   :func:`mark_message`, :func:`strip_cache_markers`, :func:`marker_problems`, ...;
 - server-side context management: compaction blocks (:func:`is_compaction_block`,
-  :func:`latest_compaction`), Anthropic's context edits in a request (:func:`with_edits`,
-  :func:`request_edits`, :func:`clearable_blocks`, :func:`keep_markers_off_cleared`);
+  :func:`latest_compaction`), Anthropic's context edits in a request (:func:`request_edits`);
 - OpenAI Responses items in the chat form engines read: :class:`ItemsConverter`.
 """
 
 from __future__ import annotations
 
-from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
 from ctxengine._messages.convert import to_anthropic, to_openai
 from ctxengine._messages.editing import (
-    CLEAR_THINKING_EDIT,
-    CLEAR_TOOL_USES_EDIT,
     COMPACT_BETA,
     COMPACT_EDIT,
-    COMPACTION_BLOCK,
-    CONTEXT_MANAGEMENT_BETA,
     DEFAULT_KEEP_TOOL_USES,
-    EDIT_BETAS,
-    clearable_blocks,
-    compaction_blocks,
-    edit_problems,
     is_compaction_block,
-    keep_markers_off_cleared,
     latest_compaction,
-    request_betas,
     request_edits,
-    with_edits,
 )
 from ctxengine._messages.errors import MessageFormatError, Problem
 from ctxengine._messages.markers import (
@@ -50,7 +36,6 @@ from ctxengine._messages.markers import (
     TTL,
     TTLS,
     MarkedMessages,
-    MarkerFinding,
     breakpoint_ttls,
     cache_marker,
     can_carry_marker,
@@ -60,30 +45,16 @@ from ctxengine._messages.markers import (
     mark_message,
     mark_system,
     marked_items,
-    marker_findings,
     marker_positions,
     marker_problems,
     strip_cache_markers,
     top_level_ttl,
 )
-from ctxengine._messages.memo import (
-    MemoEntry,
-    MessageMemo,
-    MessageView,
-    NotAMessageError,
-    snapshot,
-)
+from ctxengine._messages.memo import snapshot
 from ctxengine._messages.read import (
-    ANTHROPIC_BLOCK_TYPES,
-    ANTHROPIC_ROLES,
-    OPENAI_PART_TYPES,
-    OPENAI_ROLES,
     ToolCall,
-    ToolGroup,
     ToolResult,
     cut_points,
-    detect_format,
-    dumps_arguments,
     has_visible_assistant_text,
     is_real_user_content,
     is_real_user_message,
@@ -91,108 +62,61 @@ from ctxengine._messages.read import (
     match_results,
     message_text,
     openai_tool_calls,
-    text_size,
     tool_call_ids,
     tool_calls,
-    tool_groups,
     tool_result_ids,
     tool_results,
     visible_text,
 )
-from ctxengine._messages.redact import REDACTION_PREFIX, redact
-from ctxengine._messages.responses_items import ItemsConverter, item_kind
-from ctxengine._messages.validate import (
-    PROFILES,
-    SHAPE_RULES,
-    Profile,
-    ensure_valid,
-    ensure_well_formed,
-    validate,
-)
+from ctxengine._messages.redact import redact
+from ctxengine._messages.responses_items import ItemsConverter
+from ctxengine._messages.validate import validate
 
 __all__ = [
-    "ANTHROPIC_BLOCK_TYPES",
-    "ANTHROPIC_ROLES",
-    "CLEAR_THINKING_EDIT",
-    "CLEAR_TOOL_USES_EDIT",
-    "COMPACTION_BLOCK",
     "COMPACT_BETA",
     "COMPACT_EDIT",
-    "CONTEXT_MANAGEMENT_BETA",
     "DEFAULT_KEEP_TOOL_USES",
-    "EDIT_BETAS",
     "MAX_BREAKPOINTS",
-    "OPENAI_PART_TYPES",
-    "OPENAI_ROLES",
-    "PROFILES",
-    "REDACTION_PREFIX",
-    "SHAPE_RULES",
     "TTL",
     "TTLS",
-    "Conversation",
-    "Format",
     "ItemsConverter",
     "MarkedMessages",
-    "MarkerFinding",
-    "MemoEntry",
-    "Message",
     "MessageFormatError",
-    "MessageMemo",
-    "MessageView",
-    "NotAMessageError",
     "Problem",
-    "Profile",
-    "Stage",
-    "SystemPrompt",
     "ToolCall",
-    "ToolGroup",
     "ToolResult",
     "breakpoint_ttls",
     "cache_marker",
     "can_carry_marker",
     "carries_marker",
-    "clearable_blocks",
-    "compaction_blocks",
     "cut_points",
-    "detect_format",
     "detect_request_format",
-    "dumps_arguments",
-    "edit_problems",
-    "ensure_valid",
-    "ensure_well_formed",
     "has_visible_assistant_text",
     "is_compaction_block",
     "is_real_user_content",
     "is_real_user_message",
     "is_tool_message",
     "is_tool_result_message",
-    "item_kind",
-    "keep_markers_off_cleared",
     "latest_compaction",
     "mark_message",
     "mark_system",
     "marked_items",
-    "marker_findings",
     "marker_positions",
     "marker_problems",
     "match_results",
     "message_text",
     "openai_tool_calls",
     "redact",
-    "request_betas",
     "request_edits",
     "snapshot",
     "strip_cache_markers",
-    "text_size",
     "to_anthropic",
     "to_openai",
     "tool_call_ids",
     "tool_calls",
-    "tool_groups",
     "tool_result_ids",
     "tool_results",
     "top_level_ttl",
     "validate",
     "visible_text",
-    "with_edits",
 ]

@@ -13,6 +13,7 @@ import pytest
 import ctxengine
 from ctxengine import Kernel
 from ctxengine._messages.responses_items import ItemsConverter
+from ctxengine._wrap import CallRecord
 from ctxengine_fakeapi import FakeAPI
 from tests.wrap.scenario import MODEL
 from tests.wrap.scenario import anthropic_wrapped as _anthropic
@@ -157,7 +158,7 @@ def test_the_round_limit_defers_engine_results(
 
 
 def test_records_reach_the_callback(api: FakeAPI, lcm_kernel: Callable[..., Kernel]) -> None:
-    seen: list[ctxengine.CallRecord] = []
+    seen: list[CallRecord] = []
     wrapped = _anthropic(api, lcm_kernel(), on_record=seen.append, keep_records=1)
     for text in ("a", "b"):
         _create(wrapped, [{"role": "user", "content": text}])
