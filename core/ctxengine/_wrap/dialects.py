@@ -60,8 +60,9 @@ class Dialect:
     format: Format
 
     def split(self, kwargs: Mapping[str, Any]) -> tuple[list[Any], Any]:
-        """The host's history (as it passed it, listed) and system prompt."""
-        raise NotImplementedError
+        """The host's history (as it passed it, listed) and system prompt (chat form: the
+        history holds it)."""
+        return listed(kwargs.get("messages") or []), None
 
     def stateful(self, kwargs: Mapping[str, Any]) -> bool:
         """Whether the history lives on the server, out of the wrapper's reach."""
@@ -74,13 +75,13 @@ class Dialect:
     def join(
         self, kwargs: Mapping[str, Any], messages: list[Message], system: SystemPrompt | None
     ) -> dict[str, Any]:
-        """The request arguments with ``messages`` and ``system`` in place."""
-        raise NotImplementedError
+        """The request arguments with ``messages`` and ``system`` in place (chat form: the
+        system prompt is among the messages)."""
+        return {**kwargs, "messages": messages}
 
     def tool_names(self, tools: Sequence[Any]) -> list[str]:
-        """Names of the tools in a request's ``tools`` list (read without dumping them: this
-        runs on every request, over every tool of the host's)."""
-        raise NotImplementedError
+        """Names of the tools in a request's ``tools`` list (SDK objects or dicts)."""
+        return [str(field(tool, "name")) for tool in tools]
 
     def engine_tools(self, session: Session) -> list[dict[str, Any]]:
         """The engine's tools as this API declares them."""
@@ -110,8 +111,34 @@ class Dialect:
         self, messages: list[Message], answers: Mapping[str, str]
     ) -> tuple[list[Message], int]:
         """``messages`` with the results for call ids in ``answers`` where the host left them
-        out (or put its own in their place); returns the new list and how many were supplied."""
-        raise NotImplementedError
+        out (or put its own in their place); returns the new list and how many were supplied.
+
+        Chat form: ``tool`` messages right after the assistant's call."""
+        out: list[Message] = []
+        supplied = 0
+        i = 0
+        while i < len(messages):
+            message = messages[i]
+            out.append(message)
+            i += 1
+            ids = [
+                str(call.get("id"))
+                for call in message.get("tool_calls") or []
+                if message.get("role") == "assistant" and str(call.get("id")) in answers
+            ]
+            if not ids:
+                continue
+            # The host's tool messages for this turn, minus any it sent for the engine's calls.
+            while i < len(messages) and messages[i].get("role") == "tool":
+                if messages[i].get("tool_call_id") not in answers:
+                    out.append(messages[i])
+                i += 1
+            out.extend(
+                {"role": "tool", "tool_call_id": call_id, "content": answers[call_id]}
+                for call_id in ids
+            )
+            supplied += len(ids)
+        return out, supplied
 
     def usage(self, response: Any) -> Any:
         """The usage object of ``response``."""
@@ -143,9 +170,6 @@ class AnthropicDialect(Dialect):
         if system is not None:
             request["system"] = system
         return request
-
-    def tool_names(self, tools: Sequence[Any]) -> list[str]:
-        return [str(field(tool, "name")) for tool in tools]
 
     def calls(self, response: Any) -> list[EngineCall]:
         return [
@@ -219,14 +243,6 @@ class ChatDialect(Dialect):
     api: Api = "openai.chat"
     format: Format = "openai"
 
-    def split(self, kwargs: Mapping[str, Any]) -> tuple[list[Any], Any]:
-        return listed(kwargs.get("messages") or []), None
-
-    def join(
-        self, kwargs: Mapping[str, Any], messages: list[Message], system: SystemPrompt | None
-    ) -> dict[str, Any]:
-        return {**kwargs, "messages": messages}
-
     def tool_names(self, tools: Sequence[Any]) -> list[str]:
         names = []
         for tool in tools:
@@ -272,11 +288,6 @@ class ChatDialect(Dialect):
             {"role": "tool", "tool_call_id": call.id, "content": text} for call, text in answers
         ]
 
-    def supply(
-        self, messages: list[Message], answers: Mapping[str, str]
-    ) -> tuple[list[Message], int]:
-        return supply_tool_messages(messages, answers)
-
 
 class ResponsesDialect(Dialect):
     """``client.responses.create``: ``input`` items; ``instructions`` stay as they are."""
@@ -304,15 +315,10 @@ class ResponsesDialect(Dialect):
     ) -> dict[str, Any]:
         return {**kwargs, "input": self.items.to_items(messages)}
 
-    def tool_names(self, tools: Sequence[Any]) -> list[str]:
-        return [str(field(tool, "name")) for tool in tools]
-
     def engine_tools(self, session: Session) -> list[dict[str, Any]]:
-        flat = []
-        for schema in session.tool_schemas("openai"):
-            function = schema["function"]
-            flat.append({"type": "function", **function})
-        return flat
+        return [
+            {"type": "function", **schema["function"]} for schema in session.tool_schemas("openai")
+        ]
 
     def prepare(self, session: Session, request: dict[str, Any]) -> tuple[dict[str, Any], int]:
         # The Responses API takes no cache_control (OpenAI caches prefixes by itself), so the
@@ -344,42 +350,6 @@ class ResponsesDialect(Dialect):
             for call, text in answers
         )
 
-    def supply(
-        self, messages: list[Message], answers: Mapping[str, str]
-    ) -> tuple[list[Message], int]:
-        return supply_tool_messages(messages, answers)
-
     def count_items(self, request: Mapping[str, Any]) -> int:
         items = request.get("input")
         return len(items) if isinstance(items, list) else 1
-
-
-def supply_tool_messages(
-    messages: list[Message], answers: Mapping[str, str]
-) -> tuple[list[Message], int]:
-    """Chat-form :meth:`Dialect.supply`: ``tool`` messages right after the assistant's call."""
-    out: list[Message] = []
-    supplied = 0
-    i = 0
-    while i < len(messages):
-        message = messages[i]
-        out.append(message)
-        i += 1
-        ids = [
-            str(call.get("id"))
-            for call in message.get("tool_calls") or []
-            if message.get("role") == "assistant" and str(call.get("id")) in answers
-        ]
-        if not ids:
-            continue
-        # The host's tool messages for this turn, minus any it sent for the engine's calls.
-        while i < len(messages) and messages[i].get("role") == "tool":
-            if messages[i].get("tool_call_id") not in answers:
-                out.append(messages[i])
-            i += 1
-        out.extend(
-            {"role": "tool", "tool_call_id": call_id, "content": answers[call_id]}
-            for call_id in ids
-        )
-        supplied += len(ids)
-    return out, supplied
