@@ -99,7 +99,7 @@ class AsyncMessages(Passthrough):
         return AsyncStreamManager(start)
 
 
-class _BetaMessages(Messages):
+class _NoToolRunner:
     def tool_runner(self, **kwargs: Any) -> Any:
         raise unsupported(
             "client.beta.messages.tool_runner (it keeps the history itself, in a message thread)",
@@ -107,39 +107,38 @@ class _BetaMessages(Messages):
         )
 
 
-class _AsyncBetaMessages(AsyncMessages):
-    def tool_runner(self, **kwargs: Any) -> Any:
-        raise unsupported(
-            "client.beta.messages.tool_runner (it keeps the history itself, in a message thread)",
-            "loop over wrapped.messages.create, which answers the engine's tools for you",
-        )
+class _BetaMessages(_NoToolRunner, Messages):
+    pass
+
+
+class _AsyncBetaMessages(_NoToolRunner, AsyncMessages):
+    pass
 
 
 class Beta(Passthrough):
     """``client.beta``: ``beta.messages`` runs the same loop as ``messages``; the rest of the
     beta surface is the SDK's own."""
 
-    def __init__(self, beta: Any, conversation: WrappedConversation, *, is_async: bool) -> None:
+    def __init__(self, beta: Any, messages: Passthrough) -> None:
         super().__init__(beta)
-        kind = _AsyncBetaMessages if is_async else _BetaMessages
-        self.messages = kind(beta.messages, conversation)
+        self.messages = messages
 
 
 class WrappedAnthropic(WrappedClient):
     """A wrapped ``anthropic.Anthropic`` (or a platform client with the same ``messages``)."""
 
+    _messages: type[Messages | AsyncMessages] = Messages
+    _beta_messages: type[Messages | AsyncMessages] = _BetaMessages
+
     def __init__(self, client: Any, conversation: WrappedConversation) -> None:
         super().__init__(client, conversation)
-        self.messages = Messages(client.messages, conversation)
+        self.messages = self._messages(client.messages, conversation)
         if hasattr(client, "beta"):
-            self.beta = Beta(client.beta, conversation, is_async=False)
+            self.beta = Beta(client.beta, self._beta_messages(client.beta.messages, conversation))
 
 
-class WrappedAsyncAnthropic(WrappedClient):
+class WrappedAsyncAnthropic(WrappedAnthropic):
     """A wrapped ``anthropic.AsyncAnthropic``."""
 
-    def __init__(self, client: Any, conversation: WrappedConversation) -> None:
-        super().__init__(client, conversation)
-        self.messages = AsyncMessages(client.messages, conversation)
-        if hasattr(client, "beta"):
-            self.beta = Beta(client.beta, conversation, is_async=True)
+    _messages = AsyncMessages
+    _beta_messages = _AsyncBetaMessages

@@ -39,21 +39,29 @@ def _collector(api: Api, *, hide_usage: bool) -> Collector:
     return ChatCollector(hide_usage=hide_usage) if api == "openai.chat" else ResponsesCollector()
 
 
+_HELPER_STREAMS: dict[Api, str] = {
+    "openai.chat": "chat.completions.stream",
+    "openai.responses": "responses.stream",
+}
+
+
 class _Endpoint(Passthrough):
-    """One ``create``-style endpoint (chat completions or Responses)."""
+    """One ``create``-style endpoint (``chat.completions`` or ``responses``) for ``api``."""
 
-    api: Api
-    helper_stream = ""
-
-    def __init__(self, resource: Any, conversation: WrappedConversation) -> None:
+    def __init__(self, resource: Any, conversation: WrappedConversation, api: Api) -> None:
         super().__init__(resource)
         self._conversation = conversation
+        self.api = api
 
     def stream(self, **kwargs: Any) -> Any:
-        raise unsupported(f"{self.helper_stream} (the streaming helper)", "use create(stream=True)")
+        raise unsupported(
+            f"{_HELPER_STREAMS[self.api]} (the streaming helper)", "use create(stream=True)"
+        )
 
 
 class _SyncEndpoint(_Endpoint):
+    """The endpoint of a wrapped ``openai.OpenAI``."""
+
     def create(self, **kwargs: Any) -> Any:
         """The SDK's ``create`` with the ctxengine loop; the SDK's response, or with
         ``stream=True`` a stream of the SDK's chunks/events over every round."""
@@ -74,6 +82,8 @@ class _SyncEndpoint(_Endpoint):
 
 
 class _AsyncEndpoint(_Endpoint):
+    """The endpoint of a wrapped ``openai.AsyncOpenAI``."""
+
     async def create(self, **kwargs: Any) -> Any:
         """:meth:`_SyncEndpoint.create` for the async client."""
         if kwargs.get("stream") is True:
@@ -95,34 +105,6 @@ class _AsyncEndpoint(_Endpoint):
         return await arun(turn, self._wrapped.parse)
 
 
-class Completions(_SyncEndpoint):
-    """``client.chat.completions`` of a wrapped ``openai.OpenAI``."""
-
-    api: Api = "openai.chat"
-    helper_stream = "chat.completions.stream"
-
-
-class AsyncCompletions(_AsyncEndpoint):
-    """``client.chat.completions`` of a wrapped ``openai.AsyncOpenAI``."""
-
-    api: Api = "openai.chat"
-    helper_stream = "chat.completions.stream"
-
-
-class Responses(_SyncEndpoint):
-    """``client.responses`` of a wrapped ``openai.OpenAI``."""
-
-    api: Api = "openai.responses"
-    helper_stream = "responses.stream"
-
-
-class AsyncResponses(_AsyncEndpoint):
-    """``client.responses`` of a wrapped ``openai.AsyncOpenAI``."""
-
-    api: Api = "openai.responses"
-    helper_stream = "responses.stream"
-
-
 class _Chat(Passthrough):
     def __init__(self, chat: Any, completions: _Endpoint) -> None:
         super().__init__(chat)
@@ -132,16 +114,16 @@ class _Chat(Passthrough):
 class WrappedOpenAI(WrappedClient):
     """A wrapped ``openai.OpenAI`` (or ``AzureOpenAI``)."""
 
+    _endpoint: type[_Endpoint] = _SyncEndpoint
+
     def __init__(self, client: Any, conversation: WrappedConversation) -> None:
         super().__init__(client, conversation)
-        self.chat = _Chat(client.chat, Completions(client.chat.completions, conversation))
-        self.responses = Responses(client.responses, conversation)
+        completions = self._endpoint(client.chat.completions, conversation, "openai.chat")
+        self.chat = _Chat(client.chat, completions)
+        self.responses = self._endpoint(client.responses, conversation, "openai.responses")
 
 
-class WrappedAsyncOpenAI(WrappedClient):
+class WrappedAsyncOpenAI(WrappedOpenAI):
     """A wrapped ``openai.AsyncOpenAI``."""
 
-    def __init__(self, client: Any, conversation: WrappedConversation) -> None:
-        super().__init__(client, conversation)
-        self.chat = _Chat(client.chat, AsyncCompletions(client.chat.completions, conversation))
-        self.responses = AsyncResponses(client.responses, conversation)
+    _endpoint = _AsyncEndpoint
