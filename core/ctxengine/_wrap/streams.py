@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
-from itertools import chain
 from types import TracebackType
 from typing import Any
 
@@ -241,7 +240,7 @@ class HelperRound:
         return self.stream.response
 
     def events(self) -> Iterator[Any]:
-        yield from self.stream
+        return iter(self.stream)
 
     def final(self) -> Any:
         return self.stream.get_final_message()
@@ -265,9 +264,8 @@ class AsyncHelperRound:
     def response(self) -> Any:
         return self.stream.response
 
-    async def events(self) -> AsyncIterator[Any]:
-        async for event in self.stream:
-            yield event
+    def events(self) -> AsyncIterator[Any]:
+        return aiter(self.stream)
 
     def final(self) -> Any:
         return self.stream.current_message_snapshot
@@ -301,17 +299,10 @@ class ChainedStream:
         return self.current.response if self.current is not None else None
 
     def __iter__(self) -> Iterator[Any]:
-        # The first event (taken when the call was made), then the rest. The first is handed
-        # out only when the chain is read, so an iterator made and dropped, or next() called
-        # before reading it, loses nothing and keeps the order.
-        return chain(self._pending(), self._events)
-
-    def _pending(self) -> Iterator[Any]:
-        if self._first is not _END:
-            first, self._first = self._first, _END
-            yield first
+        return self
 
     def __next__(self) -> Any:
+        # The first event was taken when the call was made: it is handed out first, once.
         if self._first is not _END:
             first, self._first = self._first, _END
             return first
