@@ -16,15 +16,13 @@ The view is in one of two states after a call:
 
 - **as given**: what was sent was the host's own message objects, one for one, with its system
   prompt (nothing compacted, no engine tool round added, no result supplied). The next call
-  sends the host's messages as they are then, without comparing them here: the kernel's message
-  memo compares them with its snapshots of what was sent anyway (:meth:`Session.should_compress`
-  resolves them), and :meth:`HistoryView.confirm` reads from that resolution whether they
-  continue what was covered (the same memo entries, found in O(1) in the common case). The
-  history is walked once per call, by the memo, as it is for a host calling the kernel itself;
+  sends the host's messages as they are then; whether they continue what was covered is read
+  from the kernel's message memo, which compares them with its snapshots of what was sent when
+  :meth:`Session.should_compress` resolves them (:meth:`HistoryView.confirm`);
 - **mapped**: what was sent differs from the host's messages (a compaction, an engine tool
-  round). The covered host messages are compared with what the host passes (one list
-  comparison); the view's own list of what was sent grows in place from call to call,
-  followed by whatever the host added since.
+  round). The memo never sees the host's messages then, so the covered host messages are
+  compared with what the host passes; the view's own list of what was sent grows from call to
+  call, followed by whatever the host added since.
 
 In both, the reference for the covered host messages is the objects the host first passed for
 them (see :meth:`HistoryView._resolve_mapped` for why), extended by what it adds.
@@ -93,11 +91,12 @@ class HistoryView:
 
     def resolve(
         self,
-        host: Sequence[Any],
+        host: list[Any],
         host_system: Any,
         to_engine: Callable[[Sequence[Any]], list[Message]],
     ) -> ResolvedHistory:
-        """What to send for ``host`` (the host's whole history for this call).
+        """What to send for ``host`` (the host's whole history for this call, as
+        :meth:`Dialect.split` listed it).
 
         ``to_engine`` converts host messages the view has not seen yet into the kernel's form.
         What :meth:`commit` will remember of ``host`` is taken here, so messages the host adds
@@ -112,24 +111,18 @@ class HistoryView:
 
     def _resolve_given(
         self,
-        host: Sequence[Any],
+        host: list[Any],
         host_system: Any,
         to_engine: Callable[[Sequence[Any]], list[Message]],
     ) -> ResolvedHistory:
         covered = len(self._host)
-        added = host[covered:] if isinstance(host, list) else list(host[covered:])
-        new = to_engine(added) if added else added
+        added = host[covered:]
+        new = to_engine(added)
         self._next_host, self._added = None, added
-        as_given = new is added or _same_objects(new, added)
-        if as_given and isinstance(host, list):
-            # The host's own list, not a copy: the kernel finds the very list it resolved last
-            # and nothing is copied per call. The slice above is what
-            # commit takes, so messages the host appends while the call runs are not taken
-            # as sent; the Turn reads the list only up to the length it had when sent.
-            messages = host
-        else:
-            messages = list(host[:covered])
-            messages.extend(new)
+        as_given = _same_objects(new, added)
+        # As given, the host's own list: the slice above is what commit takes, so messages the
+        # host appends while the call runs are not taken as sent.
+        messages = host if as_given else [*host[:covered], *new]
         return ResolvedHistory(messages, host_system, False, as_given, True)
 
     def confirm(self, view: MessageView) -> bool:
@@ -149,24 +142,18 @@ class HistoryView:
 
     def _resolve_mapped(
         self,
-        host: Sequence[Any],
+        host: list[Any],
         host_system: Any,
         to_engine: Callable[[Sequence[Any]], list[Message]],
         *,
         reset: bool,
     ) -> ResolvedHistory:
         covered = len(self._host)
-        prefix: list[Any] = []
-        if covered:
-            if len(host) == covered and isinstance(host, list):
-                prefix = host
-            elif len(host) > covered:
-                prefix = host[:covered] if isinstance(host, list) else list(host[:covered])
-            if len(host) < covered or prefix != self._host:
-                reset = True
-                self.clear()
-                covered = 0
-        added = host[covered:] if isinstance(host, list) else list(host[covered:])
+        if covered and host[:covered] != self._host:
+            reset = True
+            self.clear()
+            covered = 0
+        added = host[covered:]
         if not covered:
             self._next_host = added
         else:
@@ -186,8 +173,7 @@ class HistoryView:
             # A call that failed after resolving left its messages here: start from a copy of
             # what was committed, so nothing that counted this list mistakes it for the old one.
             self._sent = self._sent[: self._committed]
-        # The view's own list grows in place, like a host appending to its history: the token
-        # counter and the cache strategy then only look at the new messages.
+        # The view's own list grows in place, like a host appending to its history.
         self._sent.extend(new)
         system = self._sent_system if host_system == self._host_system else host_system
         return ResolvedHistory(messages=self._sent, system=system, reset=False)
@@ -241,5 +227,5 @@ class HistoryView:
 
 def _same_objects(converted: list[Message], host: Sequence[Any]) -> bool:
     """Whether ``converted`` holds the very objects of ``host`` (the dialect kept them as they
-    are), compared by identity."""
+    are)."""
     return len(converted) == len(host) and all(map(is_, converted, host))

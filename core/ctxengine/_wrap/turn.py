@@ -22,6 +22,8 @@ import collections
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
+import attrs
+
 from ctxengine._kernel.session import Session
 from ctxengine._messages.conversation import Message, SystemPrompt
 from ctxengine._messages.memo import MessageView
@@ -81,20 +83,10 @@ class WrappedConversation:
         self.max_tool_rounds = max_tool_rounds
         self.records: collections.deque[CallRecord] = collections.deque(maxlen=keep_records)
         self.on_record = on_record
-        self._views: dict[Api, HistoryView] = {}
-        self._dialects: dict[Api, Dialect] = {}
+        self.views = {api: HistoryView() for api in _DIALECTS}
+        self.dialects = {api: make() for api, make in _DIALECTS.items()}
         self._schemas: dict[Api, tuple[list[dict[str, Any]], list[str]]] = {}
         self._names: frozenset[str] | None = None
-
-    def dialect(self, api: Api) -> Dialect:
-        if api not in self._dialects:
-            self._dialects[api] = _DIALECTS[api]()
-        return self._dialects[api]
-
-    def view(self, api: Api) -> HistoryView:
-        if api not in self._views:
-            self._views[api] = HistoryView()
-        return self._views[api]
 
     def engine_schemas(self, api: Api) -> tuple[list[dict[str, Any]], list[str]]:
         """The engine's tools as ``api`` declares them, and their names (empty with
@@ -102,21 +94,20 @@ class WrappedConversation:
         if self.tools == "off":
             return [], []
         if api not in self._schemas:
-            dialect = self.dialect(api)
+            dialect = self.dialects[api]
             schemas = dialect.engine_tools(self.session)
             self._schemas[api] = (schemas, dialect.tool_names(schemas))
         return self._schemas[api]
 
     def engine_tool_names(self) -> frozenset[str]:
         """Names of the tools the engine offers (whatever the mode)."""
-        # The engine's tools are fixed for its session: read them once.
         if self._names is None:
             self._names = frozenset(entry.tool.name for entry in self.session.tools())
         return self._names
 
     def reset(self) -> None:
         """Forget the compacted views: the next call sends the host's history as given."""
-        for view in self._views.values():
+        for view in self.views.values():
             view.clear()
 
     def add_record(self, record: CallRecord) -> None:
@@ -140,8 +131,8 @@ class Turn:
         self.session = conversation.session
         self.api: Api = api
         self.stream = stream
-        self.dialect = conversation.dialect(api)
-        self.view = conversation.view(api)
+        self.dialect = conversation.dialects[api]
+        self.view = conversation.views[api]
         self.kwargs = kwargs  # never mutated: every request is built as a new dict
         self.host, self.host_system = self.dialect.split(self.kwargs)
         self.stateful = self.dialect.stateful(self.kwargs)
@@ -270,12 +261,7 @@ class Turn:
     def settle(self, response: Any) -> list[EngineCall]:
         """Record ``response``; the engine tool calls to run now (empty: the call is done)."""
         usage = self.session.update_usage(self.dialect.usage(response))
-        round_ = RoundRecord(
-            usage=usage,
-            breakpoints=self._breakpoints,
-            messages=self._items,
-        )
-        self.rounds.append(round_)
+        self.rounds.append(RoundRecord(usage, self._breakpoints, self._items))
         if self.stateful or self.conversation.tools == "off":
             return []
         names = self.conversation.engine_tool_names()
@@ -299,12 +285,8 @@ class Turn:
 
     def answered(self, response: Any, answers: Sequence[tuple[EngineCall, str]]) -> bool:
         """Take the engine tools' results; whether to send another request now."""
-        self.rounds[-1] = RoundRecord(
-            usage=self.rounds[-1].usage,
-            breakpoints=self.rounds[-1].breakpoints,
-            messages=self.rounds[-1].messages,
-            tools_answered=tuple(call.name for call, _ in answers),
-        )
+        tools_answered = tuple(call.name for call, _ in answers)
+        self.rounds[-1] = attrs.evolve(self.rounds[-1], tools_answered=tools_answered)
         if self._deferred:
             # The response also asks for the host's own tools (or the round limit is reached):
             # it goes back to the host, and the engine's results join the next request.
