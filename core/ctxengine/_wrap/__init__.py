@@ -23,28 +23,20 @@ if TYPE_CHECKING:
 __all__ = ["CallRecord", "RoundRecord", "WrappedClient", "wrap"]
 
 
-def _client_kind(client: Any) -> str:
-    """``"anthropic"`` / ``"openai"``, with an ``"async-"`` prefix for async clients."""
+def _wrapper_class(client: Any) -> Callable[[Any, WrappedConversation], WrappedClient]:
+    """The wrapper for ``client``'s SDK (anthropic or openai), sync or async by its class name."""
     if isinstance(client, WrappedClient):
         raise TypeError("this client is already wrapped by ctxengine; wrap the SDK client once")
     packages = {cls.__module__.split(".", 1)[0] for cls in type(client).__mro__}
-    prefix = "async-" if type(client).__name__.startswith("Async") else ""
+    is_async = type(client).__name__.startswith("Async")
     if "anthropic" in packages and hasattr(client, "messages"):
-        return prefix + "anthropic"
+        return WrappedAsyncAnthropic if is_async else WrappedAnthropic
     if "openai" in packages and hasattr(client, "chat") and hasattr(client, "responses"):
-        return prefix + "openai"
+        return WrappedAsyncOpenAI if is_async else WrappedOpenAI
     raise TypeError(
         "ctxengine.wrap takes an anthropic client (Anthropic, AsyncAnthropic) or an openai "
         f"client (OpenAI, AsyncOpenAI); got {type(client).__module__}.{type(client).__name__}"
     )
-
-
-_CLASSES: dict[str, Callable[[Any, WrappedConversation], WrappedClient]] = {
-    "anthropic": WrappedAnthropic,
-    "async-anthropic": WrappedAsyncAnthropic,
-    "openai": WrappedOpenAI,
-    "async-openai": WrappedAsyncOpenAI,
-}
 
 
 def wrap(
@@ -93,7 +85,7 @@ def wrap(
     :raises TypeError: for a client that is not an anthropic or openai client, or wrapped twice.
     :raises ValueError: for conflicting or invalid options.
     """
-    kind = _client_kind(client)
+    wrapper = _wrapper_class(client)
     if session is not None:
         if kernel is not None or session_id is not None or config is not None:
             raise ValueError("pass either session, or kernel / session_id / config, not both")
@@ -112,4 +104,4 @@ def wrap(
         keep_records=keep_records,
         on_record=on_record,
     )
-    return _CLASSES[kind](client, conversation)
+    return wrapper(client, conversation)

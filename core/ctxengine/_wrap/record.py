@@ -69,10 +69,7 @@ class CallRecord:
     @property
     def usage(self) -> Usage:
         """The usage of every round, added up."""
-        total = Usage()
-        for round_ in self.rounds:
-            total = total + round_.usage
-        return total
+        return sum((round_.usage for round_ in self.rounds), Usage())
 
     @property
     def tools_answered(self) -> tuple[str, ...]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
-from types import TracebackType
 from typing import Any
 
 from ctxengine._messages.sdk_objects import field, plain
@@ -444,12 +443,7 @@ class StreamManager:
         self._stream = self._start()
         return self._stream
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._stream is not None:
             self._stream.close()
 
@@ -465,11 +459,6 @@ class AsyncStreamManager:
         self._stream = await self._start()
         return self._stream
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._stream is not None:
             await self._stream.close()
