@@ -251,12 +251,8 @@ class ChatDialect(Dialect):
         return names
 
     def calls(self, response: Any) -> list[EngineCall]:
-        choices = field(response, "choices") or []
-        if not choices:
-            raise ValueError("the chat completion carries no choices")
-        calls = field(field(choices[0], "message"), "tool_calls") or []
         found = []
-        for call in calls:
+        for call in field(self._message(response), "tool_calls") or []:
             function = field(call, "function")
             found.append(
                 EngineCall(
@@ -267,16 +263,15 @@ class ChatDialect(Dialect):
             )
         return found
 
-    def _message(self, response: Any) -> Mapping[str, Any]:
-        data = plain(response)
-        choices = data.get("choices") or []
+    def _message(self, response: Any) -> Any:
+        """The first choice's message (the SDK's object or a dict)."""
+        choices = field(response, "choices") or []
         if not choices:
             raise ValueError("the chat completion carries no choices")
-        message: Mapping[str, Any] = choices[0].get("message") or {}
-        return message
+        return field(choices[0], "message")
 
     def assistant(self, response: Any) -> list[Message]:
-        message = self._message(response)
+        message: Mapping[str, Any] = plain(self._message(response)) or {}
         kept: Message = {"role": "assistant", "content": message.get("content")}
         for key in ("tool_calls", "reasoning_content", "refusal"):
             if message.get(key):
