@@ -20,8 +20,9 @@ How :meth:`MessageMemo.resolve` finds the entry of each message of a list:
    characters. Either way there is no per-message Python work for the common prefix;
 2. **identity**: a message past the first difference is looked up by ``id()``;
 3. **content**: otherwise by a content key (role, text length, images, markers);
-4. a message found nowhere gets a new entry (:func:`describe`): its snapshot, what
-   :func:`ctxengine.messages.text_size` and :func:`ctxengine.messages.carries_marker` say of it.
+4. a message found nowhere gets a new entry: its snapshot, what
+   :func:`ctxengine.messages.text_size` and :func:`ctxengine.messages.carries_marker` say of it
+   (the content key of step 3 is made of these, so a message found by content is not copied).
 
 Steps 2 and 3 check the candidate against its snapshot too, so a reused ``id()`` or a key shared
 by different messages never hands out the wrong entry.
@@ -52,7 +53,6 @@ __all__ = [
     "MessageMemo",
     "MessageView",
     "NotAMessageError",
-    "describe",
     "snapshot",
 ]
 
@@ -101,28 +101,17 @@ class MemoEntry:
 
     __slots__ = ("chars", "edit_blocks", "images", "key", "marked", "snapshot", "tokens")
 
-    def __init__(self, snapshot: dict[str, Any], chars: int, images: int, marked: bool) -> None:
+    def __init__(
+        self, snapshot: dict[str, Any], chars: int, images: int, marked: bool, key: tuple[Any, ...]
+    ) -> None:
         self.snapshot = snapshot
         self.chars = chars
         self.images = images
         self.marked = marked
+        self.key = key
         self.tokens: int | None = None
         # ctxengine._messages.editing.EditBlock, spelled out: that module reads the memo.
         self.edit_blocks: tuple[tuple[int, str, str, str], ...] | None = None
-        role = snapshot.get("role")
-        self.key: tuple[Any, ...] = (role if type(role) is str else None, chars, images, marked)
-
-
-def describe(message: dict[str, Any]) -> MemoEntry:
-    """A new entry for ``message``: its :func:`snapshot`, :func:`text_size` and
-    :func:`carries_marker`.
-
-    :raises NotAMessageError: ``message`` is not a dict.
-    """
-    if not isinstance(message, dict):
-        raise NotAMessageError(f"message: expected a dict, got {type(message).__name__}")
-    chars, images = text_size(message)
-    return MemoEntry(snapshot(message), chars, images, carries_marker(message))
 
 
 class MessageView:
@@ -326,18 +315,18 @@ class MessageMemo:
                 found = last.entries[position]
                 by_id[id(message)] = found
                 return found
-        fresh = describe(message)
-        key = fresh.key
-        chain = self._table.get(key)
-        if chain is None:
-            self._table[key] = [fresh]
-        else:
-            for candidate in chain:
-                if candidate.snapshot == fresh.snapshot:
-                    self._touch(candidate)
-                    by_id[id(message)] = candidate
-                    return candidate
-            chain.append(fresh)
+        chars, images = text_size(message)
+        marked = carries_marker(message)
+        role = message.get("role")
+        key = (role if type(role) is str else None, chars, images, marked)
+        chain = self._table.setdefault(key, [])
+        for candidate in chain:
+            if message == candidate.snapshot:
+                self._touch(candidate)
+                by_id[id(message)] = candidate
+                return candidate
+        fresh = MemoEntry(snapshot(message), chars, images, marked, key)
+        chain.append(fresh)
         self._order[fresh] = key
         if len(by_id) > 4 * self._max:  # hints only: dropping them costs a lookup by content
             by_id.clear()

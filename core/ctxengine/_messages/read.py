@@ -363,8 +363,8 @@ def text_size(msg: Message) -> tuple[int, int]:
     calls = msg.get("tool_calls")
     if isinstance(calls, list):
         lengths += [_call_length(call) for call in calls if isinstance(call, dict)]
-    pieces = [length for length in lengths if length]
-    return sum(pieces) + len(pieces) - 1 if pieces else 0, images
+    pieces = len(lengths) - lengths.count(0)  # the non-empty ones, joined by newlines
+    return sum(lengths) + pieces - 1 if pieces else 0, images
 
 
 def _block_size(block: object) -> tuple[int, int]:
