@@ -332,15 +332,6 @@ def _json_length(value: Any) -> int:
     return len(dumps_arguments(value))
 
 
-def _text_length(value: Any) -> int:
-    return len(value) if isinstance(value, str) else 0
-
-
-def _content_length(content: Any) -> int:
-    """The length of :func:`_content_text` (a ``tool_result``'s piece of :func:`message_text`)."""
-    return len(_content_text(content))
-
-
 def text_size(msg: Message) -> tuple[int, int]:
     """``(len(message_text(msg)), images)``: the length of everything in ``msg`` that costs
     input tokens, and how many images it holds, without building the text.
@@ -350,7 +341,7 @@ def text_size(msg: Message) -> tuple[int, int]:
     Anthropic ``tool_use`` inputs, where a character JSON escapes (a quote, a backslash, a
     newline) counts once instead of twice.
     """
-    lengths = [_text_length(msg.get("reasoning_content"))]
+    lengths = [len(_str_or_empty(msg.get("reasoning_content")))]
     images = 0
     content = msg.get("content")
     if isinstance(content, list):
@@ -359,7 +350,7 @@ def text_size(msg: Message) -> tuple[int, int]:
             lengths.append(length)
             images += found
     else:
-        lengths.append(_text_length(content))
+        lengths.append(len(_str_or_empty(content)))
     calls = msg.get("tool_calls")
     if isinstance(calls, list):
         lengths += [_call_length(call) for call in calls if isinstance(call, dict)]
@@ -377,14 +368,14 @@ def _block_size(block: object) -> tuple[int, int]:
         return 0, 0
     key = BLOCK_TEXT_KEYS.get(kind)
     if key is not None:
-        return _text_length(block.get(key)), 0
+        return len(_str_or_empty(block.get(key))), 0
     if kind == "tool_use":
         name = block.get("name", "")
         name_length = len(name if isinstance(name, str) else f"{name}")
         return name_length + 1 + _json_length(block.get("input", {})), 0
     if kind == "tool_result":
         inner = block.get("content")
-        return _content_length(inner), image_count(inner)
+        return len(_content_text(inner)), image_count(inner)
     if kind == "compaction":
         return len(compaction_text(block)), 0
     return 0, 1 if kind in IMAGE_BLOCK_TYPES else 0
@@ -397,7 +388,7 @@ def _call_length(call: Mapping[str, Any]) -> int:
     fn = fn if isinstance(fn, dict) else {}
     args = fn.get("arguments", "")
     return (
-        _text_length(fn.get("name"))
+        len(_str_or_empty(fn.get("name")))
         + 1
         + (len(args) if isinstance(args, str) else _json_length(args))
     )
@@ -469,14 +460,9 @@ def openai_tool_calls(msg: Message) -> list[ToolCall]:
         fn = tc.get("function")
         fn = fn if isinstance(fn, dict) else {}
         args = fn.get("arguments", "")
-        call_id = tc.get("id")
-        name = fn.get("name")
+        arguments = args if isinstance(args, str) else dumps_arguments(args)
         calls.append(
-            ToolCall(
-                id=call_id if isinstance(call_id, str) else "",
-                name=name if isinstance(name, str) else "",
-                arguments=args if isinstance(args, str) else dumps_arguments(args),
-            )
+            ToolCall(_str_or_empty(tc.get("id")), _str_or_empty(fn.get("name")), arguments)
         )
     return calls
 
@@ -485,19 +471,15 @@ def _anthropic_calls(msg: Message) -> list[ToolCall]:
     content = msg.get("content")
     if not isinstance(content, list):
         return []
-    calls: list[ToolCall] = []
-    for block in content:
-        if isinstance(block, dict) and block.get("type") == "tool_use":
-            call_id = block.get("id")
-            name = block.get("name")
-            calls.append(
-                ToolCall(
-                    id=call_id if isinstance(call_id, str) else "",
-                    name=name if isinstance(name, str) else "",
-                    arguments=dumps_arguments(block.get("input", {})),
-                )
-            )
-    return calls
+    return [
+        ToolCall(
+            _str_or_empty(block.get("id")),
+            _str_or_empty(block.get("name")),
+            dumps_arguments(block.get("input", {})),
+        )
+        for block in content
+        if isinstance(block, dict) and block.get("type") == "tool_use"
+    ]
 
 
 def tool_calls(msg: Message, fmt: Format) -> list[ToolCall]:
@@ -519,29 +501,20 @@ def tool_results(msg: Message, fmt: Format) -> list[ToolResult]:
     if fmt == "openai":
         if msg.get("role") != "tool":
             return []
-        call_id = msg.get("tool_call_id")
-        return [
-            ToolResult(
-                call_id=call_id if isinstance(call_id, str) else "",
-                text=_content_text(msg.get("content")),
-                is_error=False,
-            )
-        ]
+        text = _content_text(msg.get("content"))
+        return [ToolResult(_str_or_empty(msg.get("tool_call_id")), text, is_error=False)]
     content = msg.get("content")
     if msg.get("role") != "user" or not isinstance(content, list):
         return []
-    results: list[ToolResult] = []
-    for block in content:
-        if isinstance(block, dict) and block.get("type") == "tool_result":
-            call_id = block.get("tool_use_id")
-            results.append(
-                ToolResult(
-                    call_id=call_id if isinstance(call_id, str) else "",
-                    text=_content_text(block.get("content")),
-                    is_error=block.get("is_error") is True,
-                )
-            )
-    return results
+    return [
+        ToolResult(
+            _str_or_empty(block.get("tool_use_id")),
+            _content_text(block.get("content")),
+            is_error=block.get("is_error") is True,
+        )
+        for block in content
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
 
 
 def _str_or_empty(value: Any) -> str:

@@ -61,7 +61,7 @@ from ctxengine._messages.editing import (
 from ctxengine._messages.errors import MessageFormatError, Problem
 from ctxengine._messages.markers import MAX_BREAKPOINTS, marker_findings, top_level_ttl
 from ctxengine._messages.pairing import pairing_problems
-from ctxengine._messages.read import OPENAI_PART_TYPES, OPENAI_ROLES
+from ctxengine._messages.read import ANTHROPIC_BLOCK_TYPES, OPENAI_PART_TYPES, OPENAI_ROLES
 
 __all__ = [
     "MAX_BREAKPOINTS",
@@ -128,7 +128,6 @@ _ANTHROPIC_FIELDS = frozenset({"role", "content", "cache_control"})
 _OPENAI_CALL_FIELDS = frozenset({"id", "type", "function", "index"})
 _OPENAI_FUNCTION_FIELDS = frozenset({"name", "arguments"})
 
-_ANTHROPIC_ONLY = ("tool_use", "tool_result", "thinking", "redacted_thinking")
 # Part types OpenAI chat accepts, per role.
 _OPENAI_PARTS = {
     "system": ("text",),
@@ -524,7 +523,7 @@ def _check_openai_part(
         check.text_block(part, where, i, "openai")
     elif is_compaction_block(part):
         _check_compaction(check, part, where, i, role, "openai")
-    elif kind in _ANTHROPIC_ONLY:
+    elif kind in ANTHROPIC_BLOCK_TYPES:
         check.add(
             i,
             "part-type",
