@@ -159,16 +159,10 @@ def strip_cache_markers(
                 new_messages[index] = _strip_item(messages[index])
     if new_messages is not messages:
         out["messages"] = new_messages
-    system = request.get("system")
-    if isinstance(system, list):
-        new_system = _strip_list(system)
-        if new_system is not system:
-            out["system"] = new_system
-    tools = request.get("tools")
-    if isinstance(tools, list):
-        new_tools = _strip_list(tools)
-        if new_tools is not tools:
-            out["tools"] = new_tools
+    for key in ("system", "tools"):
+        items = request.get(key)
+        if isinstance(items, list) and (stripped := _strip_list(items)) is not items:
+            out[key] = stripped
     return out
 
 

@@ -15,9 +15,7 @@ edited message no longer matches and is described anew.
 How :meth:`MessageMemo.resolve` finds the entry of each message of a list:
 
 1. **position**: the list is compared with the snapshots of the list resolved last, in one ``==``
-   between two lists, which CPython runs in C. Same dicts re-sent: the comparison meets the
-   caller's own strings and compares their identity; new but equal dicts: it compares their
-   characters. Either way there is no per-message Python work for the common prefix;
+   between two lists (no per-message work for the common prefix);
 2. **identity**: a message past the first difference is looked up by ``id()``;
 3. **content**: otherwise by a content key (role, text length, images, markers);
 4. a message found nowhere gets a new entry: its snapshot, what
@@ -246,33 +244,23 @@ class MessageMemo:
     def _resolve(self, items: list[Any]) -> MessageView:
         last = self._last
         count = len(items)
+        old_entries: list[MemoEntry] = [] if last is None else last.entries
+        old_snaps: list[Any] = [] if last is None else last.snapshots
+        known = len(old_snaps)
+        limit = min(count, known)
         if last is None:
-            start = known = 0
-            old_entries: list[MemoEntry] = []
-            old_snaps: list[Any] = []
-        else:
-            old_entries, old_snaps = last.entries, last.snapshots
-            known = len(old_snaps)
-            limit = min(count, known)
-            # One comparison in C for the common case: the previous list, maybe grown.
+            start = 0
+        elif items[:limit] == old_snaps[:limit]:  # the previous list, maybe grown or cut
             if count == known:
-                same = items == old_snaps
-            elif count > known:
-                same = items[:known] == old_snaps
-            else:
-                same = items == old_snaps[:count]
-            if same:
-                if count == known:
-                    return MessageView(
-                        items, old_entries, old_snaps, last.marked, base=old_entries, shared=count
-                    )
-                start = limit
-            else:
-                start = next(i for i in range(limit) if items[i] != old_snaps[i])
+                return MessageView(
+                    items, old_entries, old_snaps, last.marked, base=old_entries, shared=count
+                )
+            start = limit
+        else:
+            start = next(i for i in range(limit) if items[i] != old_snaps[i])
         entries = old_entries[:start]
         snaps = old_snaps[:start]
         marked = [i for i in last.marked if i < start] if last is not None else []
-        limit = min(count, known)
         for index in range(start, count):
             msg = items[index]
             if start < index < limit and msg == old_snaps[index]:
@@ -339,9 +327,8 @@ class MessageMemo:
             self._order[entry] = key
 
     def _evict(self, view: MessageView) -> None:
-        """Drop the least recently found entries beyond ``max_entries`` (those of ``view`` stay).
-
-        Runs only once the memo is a quarter over its bound, so the cost is amortised."""
+        """Drop the least recently found entries beyond ``max_entries`` (those of ``view`` stay),
+        once the memo is a quarter over its bound."""
         order = self._order
         allowed = self._max + len(view.entries)
         if len(order) <= allowed + self._max // 4:
