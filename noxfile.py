@@ -271,7 +271,7 @@ def docs(session: nox.Session) -> None:
     session.run(
         "python",
         "-c",
-        "from pathlib import Path; from ctxengine._cli.reference import current_reference, merge;"
+        "from pathlib import Path; from ctxengine_cli.reference import current_reference, merge;"
         " import tempfile; p = Path('docs/configuration.md');"
         " p.write_text(merge(p.read_text(), current_reference(Path(tempfile.mkdtemp()))))",
         env=offline_env(session),

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ctxengine._cli.files import ConversationRecord, read_conversations
+from ctxengine import ConversationRecord, read_conversations
 from ctxengine._config.core import Config
 from ctxengine.testing.transcripts import transcript_files
 from ctxengine_replay.replay import replay_scenario

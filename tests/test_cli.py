@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import ctxengine
-from ctxengine._cli.main import _plugin_commands, build_parser, main
 from ctxengine._config.core import load_config
 from ctxengine.testing import samples
+from ctxengine_cli.main import _plugin_commands, build_parser, main
 from tests.plugin_fixtures import install_fake_distribution, write_directory_plugin
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ctxengine._cli.files import ConversationFileError, read_conversations
-from ctxengine._cli.main import main
+from ctxengine import ConversationFileError, read_conversations
 from ctxengine._kernel.kernel import EngineNotFoundWarning
 from ctxengine._messages.validate import validate
 from ctxengine.testing import samples
+from ctxengine_cli.main import main
 from tests.plugin_fixtures import write_directory_plugin
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import anthropic
 import pytest
 
 import ctxengine
-from ctxengine._cli.files import read_conversations
+from ctxengine import read_conversations
 from ctxengine._messages.editing import (
     clearable_blocks,
     edit_problems,

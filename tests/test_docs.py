@@ -6,7 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from ctxengine._cli.reference import MARKER, current_reference
+from ctxengine_cli.reference import MARKER, current_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -300,7 +300,7 @@ def test_session_start_reset_and_end(engine: EveryHook) -> None:
 def test_register_commands_is_stamped_with_the_plugin(
     engine: EveryHook, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from ctxengine._cli.main import main
+    from ctxengine_cli.main import main
 
     assert main(["everyhook-say", "--word", "x"]) == 0
     assert f"register_commands:{NAME}" in engine.calls

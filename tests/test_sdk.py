@@ -102,17 +102,45 @@ def test_plugins_and_packages_import_only_the_sdk() -> None:
         for path in python_files(*roots, tests=True)
         for line, module, name in kernel_imports(path)
         if (problem := sdk_problem(module, name)) is not None
-        and (path.relative_to(ROOT).as_posix(), module) not in KNOWN_PRIVATE_IMPORTS
     ]
     assert problems == []
 
 
-# TODO(lead): the replay package's tests drive the ctxengine command in process (they patch
-# what it imports), through the private CLI entry point; the SDK has no name for it yet.
-KNOWN_PRIVATE_IMPORTS = {
-    ("packages/replay/tests/test_charts.py", "ctxengine._cli.main"),
-    ("packages/replay/tests/test_cli_replay.py", "ctxengine._cli.main"),
+def test_plugins_and_packages_reach_the_cli_only_through_their_commands() -> None:
+    # A plugin adds commands through register_commands; only tests drive the ctxengine command
+    # in process, through its entry point ctxengine_cli.main.main.
+    packages = sorted((ROOT / "packages").iterdir())
+    roots = [ROOT / "plugins", *(p / "src" for p in packages if (p / "src").is_dir())]
+    problems = [
+        f"{path.relative_to(ROOT)}:{line}: imports {module}"
+        for path in python_files(*roots)
+        for line, module, _ in imports(path)
+        if module.split(".")[0] == "ctxengine_cli"
+    ]
+    assert problems == []
+
+
+CLI = ROOT / "core" / "ctxengine_cli"
+CLI_PRIVATE_IMPORTS = {
+    "ctxengine._config.core",  # the core settings, for the configuration reference
+    "ctxengine._config.fields",
+    "ctxengine._config.spec",
+    "ctxengine._kernel.hooks",  # plugin discovery for `engines` and the plugins' commands
+    "ctxengine._kernel.kernel",
+    "ctxengine._kernel.resolve",
 }
+"""The private kernel modules the CLI may import: it ships and is released with the kernel, and
+lists every plugin with its load error (which no host needs). Everything else comes from the SDK."""
+
+
+def test_the_cli_uses_the_sdk_and_a_few_listed_private_modules() -> None:
+    private = {
+        module
+        for path in python_files(CLI)
+        for _, module, name in kernel_imports(path)
+        if sdk_problem(module, name) is not None
+    }
+    assert private <= CLI_PRIVATE_IMPORTS, private - CLI_PRIVATE_IMPORTS
 
 
 def test_the_testing_helpers_use_only_the_sdk_or_their_own_modules() -> None:
@@ -128,11 +156,15 @@ def test_the_testing_helpers_use_only_the_sdk_or_their_own_modules() -> None:
         assert problems == []
 
 
-def test_no_kernel_module_imports_a_plugin() -> None:
+def test_no_kernel_module_imports_a_plugin_or_the_cli() -> None:
     # The built-in tier of resolution imports the built-ins by module name (a string), never
-    # with an import statement; everything else reaches plugins only through hooks.
+    # with an import statement; everything else reaches plugins only through hooks. The CLI
+    # (ctxengine_cli) is an application of the kernel: only the `python -m ctxengine` entry
+    # point runs it, and no module imports that one.
     offenders = []
     for path in CORE.rglob("*.py"):
+        if path == CORE / "__main__.py":
+            continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = []
             if isinstance(node, ast.ImportFrom) and node.module:
@@ -267,6 +299,23 @@ def run_python(code: str) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+def test_the_kernel_runs_without_importing_the_cli(isolated_home: Path) -> None:
+    # Every kernel module, the `python -m ctxengine` entry point included (its import of the CLI
+    # runs only as __main__), and a kernel at work.
+    out = run_python(
+        """
+        import importlib, pathlib, sys, ctxengine
+        core = pathlib.Path(ctxengine.__file__).parent
+        for path in sorted(core.rglob("*.py")):
+            parts = list(path.relative_to(core.parent).with_suffix("").parts)
+            importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+        ctxengine.load().session("s").prepare({"model": "m", "messages": []})
+        print(sorted(m for m in sys.modules if m.startswith("ctxengine_cli")))
+        """
+    )
+    assert out == "[]"
 
 
 def test_load_with_the_compressor_selected_does_not_import_lcm(isolated_home: Path) -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import ctxengine
-from ctxengine._cli.main import main
 from ctxengine.testing import samples
 from ctxengine.testing.conformance import EngineConformance
+from ctxengine_cli.main import main
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "third_party_engine"
 

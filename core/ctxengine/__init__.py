@@ -60,17 +60,6 @@ if TYPE_CHECKING:
     from ctxengine._accounting.ttl import TTL_SECONDS as TTL_SECONDS
     from ctxengine._accounting.usage import Usage as Usage
     from ctxengine._accounting.usage import normalize_usage as normalize_usage
-    from ctxengine._cli.errors import CommandError as CommandError
-    from ctxengine._cli.errors import UsageError as UsageError
-    from ctxengine._cli.files import (
-        ConversationFileError as ConversationFileError,
-    )
-    from ctxengine._cli.files import (
-        ConversationRecord as ConversationRecord,
-    )
-    from ctxengine._cli.files import (
-        read_conversations as read_conversations,
-    )
     from ctxengine._config.core import (
         CacheTTL as CacheTTL,
     )
@@ -148,6 +137,17 @@ if TYPE_CHECKING:
     from ctxengine._messages.conversation import (
         SystemPrompt as SystemPrompt,
     )
+    from ctxengine._messages.files import (
+        ConversationFileError as ConversationFileError,
+    )
+    from ctxengine._messages.files import (
+        ConversationRecord as ConversationRecord,
+    )
+    from ctxengine._messages.files import (
+        read_conversations as read_conversations,
+    )
+    from ctxengine._plugin.command_errors import CommandError as CommandError
+    from ctxengine._plugin.command_errors import UsageError as UsageError
     from ctxengine._plugin.commands import (
         Command as Command,
     )
@@ -261,8 +261,12 @@ _SDK: dict[str, tuple[str, ...]] = {
     "ctxengine._accounting.tokens": ("MessageSizes", "PrefixCounter", "TokenCounter"),
     "ctxengine._accounting.ttl": ("TTL_SECONDS",),
     "ctxengine._accounting.usage": ("Usage", "normalize_usage"),
-    "ctxengine._cli.errors": ("CommandError", "UsageError"),
-    "ctxengine._cli.files": ("ConversationFileError", "ConversationRecord", "read_conversations"),
+    "ctxengine._plugin.command_errors": ("CommandError", "UsageError"),
+    "ctxengine._messages.files": (
+        "ConversationFileError",
+        "ConversationRecord",
+        "read_conversations",
+    ),
     "ctxengine._config.core": (
         "CacheTTL",
         "Config",

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from ctxengine import Config, read_conversations
-from ctxengine._cli.main import main
 from ctxengine.testing import samples
 from ctxengine.testing.transcripts import transcript_files
+from ctxengine_cli.main import main
 from ctxengine_replay.browser import Browser, find_chromium
 from ctxengine_replay.charts import DPI, HEIGHT_IN, WIDTH_IN, write_chart
 from ctxengine_replay.replay import replay

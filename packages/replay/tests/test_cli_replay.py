@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from ctxengine import read_conversations
-from ctxengine._cli.main import main
 from ctxengine.testing import samples
+from ctxengine_cli.main import main
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository: its examples/sessions
 EXAMPLE = ROOT / "examples" / "sessions" / "claude_code_spotter.anthropic.jsonl"

@@ -12,9 +12,9 @@ from typing import Any
 
 import attrs
 
-from ctxengine._cli.console import Console
-from ctxengine._config.core import LoadedConfig, ctxengine_home, load_config
+from ctxengine import LoadedConfig, ctxengine_home, load_config
 from ctxengine._kernel.resolve import DEFAULT_ENGINE, Catalog, PluginEntry, discover
+from ctxengine_cli.console import Console
 
 
 def catalog_for(loaded: LoadedConfig) -> Catalog:
@@ -172,7 +172,7 @@ def run_config(args: argparse.Namespace, console: Console) -> int:
     """
     if args.reference:
         return _reference(args, console)
-    from ctxengine._kernel.kernel import load
+    from ctxengine import load
 
     with load(load_config(args.config)) as kernel:
         loaded = kernel.loaded
@@ -220,13 +220,13 @@ def run_config(args: argparse.Namespace, console: Console) -> int:
 
 
 def _reference(args: argparse.Namespace, console: Console) -> int:
-    from ctxengine._cli.reference import config_reference, declared_specs, repository_plugins
+    from ctxengine_cli.reference import config_reference, declared_specs, repository_plugins
 
     plugins = declared_specs(repository_plugins(ctxengine_home()))
     if not args.json:
         console.write(config_reference(plugins))
         return 0
-    from ctxengine._cli.reference import reference_rows
+    from ctxengine_cli.reference import reference_rows
 
     write_json(
         [

@@ -15,7 +15,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from ctxengine._cli.errors import UsageError
+from ctxengine import UsageError
 
 GLOBAL_DEFAULTS: dict[str, Any] = {"config": None, "verbose": False, "plain": False}
 """The global options' values when not given (``--version`` exists only before a command)."""

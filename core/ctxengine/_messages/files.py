@@ -1,4 +1,4 @@
-"""Reading and writing conversation files for the CLI (``compress``, ``replay``).
+"""Reading conversation files: what ``ctxengine compress`` and ``ctxengine replay`` take as input.
 
 Accepted shapes, detected from the content:
 
@@ -13,7 +13,6 @@ conversation with :func:`ctxengine.messages.detect_format`.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -121,32 +120,3 @@ def read_conversations(path: str | Path) -> list[ConversationRecord]:
         return records
     shape: Shape = "list" if isinstance(whole, list) else "object"
     return [_record(whole, str(path), shape, 0)]
-
-
-def record_json(
-    record: ConversationRecord, messages: Sequence[Message], system: SystemPrompt | None
-) -> Any:
-    """``record`` with new messages, in the shape it was read in."""
-    if record.shape == "list":
-        return list(messages)
-    data: dict[str, Any] = dict(record.extra)
-    if system is not None or "system" in data or record.system is not None:
-        data["system"] = system
-    data["messages"] = list(messages)
-    return data
-
-
-def write_conversations(
-    path: str | Path,
-    records: Sequence[tuple[ConversationRecord, Sequence[Message], SystemPrompt | None]],
-) -> None:
-    """Write conversations back in the shape they were read in (JSONL for several)."""
-    path = Path(path)
-    if len(records) == 1 and records[0][0].shape != "jsonl":
-        record, messages, system = records[0]
-        text = json.dumps(record_json(record, messages, system), ensure_ascii=False, indent=1)
-    else:
-        text = "\n".join(
-            json.dumps(record_json(r, m, s), ensure_ascii=False) for r, m, s in records
-        )
-    path.write_text(text + "\n", encoding="utf-8")

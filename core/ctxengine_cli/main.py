@@ -36,14 +36,12 @@ from typing import TYPE_CHECKING, TextIO, cast
 
 import attrs
 
-from ctxengine._cli.console import Console, can_encode, wants_plain
-from ctxengine._cli.errors import CommandError, UsageError
-from ctxengine._cli.parser import Parser, first_command
-from ctxengine._version import __version__
+from ctxengine import CommandError, UsageError, __version__
+from ctxengine_cli.console import Console, can_encode, wants_plain
+from ctxengine_cli.parser import Parser, first_command
 
 if TYPE_CHECKING:
-    from ctxengine._config.core import LoadedConfig
-    from ctxengine._plugin.commands import CommandRegistry
+    from ctxengine import CommandRegistry, LoadedConfig
 
 Handler = Callable[[argparse.Namespace, Console], int]
 
@@ -62,7 +60,7 @@ class BuiltinCommand:
 
 def builtin_commands() -> tuple[BuiltinCommand, ...]:
     """The built-in sub-commands, in help order (imported here, so ``--version`` stays cheap)."""
-    from ctxengine._cli import compress, show
+    from ctxengine_cli import compress, show
 
     return (
         BuiltinCommand(
@@ -104,11 +102,9 @@ def _plugin_commands(loaded: LoadedConfig | None) -> tuple[CommandRegistry, list
     """
     import pluggy
 
-    from ctxengine import hookspecs
-    from ctxengine._config.core import ctxengine_home
+    from ctxengine import CommandRegistry, DuplicateCommandError, ctxengine_home, hookspecs
     from ctxengine._kernel.hooks import Hooks, guarded
     from ctxengine._kernel.resolve import discover
-    from ctxengine._plugin.commands import CommandRegistry, DuplicateCommandError
 
     registry = CommandRegistry(reserved=frozenset(c.name for c in builtin_commands()))
     notes: list[str] = []
@@ -219,8 +215,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 def _main(
     argv: list[str], stream: TextIO, config: str | None, command: str | None, *, verbose: bool
 ) -> int:
-    from ctxengine._config.core import load_config
-    from ctxengine._config.fields import ConfigError
+    from ctxengine import ConfigError, load_config
 
     try:
         config_error: ConfigError | None = None
@@ -259,8 +254,7 @@ def _main(
 def _run(handler: Handler, args: argparse.Namespace, console: Console) -> int:
     import warnings
 
-    from ctxengine._config.fields import ConfigError
-    from ctxengine._kernel.kernel import EngineNotFoundError, EngineNotFoundWarning
+    from ctxengine import ConfigError, EngineNotFoundError, EngineNotFoundWarning
 
     try:
         with _logging(args.verbose, os.environ), warnings.catch_warnings():

@@ -11,19 +11,21 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxengine._cli.console import Console, Writer
-from ctxengine._cli.errors import CommandError, UsageError
-from ctxengine._cli.files import (
+from ctxengine import (
+    CommandError,
     ConversationFileError,
     ConversationRecord,
+    LoadedConfig,
+    UsageError,
+    load_config,
     read_conversations,
-    write_conversations,
 )
-from ctxengine._cli.show import write_json
-from ctxengine._config.core import LoadedConfig, load_config
+from ctxengine_cli.console import Console, Writer
+from ctxengine_cli.files import write_conversations
+from ctxengine_cli.show import write_json
 
 if TYPE_CHECKING:
-    from ctxengine._plugin.results import CompressResult
+    from ctxengine import CompressResult
 
 
 def _engine_options(parser: argparse.ArgumentParser) -> None:
@@ -172,7 +174,7 @@ def write_compress_report(label: str, session_id: str, result: CompressResult, o
 
 def run_compress(args: argparse.Namespace, console: Console) -> int:
     """Compact each conversation of a file with the configured engine and report."""
-    from ctxengine._kernel.kernel import load
+    from ctxengine import load
 
     records = _pick(_read(args.file), args.session, args.file)
     if args.id is not None and len(records) != 1:

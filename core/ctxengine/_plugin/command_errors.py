@@ -1,4 +1,5 @@
-"""The two ways a command fails, and the exit code of each (printed as ``ctxengine: <message>``).
+"""The two ways a CLI command (built-in or a plugin's) fails, and the exit code of each (printed
+as ``ctxengine: <message>``).
 
 Configuration problems (:class:`~ctxengine.ConfigError`, and an unknown engine under
 ``context.strict``) exit with 2 like usage errors; anything else unexpected exits with 1, with
