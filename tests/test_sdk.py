@@ -128,6 +128,7 @@ CLI_PRIVATE_IMPORTS = {
     "ctxengine._kernel.hooks",  # plugin discovery for `engines` and the plugins' commands
     "ctxengine._kernel.kernel",
     "ctxengine._kernel.resolve",
+    "ctxengine._plugin.commands",  # which registration failures are name clashes
 }
 """The private kernel modules the CLI may import: it ships and is released with the kernel, and
 lists every plugin with its load error (which no host needs). Everything else comes from the SDK."""

@@ -102,9 +102,10 @@ def _plugin_commands(loaded: LoadedConfig | None) -> tuple[CommandRegistry, list
     """
     import pluggy
 
-    from ctxengine import CommandRegistry, DuplicateCommandError, ctxengine_home, hookspecs
+    from ctxengine import CommandRegistry, ctxengine_home, hookspecs
     from ctxengine._kernel.hooks import Hooks, guarded
     from ctxengine._kernel.resolve import discover
+    from ctxengine._plugin.commands import DuplicateCommandError
 
     registry = CommandRegistry(reserved=frozenset(c.name for c in builtin_commands()))
     notes: list[str] = []
