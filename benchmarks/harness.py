@@ -108,11 +108,12 @@ def repeat(*runs: Callable[[], object]) -> Setup:
     return lambda: list(runs)
 
 
-def spread(values: Sequence[float]) -> str:
-    """``median (min-max)`` of ratios, e.g. ``0.021x (0.015-0.030x)``."""
-    return f"{statistics.median(values):.3f}x ({min(values):.3f}-{max(values):.3f}x)"
+def spread(values: Sequence[float], unit: str = "x") -> str:
+    """``median (min-max)`` of ratios or figures in ``unit``, e.g. ``0.021x (0.015-0.030x)``."""
+    return f"{statistics.median(values):.3f}{unit} ({min(values):.3f}-{max(values):.3f}{unit})"
 
 
-def line(name: str, values: Sequence[float], target: str, sessions: int) -> str:
+def line(name: str, values: Sequence[float], target: str, sessions: int, unit: str = "x") -> str:
     """One tab-separated result line: name, median with the range, target, sessions."""
-    return f"{name}\t{spread(values)}\t{target}\tmedian of {sessions} sessions (lowest-highest)"
+    figure = spread(values, unit)
+    return f"{name}\t{figure}\t{target}\tmedian of {sessions} sessions (lowest-highest)"
