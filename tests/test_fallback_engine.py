@@ -53,7 +53,7 @@ def _load(**extra: Any) -> ctxengine.Kernel:
             "context": {"engine": "delegating"},
             "model": {"name": "claude-sonnet-4-6", "context_length": 16_000},
             "auxiliary": {"compression": {"provider": "extractive"}},
-            "compression": {"protect_last_n": 6},
+            "engines": {"compressor": {"protect_last_n": 6}},
             **extra,
         },
         env={},

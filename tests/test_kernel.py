@@ -192,7 +192,7 @@ def test_update_usage_rejects_unknown_shapes(kernel: ctxengine.Kernel) -> None:
 
 
 def test_disabled_compression_never_asks_the_engine(engine: RecordingEngine) -> None:
-    kernel = ctxengine.load({"context": {"engine": "recording"}, "compression": {"enabled": False}})
+    kernel = ctxengine.load({"context": {"engine": "recording", "compaction": False}})
     _, messages = samples.conversation("openai", turns=3)
     assert kernel.session("a").should_compress(messages) is False
     assert [name for name, _ in engine.calls] == ["session_start"]
@@ -321,7 +321,9 @@ def test_a_config_evolved_in_code_keeps_its_values() -> None:
     from ctxengine import Config
     from ctxengine_compressor.settings import SETTINGS
 
-    base = ctxengine.config_from_mapping({"compression": {"threshold": 0.4}}, specs=[SETTINGS])
+    base = ctxengine.config_from_mapping(
+        {"engines": {"compressor": {"threshold": 0.4}}}, specs=[SETTINGS]
+    )
     evolved = attrs.evolve(base, context=attrs.evolve(base.context, compaction=False))
     kernel = ctxengine.load(evolved)
     assert kernel.config.context.compaction is False
@@ -464,7 +466,7 @@ _BODY = [
 def test_compress_rejects_a_malformed_message_naming_index_and_field(
     fmt: str, bad: dict[str, Any], where: str, rule: str
 ) -> None:
-    kernel = ctxengine.load({"compression": {"protect_last_n": 1}}, env={})
+    kernel = ctxengine.load({"engines": {"compressor": {"protect_last_n": 1}}}, env={})
     messages: list[Any] = [{"role": "user", "content": "start"}, *copy.deepcopy(_BODY)]
     messages[5] = bad
     with pytest.raises(ctxengine.messages.MessageFormatError) as excinfo:

@@ -171,7 +171,7 @@ def summary_config(
         "context": {"engine": engine, "strict": True},
         # A small main window, so the summary budget (5 % of it) keeps generation short.
         "model": {"name": "claude-sonnet-4-6", "context_length": 2_048},
-        "compression": {"protect_first_n": 1, "protect_last_n": 4},
+        "engines": {"compressor": {"protect_first_n": 1, "protect_last_n": 4}},
         "auxiliary": {
             "compression": {
                 "provider": provider,

@@ -127,7 +127,7 @@ def test_gateway_hygiene_from_8_processes_compacts_exactly_once(
     rendezvous.mkdir()
     config = {
         "model": {"name": "claude-sonnet-4-6", "context_length": 32_000},
-        "compression": {"protect_last_n": 4},
+        "engines": {"compressor": {"protect_last_n": 4}},
         "coordination": coordination,
     }
     options = {"config": config, "rendezvous": str(rendezvous), "expect_busy": 7}
@@ -159,7 +159,7 @@ FAILING_TURN = 20
 def turn_config(coordination: dict[str, Any] | None) -> dict[str, Any]:
     config: dict[str, Any] = {
         "model": {"name": "claude-sonnet-4-6", "context_length": 24_000},
-        "compression": {"abort_on_summary_failure": True},
+        "auxiliary": {"compression": {"abort_on_failure": True}},
     }
     if coordination is not None:
         config["coordination"] = coordination

@@ -104,11 +104,18 @@ GOOD_SUMMARY = "\n".join(
 
 
 @functools.lru_cache(maxsize=8_192)
-def _config(context_length: int, compression: str) -> tuple[Config, ModelInfo]:
+def _config(
+    context_length: int, compaction: bool, abort_on_failure: bool, options: str
+) -> tuple[Config, ModelInfo]:
     """The validated configuration and model of :func:`make_ctx`, built once per setting (both
     are immutable; the property suites build tens of thousands of contexts)."""
     config = config_from_mapping(
-        {"model": {"context_length": context_length}, "compression": json.loads(compression)}
+        {
+            "context": {"compaction": compaction},
+            "model": {"context_length": context_length},
+            "auxiliary": {"compression": {"abort_on_failure": abort_on_failure}},
+            "engines": {"compressor": json.loads(options)},
+        }
     )
     return config, _model(context_length)
 
@@ -116,7 +123,7 @@ def _config(context_length: int, compression: str) -> tuple[Config, ModelInfo]:
 @functools.lru_cache(maxsize=64)
 def _model(context_length: int) -> ModelInfo:
     """The model as the kernel reads a model section with this context length (a kernel of its
-    own: the compression values of :func:`_config` are checked against each other only by a
+    own: the compressor's values of :func:`_config` are checked against each other only by a
     kernel, and the property suites try any of them)."""
     return ctxengine.load({"model": {"context_length": context_length}}, env={}).model
 
@@ -126,10 +133,16 @@ def make_ctx(
     *,
     context_length: int = 16_000,
     clock: Callable[[], float] | None = None,
-    **compression: Any,
+    compaction: bool = True,
+    abort_on_failure: bool = False,
+    **options: Any,
 ) -> EngineContext:
-    """A context for the compressor with a small window (so samples are over threshold)."""
-    config, model = _config(context_length, json.dumps(compression, sort_keys=True))
+    """A context for the compressor with a small window (so samples are over threshold):
+    ``options`` are ``engines.compressor`` keys, ``compaction`` is ``context.compaction`` and
+    ``abort_on_failure`` is ``auxiliary.compression.abort_on_failure``."""
+    config, model = _config(
+        context_length, compaction, abort_on_failure, json.dumps(options, sort_keys=True)
+    )
     ctx = EngineContext(
         session_id="test",
         engine="compressor",

@@ -11,6 +11,6 @@ from ctxengine.testing.conformance import EngineConformance
 class TestCompressorConformance(EngineConformance):
     engine = "compressor"
 
-    def extra_config(self, tmp_path: Path) -> dict[str, Any]:
-        # The compressor's own key: a short protected tail, so the samples have a middle.
-        return {"compression": {"protect_last_n": 6}}
+    def engine_options(self, tmp_path: Path) -> dict[str, Any]:
+        # A short protected tail, so the samples have a middle.
+        return {"protect_last_n": 6}

@@ -185,7 +185,7 @@ def test_fallback_kinds_use_the_digest(kind: str) -> None:
 def test_abort_on_summary_failure_aborts_every_failure() -> None:
     ctx = make_ctx(
         ScriptedProvider(SummaryError.of("server", "scripted", "500")),
-        abort_on_summary_failure=True,
+        abort_on_failure=True,
     )
     _, messages = _sample("openai")
     result = run(ctx, messages, "openai")
@@ -273,7 +273,7 @@ def test_short_conversation_is_an_honest_noop() -> None:
 
 
 def test_disabled_compression_is_a_noop_unless_forced() -> None:
-    ctx = make_ctx(ScriptedProvider(), enabled=False)
+    ctx = make_ctx(ScriptedProvider(), compaction=False)
     _, messages = _sample("openai")
     assert run(ctx, messages, "openai", force=False).status == "noop"
     assert run(ctx, messages, "openai", force=True).status == "compacted"

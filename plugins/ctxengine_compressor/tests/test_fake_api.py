@@ -200,7 +200,7 @@ def test_context_length_error_falls_back(api: FakeAPI, which: str) -> None:
 @pytest.mark.parametrize("which", APIS)
 def test_abort_on_summary_failure_aborts_a_500(api: FakeAPI, which: str) -> None:
     api.fail(500, "internal error")
-    ctx = make_ctx(_provider(api, which), abort_on_summary_failure=True)
+    ctx = make_ctx(_provider(api, which), abort_on_failure=True)
     system, messages, fmt = _conversation(which)
     result = run(ctx, messages, fmt, system)
     assert result.status == "aborted"

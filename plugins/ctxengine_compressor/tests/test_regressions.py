@@ -111,7 +111,7 @@ def test_a_middle_larger_than_the_summary_window_is_summarized_in_parts() -> Non
     middle = result.messages_before - (result.messages_after - 1)
     parts = [c for c in result.calls if c.purpose.startswith("part ")]
     assert len(parts) >= 2 and result.calls[-1].purpose == "merge"
-    assert len(result.calls) <= 8  # compression.summary_max_calls
+    assert len(result.calls) <= 8  # engines.compressor.summary_max_calls
     assert sum(c.messages for c in parts) + result.unsummarized == middle
     assert result.unsummarized == 0
     # Each call fitted the summary model's window.

@@ -31,7 +31,7 @@ def test_max_tokens_reservation_lowers_the_threshold() -> None:
 
 def test_gateway_stage_has_no_opinion_and_disabled_never_fires() -> None:
     assert plugin.should_compress(make_ctx(), known(50_000), "gateway", True) is None
-    assert plugin.should_compress(make_ctx(enabled=False), known(50_000), "agent", True) is False
+    assert plugin.should_compress(make_ctx(compaction=False), known(50_000), "agent", True) is False
 
 
 def test_cooldown_blocks_until_it_expires_or_force() -> None:

@@ -45,6 +45,8 @@ class TestNativeConformanceFallingBack(EngineConformance):
             port = sock.getsockname()[1]
         return {"api": "anthropic", "base_url": f"http://127.0.0.1:{port}", "api_key": "k"}
 
-    def extra_config(self, tmp_path: Path) -> dict[str, Any]:
+    def config(self, tmp_path: Path) -> dict[str, Any]:
         # The fallback compressor's own key: a short protected tail, so the samples have a middle.
-        return {"compression": {"protect_last_n": 6}}
+        config = super().config(tmp_path)
+        config["engines"]["compressor"] = {"protect_last_n": 6}
+        return config
