@@ -40,7 +40,7 @@ from ctxengine._kernel.coordination import Coordinator, NamedLock
 from ctxengine._kernel.editing import wanted_edits
 from ctxengine._kernel.hooks import Hooks
 from ctxengine._kernel.hygiene import HygieneReport, run_hygiene
-from ctxengine._kernel.session_state import KernelState, SharedSessionLock
+from ctxengine._kernel.session_state import KernelState, SharedSessionLock, local_time
 from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
 from ctxengine._messages.editing import (
     markers_kept_off_cleared,
@@ -232,7 +232,7 @@ class Session:
         ttl = dict(state["ttl"])
         wall = ttl["last_time"]  # the wall-clock time of the planner's last request
         if wall is not None:
-            ttl["last_time"] = self.ctx.clock() - max(0.0, self._services.wall_clock() - wall)
+            ttl["last_time"] = local_time(wall, self.ctx.clock(), self._services.wall_clock())
         self._ttl, self._ttl_wall = TTLPlanner(**ttl), wall
         last_id = state["last_message_id"]
         self._last_message_id = None if last_id is None else str(last_id)
