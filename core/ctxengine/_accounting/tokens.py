@@ -425,7 +425,8 @@ class TokenCounter:
         if cache_size < 1:
             raise ValueError(f"cache_size must be at least 1, got {cache_size}")
         self.encoding_name = encoding
-        self._encoding: Encoding | None = None  # loaded on first use: loading takes ~0.3 s
+        # Loaded on first use: most decisions never need an exact count.
+        self._encoding: Encoding | None = None
         self.memo = MessageMemo(cache_size)
         """The memo of message contents this counter's counts are kept in (one per session)."""
         self._texts: dict[str, int] = {}  # system prompt and tool texts, by value

@@ -183,8 +183,6 @@ def _as_mapping(obj: object) -> dict[str, Any] | None:
 
 def _count(data: Mapping[str, Any], key: str, where: str = "") -> int:
     value = data.get(key)
-    if type(value) is int and value >= 0:
-        return value
     if value is None:
         return 0
     if isinstance(value, float) and value.is_integer():
@@ -314,8 +312,7 @@ def _miss_reason(response: Mapping[str, Any]) -> tuple[str | None, int]:
 def message_id(response: object) -> str | None:
     """The ``id`` of an Anthropic Messages response (``msg_...``), or ``None`` for anything else
     (a bare usage object, an OpenAI response)."""
-    # Plain dicts by type first: this runs on every response.
-    data = response if type(response) is dict or isinstance(response, Mapping) else None
+    data = response if isinstance(response, Mapping) else None
     value = data.get("id") if data is not None else getattr(response, "id", None)
     if isinstance(value, str) and value.startswith("msg_"):
         return value
