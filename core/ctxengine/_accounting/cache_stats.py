@@ -54,16 +54,7 @@ class CacheCost:
     def __add__(self, other: CacheCost) -> CacheCost:
         if not isinstance(other, CacheCost):
             return NotImplemented
-        # Spelled out: this runs on every response, and attrs.astuple is slow.
-        return CacheCost(
-            self.input_cost + other.input_cost,
-            self.cache_read_cost + other.cache_read_cost,
-            self.cache_write_5m_cost + other.cache_write_5m_cost,
-            self.cache_write_1h_cost + other.cache_write_1h_cost,
-            self.output_cost + other.output_cost,
-            self.total + other.total,
-            self.uncached_total + other.uncached_total,
-        )
+        return CacheCost(*map(operator.add, attrs.astuple(self), attrs.astuple(other)))
 
 
 ZERO_COST = CacheCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)

@@ -71,9 +71,26 @@ MAX_TOKENS_PER_CHAR = 4
 # Rough counts
 
 
+def rough_tokens(chars: int) -> int:
+    """Rough token count of ``chars`` characters of text: / :data:`CHARS_PER_TOKEN`, rounded
+    up."""
+    return -(-chars // CHARS_PER_TOKEN)
+
+
 def estimate_tokens(text: str) -> int:
-    """Rough token count of ``text``: characters / :data:`CHARS_PER_TOKEN`, rounded up."""
-    return -(-len(text) // CHARS_PER_TOKEN)
+    """Rough token count of ``text`` (:func:`rough_tokens` of its length)."""
+    return rough_tokens(len(text))
+
+
+def fixed_tokens(images: int) -> int:
+    """The exact, text-independent cost of one message: :data:`MESSAGE_OVERHEAD_TOKENS` plus
+    :data:`IMAGE_TOKENS` per image (the same for the rough and the exact count)."""
+    return IMAGE_TOKENS * images + MESSAGE_OVERHEAD_TOKENS
+
+
+def rough_system_tokens(system: SystemPrompt) -> int:
+    """Rough cost of a system prompt: its text plus :data:`MESSAGE_OVERHEAD_TOKENS`."""
+    return estimate_tokens(system_text(system)) + MESSAGE_OVERHEAD_TOKENS
 
 
 def system_text(system: SystemPrompt | None) -> str:
@@ -118,7 +135,7 @@ def rough_message_tokens(msg: Message) -> int:
     """Rough cost of one message: its token-bearing text / :data:`CHARS_PER_TOKEN` (rounded
     up), plus :data:`IMAGE_TOKENS` per image and :data:`MESSAGE_OVERHEAD_TOKENS`."""
     chars, images = text_size(_require_message(msg))
-    return -(-chars // CHARS_PER_TOKEN) + IMAGE_TOKENS * images + MESSAGE_OVERHEAD_TOKENS
+    return rough_tokens(chars) + fixed_tokens(images)
 
 
 def rough_conversation_tokens(
@@ -127,7 +144,7 @@ def rough_conversation_tokens(
     """Rough cost of a whole request: every message plus the (Anthropic) system prompt."""
     total = sum(rough_message_tokens(_require_message(m, i)) for i, m in enumerate(messages))
     if system is not None:
-        total += estimate_tokens(system_text(system)) + MESSAGE_OVERHEAD_TOKENS
+        total += rough_system_tokens(system)
     return total
 
 
@@ -139,14 +156,10 @@ class RoughCounter:
         return rough_message_tokens(msg)
 
     def count_system(self, system: SystemPrompt | None) -> int:
-        if not system:
-            return 0
-        return estimate_tokens(system_text(system)) + MESSAGE_OVERHEAD_TOKENS
+        return rough_system_tokens(system) if system else 0
 
     def count_tools(self, tools: Sequence[Mapping[str, Any]] | None) -> int:
-        if not tools:
-            return 0
-        return estimate_tokens(tools_text(tools))
+        return estimate_tokens(tools_text(tools)) if tools else 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,7 +179,7 @@ class TextSize:
 
     def add(self, chars: int, fixed: int) -> None:
         """Count one more piece: ``chars`` characters of text and ``fixed`` exact tokens."""
-        self.rough += -(-chars // CHARS_PER_TOKEN)
+        self.rough += rough_tokens(chars)
         self.chars += chars
         self.fixed += fixed
 

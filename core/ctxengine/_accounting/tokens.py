@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ctxengine._accounting.estimate import (
-    IMAGE_TOKENS,
     MESSAGE_OVERHEAD_TOKENS,
     TextSize,
     TokenEstimate,
     estimate_of,
+    fixed_tokens,
     system_text,
     tools_text,
 )
@@ -425,7 +425,8 @@ class TokenCounter:
         if cache_size < 1:
             raise ValueError(f"cache_size must be at least 1, got {cache_size}")
         self.encoding_name = encoding
-        self._encoding: Encoding | None = None  # loaded on first use: loading takes ~0.3 s
+        # Loaded on first use: most decisions never need an exact count.
+        self._encoding: Encoding | None = None
         self.memo = MessageMemo(cache_size)
         """The memo of message contents this counter's counts are kept in (one per session)."""
         self._texts: dict[str, int] = {}  # system prompt and tool texts, by value
@@ -452,11 +453,7 @@ class TokenCounter:
         """Exact tokens of the message content ``entry`` describes (tokenized on first use)."""
         tokens = entry.tokens
         if tokens is None:
-            tokens = (
-                self.count_text(message_text(entry.snapshot))
-                + IMAGE_TOKENS * entry.images
-                + MESSAGE_OVERHEAD_TOKENS
-            )
+            tokens = self.count_text(message_text(entry.snapshot)) + fixed_tokens(entry.images)
             entry.tokens = tokens
         return tokens
 
@@ -508,7 +505,15 @@ class TokenCounter:
 
         :raises ValueError: a message is not a dict (the message names its index).
         """
-        entries = self.memo.resolve(messages).entries
+        return self._exact_total(self.memo.resolve(messages).entries, system, tools)
+
+    def _exact_total(
+        self,
+        entries: Iterable[MemoEntry],
+        system: SystemPrompt | None,
+        tools: Sequence[Mapping[str, Any]] | None,
+    ) -> int:
+        """Exact tokens of some message contents, a system prompt and tools."""
         return (
             sum(self.exact(entry) for entry in entries)
             + self.count_system(system)
@@ -528,7 +533,7 @@ class TokenCounter:
         """The :class:`TextSize` of some message contents, added to a copy of ``start``."""
         size = TextSize() if start is None else TextSize(start.rough, start.chars, start.fixed)
         for entry in entries:
-            size.add(entry.chars, IMAGE_TOKENS * entry.images + MESSAGE_OVERHEAD_TOKENS)
+            size.add(entry.chars, fixed_tokens(entry.images))
         return size
 
     def tally(
@@ -552,16 +557,7 @@ class TokenCounter:
             size.add(len(self.system_text(system)), MESSAGE_OVERHEAD_TOKENS)
         if tools:
             size.add(len(tools_text(tools)), 0)
-
-        def count() -> int:
-            # Remembered counts make this cheap once the contents were counted before.
-            return (
-                sum(self.exact(entry) for entry in entries)
-                + self.count_system(system)
-                + self.count_tools(tools)
-            )
-
-        return estimate_of(size, count)
+        return estimate_of(size, lambda: self._exact_total(entries, system, tools))
 
     def scaled(
         self, local: TokenEstimate, *, plus: int = 0, measured: bool = False

@@ -183,8 +183,6 @@ def _as_mapping(obj: object) -> dict[str, Any] | None:
 
 def _count(data: Mapping[str, Any], key: str, where: str = "") -> int:
     value = data.get(key)
-    if type(value) is int and value >= 0:
-        return value
     if value is None:
         return 0
     if isinstance(value, float) and value.is_integer():
@@ -271,43 +269,29 @@ def _openai_writes(details: Mapping[str, Any], where: str) -> tuple[int, int]:
     return max(0, total - long_ttl), long_ttl
 
 
-def _from_openai_chat(data: Mapping[str, Any]) -> Usage:
-    prompt_details = _details(data, "prompt_tokens_details")
-    cached = _count(prompt_details, "cached_tokens", "prompt_tokens_details.")
-    write_short, write_long = _openai_writes(prompt_details, "prompt_tokens_details.")
-    completion_details = _details(data, "completion_tokens_details")
-    prompt = _count(data, "prompt_tokens")
-    completion = _count(data, "completion_tokens")
-    reasoning = _count(completion_details, "reasoning_tokens", "completion_tokens_details.")
-    total = _count(data, "total_tokens")
-    if reasoning and total == prompt + completion + reasoning:
+def _from_openai(data: Mapping[str, Any], prompt_key: str, output_key: str) -> Usage:
+    """Chat completions (``prompt``/``completion``) or Responses (``input``/``output``): the
+    ``<prompt_key>_tokens`` include the cached and written tokens; keep only the uncached rest."""
+    where = f"{prompt_key}_tokens_details."
+    prompt_details = _details(data, f"{prompt_key}_tokens_details")
+    cached = _count(prompt_details, "cached_tokens", where)
+    write_short, write_long = _openai_writes(prompt_details, where)
+    output_details = _details(data, f"{output_key}_tokens_details")
+    prompt = _count(data, f"{prompt_key}_tokens")
+    output = _count(data, f"{output_key}_tokens")
+    reasoning = _count(output_details, "reasoning_tokens", f"{output_key}_tokens_details.")
+    total = _count(data, "total_tokens") if prompt_key == "prompt" else None
+    if reasoning and total == prompt + output + reasoning:
         # Gemini's OpenAI-compatible endpoint counts thinking outside completion_tokens; the
         # total says so. Output always includes reasoning here.
-        completion += reasoning
+        output += reasoning
     return Usage(
-        # prompt_tokens includes cached (and written) tokens; keep only the uncached rest.
         input_tokens=max(0, prompt - cached - write_short - write_long),
-        output_tokens=completion,
+        output_tokens=output,
         cache_read_tokens=cached,
         cache_write_5m_tokens=write_short,
         cache_write_1h_tokens=write_long,
         reasoning_tokens=reasoning,
-    )
-
-
-def _from_openai_responses(data: Mapping[str, Any]) -> Usage:
-    input_details = _details(data, "input_tokens_details")
-    cached = _count(input_details, "cached_tokens", "input_tokens_details.")
-    write_short, write_long = _openai_writes(input_details, "input_tokens_details.")
-    output_details = _details(data, "output_tokens_details")
-    total_input = _count(data, "input_tokens")
-    return Usage(
-        input_tokens=max(0, total_input - cached - write_short - write_long),
-        output_tokens=_count(data, "output_tokens"),
-        cache_read_tokens=cached,
-        cache_write_5m_tokens=write_short,
-        cache_write_1h_tokens=write_long,
-        reasoning_tokens=_count(output_details, "reasoning_tokens", "output_tokens_details."),
     )
 
 
@@ -328,8 +312,7 @@ def _miss_reason(response: Mapping[str, Any]) -> tuple[str | None, int]:
 def message_id(response: object) -> str | None:
     """The ``id`` of an Anthropic Messages response (``msg_...``), or ``None`` for anything else
     (a bare usage object, an OpenAI response)."""
-    # Plain dicts by type first: this runs on every response.
-    data = response if type(response) is dict or isinstance(response, Mapping) else None
+    data = response if isinstance(response, Mapping) else None
     value = data.get("id") if data is not None else getattr(response, "id", None)
     if isinstance(value, str) and value.startswith("msg_"):
         return value
@@ -402,11 +385,11 @@ def normalize_usage(raw: object) -> Usage:
         )
     keys = data.keys()
     if not keys.isdisjoint(_CHAT_KEYS):
-        return _from_openai_chat(data)
+        return _from_openai(data, "prompt", "completion")
     if not keys.isdisjoint(_ANTHROPIC_ONLY_KEYS):
         return _from_anthropic(data)
     if not keys.isdisjoint(_RESPONSES_KEYS):
-        return _from_openai_responses(data)
+        return _from_openai(data, "input", "output")
     if "input_tokens" in data or "output_tokens" in data:
         return _from_anthropic(data)
     raise ValueError(

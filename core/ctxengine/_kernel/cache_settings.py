@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import attrs
 
@@ -49,6 +49,17 @@ _OPENROUTER_HOST = "openrouter.ai"
 _OPENAI_HOST = "api.openai.com"
 
 
+def _split(url: str) -> SplitResult:
+    """``url`` split; ``urlsplit`` only finds the host after ``//``, and
+    ``openrouter.ai/api/v1`` has no scheme."""
+    return urlsplit(url if "://" in url else "//" + url)
+
+
+def _host(url: str) -> str:
+    """The lower-cased host of ``url``."""
+    return (_split(url).hostname or "").lower()
+
+
 def detect_route(model_name: str, base_url: str | None, *, api: ApiKind | None = None) -> Route:
     """Where requests for ``model_name`` sent to ``base_url`` go.
 
@@ -79,14 +90,12 @@ def detect_route(model_name: str, base_url: str | None, *, api: ApiKind | None =
 
         return "anthropic" if is_claude(model_name) else "openai-compatible"
     url = base_url.strip()
-    # urlsplit only finds the host after "//"; "openrouter.ai/api/v1" has no scheme.
-    parts = urlsplit(url if "://" in url else "//" + url)
-    host = (parts.hostname or "").lower()
+    host = _host(url)
     if host == _ANTHROPIC_HOST:
         return "anthropic"
     if host == _OPENROUTER_HOST or host.endswith("." + _OPENROUTER_HOST):
         return "openrouter"
-    if api == "anthropic" or "anthropic" in host or "anthropic" in parts.path.lower():
+    if api == "anthropic" or "anthropic" in host or "anthropic" in _split(url).path.lower():
         return "anthropic-compatible"
     return "openai-compatible"
 
@@ -102,10 +111,8 @@ def validation_profile(route: Route, base_url: str | None) -> Profile:
     """
     if route == "anthropic":
         return "provider"
-    if route == "openai-compatible":
-        host = urlsplit(base_url if base_url and "://" in base_url else f"//{base_url or ''}")
-        if not base_url or (host.hostname or "").lower() == "api.openai.com":
-            return "provider"
+    if route == "openai-compatible" and (not base_url or _host(base_url) == _OPENAI_HOST):
+        return "provider"
     return "strict"
 
 
@@ -215,9 +222,7 @@ def is_openai_api(base_url: str | None, route: Route) -> bool:
         return False
     if base_url is None or not base_url.strip():
         return True
-    url = base_url.strip()
-    host = (urlsplit(url if "://" in url else "//" + url).hostname or "").lower()
-    return host == _OPENAI_HOST
+    return _host(base_url.strip()) == _OPENAI_HOST
 
 
 def request_options(

@@ -62,7 +62,7 @@ from ctxengine._kernel.resolve import (
     discover,
     install_hint,
 )
-from ctxengine._kernel.session import Services, Session
+from ctxengine._kernel.session import Services, Session, in_thread
 from ctxengine._kernel.trace import enable_tracing
 from ctxengine._messages.conversation import Message, SystemPrompt
 from ctxengine._messages.validate import Profile
@@ -495,14 +495,8 @@ class Kernel:
         last_prompt_tokens: int | None = None,
     ) -> HygieneReport:
         """:meth:`hygiene` in a worker thread, for async gateways."""
-        import asyncio  # only async hosts pay for it
-
-        return await asyncio.to_thread(
-            self.hygiene,
-            session_id,
-            history,
-            system=system,
-            last_prompt_tokens=last_prompt_tokens,
+        return await in_thread(
+            self.hygiene, session_id, history, system=system, last_prompt_tokens=last_prompt_tokens
         )
 
     def status_lines(self) -> list[str]:

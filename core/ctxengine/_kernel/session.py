@@ -24,7 +24,7 @@ import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -40,7 +40,7 @@ from ctxengine._kernel.coordination import Coordinator, NamedLock
 from ctxengine._kernel.editing import wanted_edits
 from ctxengine._kernel.hooks import Hooks
 from ctxengine._kernel.hygiene import HygieneReport, run_hygiene
-from ctxengine._kernel.session_state import KernelState, SharedSessionLock
+from ctxengine._kernel.session_state import KernelState, SharedSessionLock, local_time
 from ctxengine._messages.conversation import Conversation, Format, Message, Stage, SystemPrompt
 from ctxengine._messages.editing import (
     markers_kept_off_cleared,
@@ -57,6 +57,8 @@ from ctxengine._plugin.results import CompressResult, GatewayVerdict
 from ctxengine._plugin.tools import RegisteredTool, ToolError, bounded_repr
 from ctxengine._summarize import SummaryProvider
 
+_T = TypeVar("_T")
+
 TOOL_ERROR_CHARS = 2_000
 """An ``Error: ...`` answer of a tool is cut to this many characters."""
 
@@ -67,6 +69,14 @@ def _tool_error(text: str) -> str:
     if len(text) > TOOL_ERROR_CHARS:
         text = f"{text[: TOOL_ERROR_CHARS - 40]}… ({len(text):,} characters, cut)"
     return f"Error: {text}"
+
+
+async def in_thread(function: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
+    """``function(*args, **kwargs)`` in a worker thread: the async variants run the same code as
+    the sync ones, since engines may block on I/O."""
+    import asyncio  # only async hosts pay for it
+
+    return await asyncio.to_thread(function, *args, **kwargs)
 
 
 @attrs.frozen
@@ -222,10 +232,18 @@ class Session:
         ttl = dict(state["ttl"])
         wall = ttl["last_time"]  # the wall-clock time of the planner's last request
         if wall is not None:
-            ttl["last_time"] = self.ctx.clock() - max(0.0, self._services.wall_clock() - wall)
+            ttl["last_time"] = local_time(wall, self.ctx.clock(), self._services.wall_clock())
         self._ttl, self._ttl_wall = TTLPlanner(**ttl), wall
         last_id = state["last_message_id"]
         self._last_message_id = None if last_id is None else str(last_id)
+
+    def _forget_requests(self) -> None:
+        """Forget the prepared and the measured request: the conversation they describe no
+        longer exists (a compaction, a reset), so prompt sizes are estimated until the next
+        usage."""
+        self._usage_stale = True
+        self._measured = self._prepared = None
+        self._foreign_measured = None
 
     def _measured_key(self) -> list[Any] | None:
         """``[message count, digest]`` of the request the last usage measured (``None``: none)."""
@@ -432,9 +450,7 @@ class Session:
                 message_budget,
             )
             if result.compacted:
-                self._usage_stale = True
-                self._measured = self._prepared = None
-                self._foreign_measured = None
+                self._forget_requests()
                 # What the compaction replaced need not stay alive in the memo.
                 self.ctx.tokens.retain(result.messages)
             return result
@@ -671,9 +687,7 @@ class Session:
             self._ttl = TTLPlanner()
             self._ttl_wall = None
             self._last_message_id = None
-            self._usage_stale = True
-            self._measured = self._prepared = None
-            self._foreign_measured = None
+            self._forget_requests()
             self._tools = None
             self.cache_stats = SessionCacheStats()
 
@@ -697,9 +711,7 @@ class Session:
         stage: Stage = "agent",
     ) -> CompressResult:
         """:meth:`compress` in a worker thread, for async hosts."""
-        import asyncio  # only async hosts pay for it
-
-        return await asyncio.to_thread(
+        return await in_thread(
             self.compress, messages, system, force=force, focus=focus, stage=stage
         )
 
@@ -707,12 +719,8 @@ class Session:
         self, messages: Sequence[Message], system: SystemPrompt | None = None
     ) -> CompressResult | None:
         """:meth:`maybe_compress` in a worker thread, for async hosts."""
-        import asyncio  # only async hosts pay for it
-
-        return await asyncio.to_thread(self.maybe_compress, messages, system)
+        return await in_thread(self.maybe_compress, messages, system)
 
     async def acall_tool(self, name: str, arguments: Mapping[str, Any] | str) -> str:
         """:meth:`call_tool` in a worker thread (tools may query a store or a model)."""
-        import asyncio  # only async hosts pay for it
-
-        return await asyncio.to_thread(self.call_tool, name, arguments)
+        return await in_thread(self.call_tool, name, arguments)

@@ -45,6 +45,12 @@ DOCUMENT_FORMAT = 1
 KernelState = dict[str, Any]
 
 
+def local_time(saved_wall: float, now: float, wall_now: float) -> float:
+    """The moment of wall-clock time ``saved_wall`` (another process's save) on this process's
+    clock, whose ``now`` is ``wall_now`` on the wall clock; never later than ``now``."""
+    return now - max(0.0, wall_now - saved_wall)
+
+
 class SharedSessionLock:
     """A session's lock on a shared backend (see the module docstring); used as
     ``with lock:`` exactly like the :class:`threading.RLock` it replaces.
@@ -144,7 +150,9 @@ class SharedSessionLock:
                     ctx.session_id,
                     exc,
                 )
-        for key in [k for k, v in ctx.state.items() if k in ctx.state_specs or _undecoded(v)]:
+        for key in [
+            k for k, v in ctx.state.items() if k in ctx.state_specs or isinstance(v, Undecoded)
+        ]:
             del ctx.state[key]
         ctx.state_specs.clear()
         plugins = document.get("plugins")
@@ -155,9 +163,7 @@ class SharedSessionLock:
             if not isinstance(entry, dict) or not isinstance(entry.get("at"), int | float):
                 log.warning("session %r: saved state %r is damaged; dropped", ctx.session_id, key)
                 continue
-            # The moment of that save, in this process's clock.
-            saved_at = now - max(0.0, wall - float(entry["at"]))
-            ctx.state[key] = Undecoded(entry, saved_at)
+            ctx.state[key] = Undecoded(entry, local_time(float(entry["at"]), now, wall))
 
     def _export(self) -> dict[str, Any]:
         ctx = self._ctx
@@ -195,10 +201,6 @@ class SharedSessionLock:
                 continue
             plugins[key] = {"v": spec.version, "at": self._wall(), "data": data}
         return {"format": DOCUMENT_FORMAT, "kernel": self._export_kernel(), "plugins": plugins}
-
-
-def _undecoded(value: object) -> bool:
-    return isinstance(value, Undecoded)
 
 
 __all__ = ["DOCUMENT_FORMAT", "SharedSessionLock"]
