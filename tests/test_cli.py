@@ -359,6 +359,21 @@ def test_an_unknown_engine_under_strict_is_a_one_line_error(
     assert "Traceback (most recent call last)" in verbose.stderr.decode()
 
 
+def test_engines_says_how_each_extension_is_chosen(isolated_home: Path) -> None:
+    # replay only adds a command, which works without context.extensions; the coordination
+    # backends are chosen by coordination.backend, never by context.extensions.
+    _, output = run("engines")
+    table = rows(output)
+    assert table["replay"][-1] == "available (its commands need no opt-in)"
+    assert table["coordination.file"][-1] == "available (coordination.backend selects it)"
+    (isolated_home / "config.yaml").write_text("coordination:\n  backend: file\n")
+    _, output = run("engines")
+    assert rows(output)["coordination.file"][-1] == "selected"
+    assert rows(output)["coordination.postgresql"][-1] == (
+        "available (coordination.backend selects it)"
+    )
+
+
 def test_engines_says_what_happens_to_an_unknown_engine(isolated_home: Path) -> None:
     config = isolated_home / "config.yaml"
     config.write_text("context:\n  engine: nosuch\n")

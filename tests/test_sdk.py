@@ -125,6 +125,7 @@ CLI_PRIVATE_IMPORTS = {
     "ctxengine._config.core",  # the core settings, for the configuration reference
     "ctxengine._config.fields",
     "ctxengine._config.spec",
+    "ctxengine._kernel.coordination_setup",  # which plugin a coordination.backend selects
     "ctxengine._kernel.hooks",  # plugin discovery for `engines` and the plugins' commands
     "ctxengine._kernel.kernel",
     "ctxengine._kernel.resolve",

@@ -11,9 +11,12 @@ import json
 from typing import Any
 
 import attrs
+import pluggy
 
 from ctxengine import LoadedConfig, ctxengine_home, load_config
+from ctxengine._kernel.coordination_setup import PROVIDER_PREFIX
 from ctxengine._kernel.resolve import DEFAULT_ENGINE, Catalog, PluginEntry, discover
+from ctxengine.hookspecs import PROJECT
 from ctxengine_cli.console import Console
 
 
@@ -78,9 +81,24 @@ def _status(entry: PluginEntry, selected: set[str], choice: EngineChoice) -> str
         return "selected"
     if entry.always_on:
         return "always on"
-    return (
-        "available (opt in with context.extensions)" if entry.kind == "extension" else "available"
-    )
+    if entry.kind != "extension":
+        return "available"
+    if entry.name.startswith(PROVIDER_PREFIX):
+        return "available (coordination.backend selects it)"
+    if _hook_names(entry.plugin) <= _COMMAND_HOOKS:
+        return "available (its commands need no opt-in)"
+    return "available (opt in with context.extensions)"
+
+
+_COMMAND_HOOKS = frozenset({"register_commands", "declare_settings"})
+"""The hooks of an extension that only adds CLI commands: the CLI calls them on every
+installed plugin, so such an extension works without being named in ``context.extensions``."""
+
+
+def _hook_names(plugin: object) -> set[str]:
+    """The hooks ``plugin`` implements, read the way pluggy reads them when it registers one."""
+    reader = pluggy.PluginManager(PROJECT)
+    return {name for name in dir(plugin) if reader.parse_hookimpl_opts(plugin, name) is not None}
 
 
 def configure_engines(parser: argparse.ArgumentParser) -> None:
@@ -97,6 +115,7 @@ def run_engines(args: argparse.Namespace, console: Console) -> int:
     config = loaded.config
     choice = engine_choice(loaded, catalog)
     selected = set(config.context.extensions)
+    selected.add(PROVIDER_PREFIX + config.coordination.backend)
     if config.prompt_caching.enabled is not False:
         selected.add(config.prompt_caching.strategy)
     entries = catalog.load_all()
