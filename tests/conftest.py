@@ -3,22 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
+from ctxengine.testing.isolation import isolated_home
 
 # The end-to-end suite starts a real local model; only `nox -s e2e` (which installs it) runs it.
 collect_ignore = [] if os.environ.get("CTXENGINE_E2E") == "1" else ["e2e"]
 
-
-@pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A fresh ``$CTXENGINE_HOME``; configuration only from what the test writes."""
-    for name in list(os.environ):
-        if name.startswith("CTXENGINE_"):
-            monkeypatch.delenv(name)
-    home = tmp_path / "ctxengine-home"
-    home.mkdir()
-    monkeypatch.setenv("CTXENGINE_HOME", str(home))
-    yield home
+__all__ = ["collect_ignore", "isolated_home"]

@@ -146,8 +146,12 @@ if TYPE_CHECKING:
     from ctxengine._messages.files import (
         read_conversations as read_conversations,
     )
-    from ctxengine._plugin.command_errors import CommandError as CommandError
-    from ctxengine._plugin.command_errors import UsageError as UsageError
+    from ctxengine._plugin.command_errors import (
+        CommandError as CommandError,
+    )
+    from ctxengine._plugin.command_errors import (
+        UsageError as UsageError,
+    )
     from ctxengine._plugin.commands import (
         Command as Command,
     )
@@ -156,6 +160,12 @@ if TYPE_CHECKING:
     )
     from ctxengine._plugin.commands import (
         PluginCommands as PluginCommands,
+    )
+    from ctxengine._plugin.commands import (
+        engine_options as engine_options,
+    )
+    from ctxengine._plugin.commands import (
+        engine_overrides as engine_overrides,
     )
     from ctxengine._plugin.context import (
         CacheSettings as CacheSettings,
@@ -261,12 +271,6 @@ _SDK: dict[str, tuple[str, ...]] = {
     "ctxengine._accounting.tokens": ("MessageSizes", "PrefixCounter", "TokenCounter"),
     "ctxengine._accounting.ttl": ("TTL_SECONDS",),
     "ctxengine._accounting.usage": ("Usage", "normalize_usage"),
-    "ctxengine._plugin.command_errors": ("CommandError", "UsageError"),
-    "ctxengine._messages.files": (
-        "ConversationFileError",
-        "ConversationRecord",
-        "read_conversations",
-    ),
     "ctxengine._config.core": (
         "CacheTTL",
         "Config",
@@ -289,7 +293,19 @@ _SDK: dict[str, tuple[str, ...]] = {
         "Stage",
         "SystemPrompt",
     ),
-    "ctxengine._plugin.commands": ("Command", "CommandRegistry", "PluginCommands"),
+    "ctxengine._messages.files": (
+        "ConversationFileError",
+        "ConversationRecord",
+        "read_conversations",
+    ),
+    "ctxengine._plugin.command_errors": ("CommandError", "UsageError"),
+    "ctxengine._plugin.commands": (
+        "Command",
+        "CommandRegistry",
+        "PluginCommands",
+        "engine_options",
+        "engine_overrides",
+    ),
     "ctxengine._plugin.context": (
         "CacheSettings",
         "EngineContext",

@@ -17,6 +17,8 @@ from ctxengine import (
     ConversationRecord,
     LoadedConfig,
     UsageError,
+    engine_options,
+    engine_overrides,
     load_config,
     read_conversations,
 )
@@ -28,39 +30,8 @@ if TYPE_CHECKING:
     from ctxengine import CompressResult
 
 
-def _engine_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--engine", metavar="NAME", help="context engine to use (overrides context.engine)"
-    )
-    parser.add_argument("--model", metavar="NAME", help="main model (overrides model.name)")
-    parser.add_argument(
-        "--threshold",
-        type=float,
-        metavar="FRACTION",
-        help="compact at this fraction of the window: sets the selected engine's own trigger "
-        "(engines.compressor.threshold for the compressor, engines.lcm.threshold for lcm)",
-    )
-    parser.add_argument(
-        "--context-length",
-        type=int,
-        metavar="TOKENS",
-        help="model window in tokens (overrides model.context_length)",
-    )
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    overrides: dict[str, Any] = {}
-    if args.engine:
-        overrides["context.engine"] = args.engine
-    if args.context_length is not None:
-        overrides["model.context_length"] = args.context_length
-    if args.model:
-        overrides["model.name"] = args.model
-    return overrides
-
-
 def _loaded(args: argparse.Namespace) -> LoadedConfig:
-    return load_config(args.config, overrides=_overrides(args))
+    return load_config(args.config, overrides=engine_overrides(args))
 
 
 def _read(path: str) -> list[ConversationRecord]:
@@ -118,7 +89,7 @@ def configure_compress(parser: argparse.ArgumentParser) -> None:
         help="session id to compact under (default: the conversation's 'id', else "
         "conversation-N); engines that store sessions (lcm) file it under this id",
     )
-    _engine_options(parser)
+    engine_options(parser)
     parser.add_argument(
         "--focus", metavar="TOPIC", help="topic the summary should keep in most detail"
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import attrs
 
@@ -75,3 +76,38 @@ class PluginCommands:
         :raises DuplicateCommandError: when the name is taken by the core or another plugin.
         """
         self._registry.add(name, help, configure, run, self.owner)
+
+
+def engine_options(parser: argparse.ArgumentParser) -> None:
+    """Add the options every command that runs an engine takes: ``--engine``, ``--model``,
+    ``--threshold`` and ``--context-length`` (read back with :func:`engine_overrides`; a
+    command applies ``--threshold`` itself, as ``load(trigger=...)``)."""
+    parser.add_argument(
+        "--engine", metavar="NAME", help="context engine to use (overrides context.engine)"
+    )
+    parser.add_argument("--model", metavar="NAME", help="main model (overrides model.name)")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        metavar="FRACTION",
+        help="compact at this fraction of the window: sets the selected engine's own trigger "
+        "(engines.compressor.threshold for the compressor, engines.lcm.threshold for lcm)",
+    )
+    parser.add_argument(
+        "--context-length",
+        type=int,
+        metavar="TOKENS",
+        help="model window in tokens (overrides model.context_length)",
+    )
+
+
+def engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The configuration overrides (key path -> value) that :func:`engine_options` asked for."""
+    overrides: dict[str, Any] = {}
+    if args.engine:
+        overrides["context.engine"] = args.engine
+    if args.context_length is not None:
+        overrides["model.context_length"] = args.context_length
+    if args.model:
+        overrides["model.name"] = args.model
+    return overrides

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctxengine import CommandError, UsageError
+from ctxengine import CommandError, UsageError, engine_options, engine_overrides
 
 if TYPE_CHECKING:
     from ctxengine import CacheTTL, ConversationRecord, LoadedConfig, PluginCommands
@@ -48,34 +48,8 @@ NO_MARKERS = "; requests are sent without cache markers"
 """How a kernel's notice about a cache strategy that does not resolve ends."""
 
 
-def _engine_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--engine", metavar="NAME", help="context engine to use (overrides context.engine)"
-    )
-    parser.add_argument("--model", metavar="NAME", help="main model (overrides model.name)")
-    parser.add_argument(
-        "--threshold",
-        type=float,
-        metavar="FRACTION",
-        help="compact at this fraction of the window: sets the selected engine's own trigger "
-        "(engines.compressor.threshold for the compressor, engines.lcm.threshold for lcm)",
-    )
-    parser.add_argument(
-        "--context-length",
-        type=int,
-        metavar="TOKENS",
-        help="model window in tokens (overrides model.context_length)",
-    )
-
-
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    overrides: dict[str, Any] = {}
-    if args.engine:
-        overrides["context.engine"] = args.engine
-    if args.context_length is not None:
-        overrides["model.context_length"] = args.context_length
-    if args.model:
-        overrides["model.name"] = args.model
+    overrides = engine_overrides(args)
     if args.clearing:
         overrides["context_editing.clear_tool_uses"] = True
     return overrides
@@ -123,7 +97,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--session", type=int, metavar="N", help="only the N-th conversation of each file"
     )
-    _engine_options(parser)
+    engine_options(parser)
     parser.add_argument(
         "--gap",
         type=float,
