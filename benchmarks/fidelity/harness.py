@@ -42,8 +42,10 @@ from ctxengine_compressor.engine import compress
 from ctxengine_compressor.settings import budgets
 
 __all__ = [
+    "BENCHMARK_RULES",
     "Compaction",
     "KindRetention",
+    "RuleSet",
     "Session",
     "compact_at_window",
     "compact_successively",
@@ -59,6 +61,20 @@ index of each of its messages (``None`` for a summary); a scripted model queues 
 
 
 @attrs.frozen
+class RuleSet:
+    """A set of fact rules: ``extract`` finds the facts of a message list, ``contains`` says
+    whether a fact is present in a text. The harness scores every rule set the same way."""
+
+    name: str
+    extract: Callable[[Sequence[Message], Format], list[Fact]]
+    contains: Callable[[Haystack, Fact], bool]
+
+
+BENCHMARK_RULES = RuleSet("benchmark", extract_facts, contains)
+"""The benchmark's own rules (:mod:`.facts`)."""
+
+
+@attrs.frozen
 class Session:
     """One conversation to measure: ``style`` names the agent (``claude_code``, ``openhands``,
     ``tau_bench``, ...)."""
@@ -69,17 +85,17 @@ class Session:
     system: SystemPrompt | None
     messages: list[Message] = attrs.field(eq=False, repr=False)
 
-    def facts(self, upto: int) -> list[Fact]:
+    def facts(self, upto: int, rules: RuleSet = BENCHMARK_RULES) -> list[Fact]:
         """The facts of the first ``upto`` messages (as the conversation stood then)."""
-        key = (self.name, self.fmt, upto)
+        key = (self.name, self.fmt, upto, rules.name)
         found = _FACTS.get(key)
         if found is None:
-            found = extract_facts(self.messages[:upto], self.fmt)
+            found = rules.extract(self.messages[:upto], self.fmt)
             _FACTS[key] = found
         return found
 
 
-_FACTS: dict[tuple[str, str, int], list[Fact]] = {}
+_FACTS: dict[tuple[str, str, int, str], list[Fact]] = {}
 
 
 @attrs.frozen
@@ -181,6 +197,9 @@ def _inspect(
         tail += 1
     summary_msg = out[where]
     summary = result.summary or ""
+    # Facts count as kept only when they are in the text the model reads: the summary scored is
+    # the one standing verbatim in the compacted prompt.
+    assert summary.strip() in message_plain_text(summary_msg, session.fmt), session.name
     # A summary merged into the last head message (roles collided) stands after that message,
     # whose own text and tool results stay in the prompt.
     rest = message_plain_text(summary_msg, session.fmt).replace(summary.strip(), "")
@@ -291,37 +310,41 @@ class KindRetention:
         return None if self.total == 0 else self.kept / self.total
 
 
-def span_facts(compaction: Compaction) -> list[Fact]:
+def span_facts(compaction: Compaction, rules: RuleSet = BENCHMARK_RULES) -> list[Fact]:
     """Facts introduced in the compacted span and not present in the kept messages."""
     kept = Haystack.of(compaction.kept)
     return [
         fact
-        for fact in compaction.session.facts(compaction.upto)
-        if fact.home in compaction.span and not contains(kept, fact)
+        for fact in compaction.session.facts(compaction.upto, rules)
+        if fact.home in compaction.span and not rules.contains(kept, fact)
     ]
 
 
 def retention(
-    compaction: Compaction, facts: Sequence[Fact] | None = None
+    compaction: Compaction,
+    facts: Sequence[Fact] | None = None,
+    rules: RuleSet = BENCHMARK_RULES,
 ) -> dict[str, KindRetention]:
     """Per kind, how many of ``facts`` (default: :func:`span_facts`) the summary holds."""
     if facts is None:
-        facts = span_facts(compaction)
+        facts = span_facts(compaction, rules)
     summary = Haystack.of(compaction.summary)
     out: dict[str, KindRetention] = {kind: KindRetention() for kind in KINDS}
     for fact in facts:
-        present = contains(summary, fact)
+        present = rules.contains(summary, fact)
         out[fact.kind] = out[fact.kind] + KindRetention(1, int(present), () if present else (fact,))
     return out
 
 
-def present_anywhere(compaction: Compaction, facts: Sequence[Fact]) -> dict[str, KindRetention]:
+def present_anywhere(
+    compaction: Compaction, facts: Sequence[Fact], rules: RuleSet = BENCHMARK_RULES
+) -> dict[str, KindRetention]:
     """Per kind, how many of ``facts`` the whole compacted conversation (summary and kept
     messages) still holds."""
     text = Haystack.of(compaction.summary + "\n" + compaction.kept)
     out: dict[str, KindRetention] = {kind: KindRetention() for kind in KINDS}
     for fact in facts:
-        present = contains(text, fact)
+        present = rules.contains(text, fact)
         out[fact.kind] = out[fact.kind] + KindRetention(1, int(present), () if present else (fact,))
     return out
 

@@ -24,11 +24,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import attrs
-from benchmarks.fidelity.facts import KINDS, Fact, Haystack, contains
+from benchmarks.fidelity.facts import KINDS, Fact, Haystack
+from benchmarks.fidelity.facts_independent import INDEPENDENT_RULES
 from benchmarks.fidelity.generate import generated_sessions
 from benchmarks.fidelity.harness import (
+    BENCHMARK_RULES,
+    COUNTER,
     Compaction,
     KindRetention,
+    RuleSet,
     Session,
     compact_at_window,
     compact_successively,
@@ -41,6 +45,7 @@ from benchmarks.fidelity.harness import (
 from benchmarks.fidelity.lcm_recall import RecallReport, measure_recall
 from benchmarks.fidelity.lossy import serve
 from benchmarks.fidelity.sessions import bundled_sessions
+from benchmarks.fidelity.unseen import split, unseen_sessions
 
 from ctxengine_compressor.summary import summary_budget
 
@@ -117,54 +122,71 @@ def _sizes(compactions: Sequence[Compaction], window: int) -> SizeFigures:
     return SizeFigures(len(done), statistics.median(ratios), total, worst, estimated)
 
 
-def _single(
+def _run_single(
     sessions: Sequence[Session], window: int, provider: str
-) -> tuple[list[Compaction], list[Compaction], Table]:
-    """(compactions, same list, retention of the model's reply alone) for one scenario."""
+) -> tuple[list[Compaction], list[str | None]]:
+    """One compaction per session at ``window``, and for each the scripted model's own reply
+    (``None`` with the local digest, or when the model was not asked)."""
     if provider == "digest":
         done = [compact_at_window(s, window) for s in sessions]
-        return done, done, {}
+        return done, [None] * len(done)
     done = []
-    alone: list[Table] = []
+    replies: list[str | None] = []
     with serve() as (model, summary_provider):
         for session in sessions:
-            replies = len(model.replies)
+            asked = len(model.replies)
             compaction = compact_at_window(
                 session, window, provider=summary_provider, replier=model.for_session(session)
             )
             done.append(compaction)
-            if compaction.status == "compacted" and len(model.replies) > replies:
-                raw = attrs.evolve(compaction, summary=model.replies[-1])
-                alone.append(retention(raw, span_facts(compaction)))
-    return done, done, total_of(alone)
+            fresh = compaction.status == "compacted" and len(model.replies) > asked
+            replies.append(model.replies[-1] if fresh else None)
+    return done, replies
 
 
-def _successive(sessions: Sequence[Session], provider: str) -> Successive:
+def _model_alone(
+    done: Sequence[Compaction], replies: Sequence[str | None], rules: RuleSet = BENCHMARK_RULES
+) -> Table:
+    """Retention of the scripted model's replies before the compressor added anything."""
+    tables = [
+        retention(attrs.evolve(c, summary=reply), span_facts(c, rules), rules)
+        for c, reply in zip(done, replies, strict=True)
+        if reply is not None
+    ]
+    return total_of(tables)
+
+
+def _run_successive(sessions: Sequence[Session], provider: str) -> list[list[Compaction]]:
+    def run(session: Session, **kw: object) -> list[Compaction]:
+        return compact_successively(session, SUCCESSIVE_WINDOW, SUCCESSIVE_TIMES, **kw)  # type: ignore[arg-type]
+
+    if provider == "digest":
+        return [run(s) for s in sessions]
+    runs = []
+    with serve() as (model, summary_provider):
+        for session in sessions:
+            runs.append(run(session, provider=summary_provider, replier=model.for_session(session)))
+    return runs
+
+
+def _successive(
+    runs: Sequence[Sequence[Compaction]], rules: RuleSet = BENCHMARK_RULES
+) -> Successive:
+    """Of the facts the first compaction of each run kept, what its last still holds."""
     tables: list[Table] = []
     styles: dict[str, list[Table]] = defaultdict(list)
     bundled: list[Table] = []
     excused = 0
     measured = 0
-
-    def run(session: Session, **kw: object) -> list[Compaction]:
-        return compact_successively(session, SUCCESSIVE_WINDOW, SUCCESSIVE_TIMES, **kw)  # type: ignore[arg-type]
-
-    if provider == "digest":
-        runs = [run(s) for s in sessions]
-    else:
-        runs = []
-        with serve() as (model, summary_provider):
-            for session in sessions:
-                runs.append(
-                    run(session, provider=summary_provider, replier=model.for_session(session))
-                )
     for steps in runs:
         if len(steps) < SUCCESSIVE_TIMES:
             continue
         measured += 1
         first, last = steps[0], steps[-1]
-        kept_first = [f for f in span_facts(first) if contains(Haystack.of(first.summary), f)]
-        later = {(f.kind, f.key): f for f in last.session.facts(last.upto)}
+        kept_first = [
+            f for f in span_facts(first, rules) if rules.contains(Haystack.of(first.summary), f)
+        ]
+        later = {(f.kind, f.key): f for f in last.session.facts(last.upto, rules)}
         says_resolved = "resolved" in last.summary.lower()
         facts: list[Fact] = []
         for fact in kept_first:
@@ -173,15 +195,15 @@ def _successive(sessions: Sequence[Session], provider: str) -> Successive:
                 now.kind == "error"
                 and now.resolved_at is not None
                 and says_resolved
-                and not contains(Haystack.of(last.summary + "\n" + last.kept), now)
+                and not rules.contains(Haystack.of(last.summary + "\n" + last.kept), now)
             ):
                 excused += 1
                 continue
             facts.append(now)
-        table = present_anywhere(last, facts)
+        table = present_anywhere(last, facts, rules)
         tables.append(table)
         styles[last.session.style].append(table)
-        if not last.session.name.startswith("generated"):
+        if not last.session.name.startswith(("generated", "unseen")):
             bundled.append(table)
     return Successive(
         measured,
@@ -215,7 +237,7 @@ def measure(
 
     for provider in providers:
         for window in windows:
-            done, _, model_alone = _single(sessions, window, provider)
+            done, replies = _run_single(sessions, window, provider)
             tables: dict[str, list[Table]] = defaultdict(list)
             for c in done:
                 if c.status == "compacted":
@@ -225,10 +247,10 @@ def measure(
                 by_style[(provider, window, style)] = total_of(ts)
             sizes[(provider, window)] = _sizes(done, window)
             if provider == "model":
-                alone[window] = model_alone
+                alone[window] = _model_alone(done, replies)
             note(f"{provider} at {_label(window)}")
         if successive:
-            succ[provider] = _successive(sessions, provider)
+            succ[provider] = _successive(_run_successive(sessions, provider))
             note(f"{provider}, {SUCCESSIVE_TIMES} successive compactions")
     recall = measure_recall(recall_sessions) if recall_sessions else None
     if recall_sessions:
@@ -237,6 +259,94 @@ def measure(
     for s in sessions:
         styles[s.style] += 1
     return Figures(single, by_style, sizes, alone, succ, recall, dict(styles))
+
+
+# --- unseen sessions -----------------------------------------------------------------------------
+
+RULE_SETS: tuple[RuleSet, ...] = (BENCHMARK_RULES, INDEPENDENT_RULES)
+UNSEEN_WINDOWS = (64_000, 32_000)
+UNSEEN_FLOORS: dict[str, dict[str, float]] = {
+    "64K": FLOORS["64K"],
+    "32K": dict.fromkeys(KINDS, 0.90),
+    "successive": dict.fromkeys(KINDS, 0.90),
+}
+"""The floors the held-back half must reach by both rule sets, with either summary: one
+compaction at 64K and at 32K; after three compactions, 90 % of what the first kept."""
+
+
+@attrs.frozen
+class UnseenFigures:
+    """Figures of the unseen sessions, per half (``tune``, ``held_back``) and per rule set.
+
+    ``single`` is keyed by (half, provider, window, rules), ``alone`` (the scripted model's
+    reply alone) by (half, window, rules), ``by_style`` (local digest at 64K) by (half, rules,
+    style), ``successive`` by (half, provider, rules); ``sizes`` gives each half's sessions,
+    messages and tokens, ``compactions`` the compactions counted per (half, provider, window).
+    """
+
+    single: dict[tuple[str, str, int, str], Table]
+    alone: dict[tuple[str, int, str], Table]
+    by_style: dict[tuple[str, str, str], Table]
+    successive: dict[tuple[str, str, str], Successive]
+    sizes: dict[str, tuple[int, int, int]]
+    compactions: dict[tuple[str, str, int], int]
+    resolved_lost: dict[tuple[str, str, int, str], int] = attrs.field(factory=dict)
+    """Of the lost errors (keyed like ``single``), how many a later run in the span resolved."""
+
+
+def measure_unseen(
+    halves: dict[str, list[Session]],
+    *,
+    windows: Iterable[int] = UNSEEN_WINDOWS,
+    providers: Iterable[str] = PROVIDERS,
+    log: bool = False,
+) -> UnseenFigures:
+    """Every scenario on each half, each compaction scored by every rule set of
+    :data:`RULE_SETS` (the compactions themselves do not depend on the rules)."""
+    single: dict[tuple[str, str, int, str], Table] = {}
+    alone: dict[tuple[str, int, str], Table] = {}
+    by_style: dict[tuple[str, str, str], Table] = {}
+    succ: dict[tuple[str, str, str], Successive] = {}
+    counts: dict[tuple[str, str, int], int] = {}
+    resolved: dict[tuple[str, str, int, str], int] = {}
+    started = time.perf_counter()
+    for half, sessions in halves.items():
+        for provider in providers:
+            for window in windows:
+                done, replies = _run_single(sessions, window, provider)
+                compacted = [c for c in done if c.status == "compacted"]
+                counts[(half, provider, window)] = len(compacted)
+                for rules in RULE_SETS:
+                    tables = [(c.session.style, retention(c, rules=rules)) for c in compacted]
+                    key = (half, provider, window, rules.name)
+                    single[key] = total_of([t for _, t in tables])
+                    resolved[key] = sum(
+                        1
+                        for c, (_, t) in zip(compacted, tables, strict=True)
+                        for f in t["error"].lost
+                        if f.resolved_at is not None and f.resolved_at < c.upto
+                    )
+                    if provider == "model":
+                        alone[(half, window, rules.name)] = _model_alone(done, replies, rules)
+                    if provider == "digest" and window == 64_000:
+                        for style in {s for s, _ in tables}:
+                            parts = [t for s, t in tables if s == style]
+                            by_style[(half, rules.name, style)] = total_of(parts)
+            runs = _run_successive(sessions, provider)
+            for rules in RULE_SETS:
+                succ[(half, provider, rules.name)] = _successive(runs, rules)
+            if log:
+                elapsed = time.perf_counter() - started
+                print(f"  [{elapsed:6.1f} s] unseen {half}, {provider}", file=sys.stderr)
+    sizes = {
+        half: (
+            len(ss),
+            sum(len(s.messages) for s in ss),
+            sum(COUNTER.count_message(m) for s in ss for m in s.messages),
+        )
+        for half, ss in halves.items()
+    }
+    return UnseenFigures(single, alone, by_style, succ, sizes, counts, resolved)
 
 
 # --- report --------------------------------------------------------------------------------------
@@ -391,21 +501,145 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f} %"
 
 
-def _as_json(figures: Figures) -> dict[str, object]:
-    def table(t: Table) -> dict[str, object]:
-        return {k: {"kept": v.kept, "total": v.total} for k, v in t.items()}
+_SCENARIOS = (
+    ("digest", "64K"),
+    ("model", "64K"),
+    ("digest", "32K"),
+    ("model", "32K"),
+    ("digest", "3x"),
+    ("model", "3x"),
+)
 
-    return {
-        "single": {f"{p}@{w}": table(t) for (p, w), t in figures.single.items()},
-        "by_style": {f"{p}@{w}/{s}": table(t) for (p, w, s), t in figures.by_style.items()},
-        "sizes": {f"{p}@{w}": attrs.asdict(v) for (p, w), v in figures.sizes.items()},
-        "model_alone": {str(w): table(t) for w, t in figures.model_alone.items()},
-        "successive": {
-            p: {"sessions": s.sessions, "excused": s.excused, "table": table(s.table)}
-            for p, s in figures.successive.items()
-        },
-        "recall": None if figures.recall is None else attrs.asdict(figures.recall),
-    }
+
+def _unseen_table(figures: UnseenFigures, half: str, rules: str) -> dict[tuple[str, str], Table]:
+    out: dict[tuple[str, str], Table] = {}
+    for provider, scenario in _SCENARIOS:
+        if scenario == "3x":
+            result = figures.successive.get((half, provider, rules))
+            if result is not None:
+                out[(provider, scenario)] = result.table
+            continue
+        table = figures.single.get((half, provider, int(scenario[:-1]) * 1000, rules))
+        if table is not None:
+            out[(provider, scenario)] = table
+    return out
+
+
+def _floor_gaps(table: dict[tuple[str, str], Table]) -> list[str]:
+    """The floors each scenario misses, with the distance in points."""
+    misses = []
+    for (provider, scenario), values in table.items():
+        floor = UNSEEN_FLOORS["successive" if scenario == "3x" else scenario]
+        for kind, value in values.items():
+            if value.ratio is not None and value.ratio < floor[kind]:
+                gap = 100 * (floor[kind] - value.ratio)
+                misses.append(
+                    f"{scenario} {provider} {kind} {describe(value.ratio)} "
+                    f"(floor {describe(floor[kind])}, {gap:.1f} short)"
+                )
+    return misses
+
+
+def report_unseen(figures: UnseenFigures) -> str:
+    """The printed report of the unseen sessions: each half, each rule set."""
+    out = ["", "== Unseen sessions (docs/fidelity.md); the held-back half is not for tuning"]
+    for half, (n, messages, tokens) in figures.sizes.items():
+        out.append(f"{half}: {n} sessions, {messages} messages, {tokens:,} tokens")
+    for half in figures.sizes:
+        for rules in (r.name for r in RULE_SETS):
+            table = _unseen_table(figures, half, rules)
+            if not table:
+                continue
+            out += ["", f"-- {half}, {rules} rules (3x: of what the first of three kept)"]
+            out.append(_row("kind", [f"{s} {p}" for p, s in table], 16))
+            for kind in KINDS:
+                out.append(_row(kind, [_short(t.get(kind)) for t in table.values()], 16))
+            alone = [
+                _short(_sum(figures.alone.get((half, int(s[:-1]) * 1000, rules), {})))
+                if p == "model" and s != "3x"
+                else ""
+                for p, s in table
+            ]
+            out.append(_row("(model alone)", alone, 16))
+            resolved = [
+                f"{s} {p} {figures.resolved_lost[key]} of {t['error'].total - t['error'].kept}"
+                for (p, s), t in table.items()
+                if (key := (half, p, int(s[:-1]) * 1000, rules)) in figures.resolved_lost
+            ]
+            out.append(
+                "of the lost errors, resolved by a later run in the span: " + ", ".join(resolved)
+            )
+            gaps = _floor_gaps(table)
+            out.append("floors: " + ("met" if not gaps else "MISSED: " + "; ".join(gaps)))
+    out += ["", "-- per agent style, local digest, 64K (benchmark / independent rules)"]
+    out.append(_row("style", list(KINDS), 16))
+    for half in figures.sizes:
+        styles = sorted({s for h, _, s in figures.by_style if h == half})
+        for style in styles:
+            cells = []
+            for kind in KINDS:
+                pair = [
+                    figures.by_style.get((half, r.name, style), {}).get(kind) for r in RULE_SETS
+                ]
+                cells.append(" / ".join(_pct_of(v) for v in pair))
+            out.append(_row(f"{half[:4]} {style}"[:18], cells, 16))
+    return "\n".join(out)
+
+
+def _pct_of(value: KindRetention | None) -> str:
+    if value is None or value.ratio is None:
+        return "-"
+    return f"{100 * value.ratio:.0f}"
+
+
+def _table_json(t: Table) -> dict[str, object]:
+    return {k: {"kept": v.kept, "total": v.total} for k, v in t.items()}
+
+
+def _as_json(figures: Figures | None, unseen: UnseenFigures | None) -> dict[str, object]:
+    out: dict[str, object] = {}
+    if figures is not None:
+        out.update(
+            {
+                "single": {f"{p}@{w}": _table_json(t) for (p, w), t in figures.single.items()},
+                "by_style": {
+                    f"{p}@{w}/{s}": _table_json(t) for (p, w, s), t in figures.by_style.items()
+                },
+                "sizes": {f"{p}@{w}": attrs.asdict(v) for (p, w), v in figures.sizes.items()},
+                "model_alone": {str(w): _table_json(t) for w, t in figures.model_alone.items()},
+                "successive": {
+                    p: {"sessions": s.sessions, "excused": s.excused, "table": _table_json(s.table)}
+                    for p, s in figures.successive.items()
+                },
+                "recall": None if figures.recall is None else attrs.asdict(figures.recall),
+            }
+        )
+    if unseen is not None:
+        out["unseen"] = {
+            "single": {
+                f"{h}/{p}@{w}/{r}": _table_json(t) for (h, p, w, r), t in unseen.single.items()
+            },
+            "model_alone": {
+                f"{h}@{w}/{r}": _table_json(t) for (h, w, r), t in unseen.alone.items()
+            },
+            "successive": {
+                f"{h}/{p}/{r}": {
+                    "sessions": s.sessions,
+                    "excused": s.excused,
+                    "table": _table_json(s.table),
+                }
+                for (h, p, r), s in unseen.successive.items()
+            },
+            "sizes": unseen.sizes,
+        }
+    return out
+
+
+def _print_lost(tables: dict[str, Table], limit: int) -> None:
+    for where, table in tables.items():
+        for kind, value in table.items():
+            for fact in value.lost[:limit]:
+                print(f"lost {where} {kind}: {fact.key[:140]!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -417,29 +651,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-model", action="store_true", help="skip the scripted model summary")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--lost", type=int, default=0, help="print up to N lost facts per scenario")
+    parser.add_argument(
+        "--unseen", action="store_true", help="only the unseen sessions (both halves)"
+    )
+    parser.add_argument("--no-unseen", action="store_true", help="skip the unseen sessions")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    sessions = list(bundled_sessions())
-    if not args.quick:
-        sessions += generated_sessions()
-    recall = (
-        []
-        if args.quick or args.no_lcm
-        else [s for s in sessions if s.style != "tau_bench" or s.name.startswith("generated")]
-    )
-    figures = measure(
-        sessions,
-        providers=("digest",) if args.no_model else PROVIDERS,
-        recall_sessions=recall,
-        log=True,
-    )
-    print(report(figures))
-    if args.lost:
-        for key, table in figures.single.items():
-            for kind, value in table.items():
-                for fact in value.lost[: args.lost]:
-                    print(f"lost {key[0]}@{_label(key[1])} {kind}: {fact.key[:140]!r}")
+    providers = ("digest",) if args.no_model else PROVIDERS
+    figures = None
+    if not args.unseen:
+        sessions = list(bundled_sessions())
+        if not args.quick:
+            sessions += generated_sessions()
+        recall = (
+            []
+            if args.quick or args.no_lcm
+            else [s for s in sessions if s.style != "tau_bench" or s.name.startswith("generated")]
+        )
+        figures = measure(sessions, providers=providers, recall_sessions=recall, log=True)
+        print(report(figures))
+        if args.lost:
+            _print_lost({f"{p}@{_label(w)}": t for (p, w), t in figures.single.items()}, args.lost)
+    unseen = None
+    if args.unseen or not (args.quick or args.no_unseen):
+        unseen = measure_unseen(split(unseen_sessions()), providers=providers, log=True)
+        print(report_unseen(unseen))
+        if args.lost:
+            lost = {
+                f"unseen {h}/{p}@{_label(w)}/{r}": t for (h, p, w, r), t in unseen.single.items()
+            }
+            _print_lost(lost, args.lost)
     print(f"\n(took {time.perf_counter() - started:.0f} s)")
     if args.json:
-        args.json.write_text(json.dumps(_as_json(figures), indent=2), encoding="utf-8")
+        args.json.write_text(json.dumps(_as_json(figures, unseen), indent=2), encoding="utf-8")
     return 0
