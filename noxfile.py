@@ -143,7 +143,8 @@ def bench(session: nox.Session) -> None:
 def fidelity(session: nox.Session) -> None:
     """What the agent still knows after compaction: fact retention per kind (docs/fidelity.md).
 
-    Pass `-- --quick` for the bundled sessions only, `-- --json FILE` to keep the figures.
+    Pass `-- --quick` for the bundled sessions only, `-- --unseen` for the unseen sessions only
+    (tune and held-back halves, both rule sets), `-- --json FILE` to keep the figures.
     """
     install_project(session)
     session.run("python", "-m", "benchmarks.fidelity", *session.posargs, env=offline_env(session))

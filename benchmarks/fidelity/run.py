@@ -7,9 +7,13 @@ model summary (:mod:`.lossy`, served by the local fake API to the real anthropic
 - three successive compactions of a growing session at 32K: what the third still holds of
   what the first kept;
 - lcm: a sample of facts lost from the prompt, searched with ``lcm_grep`` (literal) and
-  expanded with ``lcm_expand``.
+  expanded with ``lcm_expand``;
+- the unseen sessions (:mod:`.unseen`), each half separately, at 64K and 32K and three
+  successive compactions, scored by the benchmark rules and the independent ones
+  (:mod:`.facts_independent`).
 
-Usage: ``python -m benchmarks.fidelity [--quick] [--json FILE] [--no-lcm] [--no-model]``.
+Usage: ``python -m benchmarks.fidelity [--quick] [--unseen | --no-unseen] [--json FILE]
+[--no-lcm] [--no-model] [--lost N]``.
 """
 
 from __future__ import annotations
@@ -544,7 +548,12 @@ def report_unseen(figures: UnseenFigures) -> str:
     """The printed report of the unseen sessions: each half, each rule set."""
     out = ["", "== Unseen sessions (docs/fidelity.md); the held-back half is not for tuning"]
     for half, (n, messages, tokens) in figures.sizes.items():
-        out.append(f"{half}: {n} sessions, {messages} messages, {tokens:,} tokens")
+        counts = ", ".join(
+            f"{_label(w)} {p} {c}" for (h, p, w), c in figures.compactions.items() if h == half
+        )
+        out.append(
+            f"{half}: {n} sessions, {messages} messages, {tokens:,} tokens; compactions: {counts}"
+        )
     for half in figures.sizes:
         for rules in (r.name for r in RULE_SETS):
             table = _unseen_table(figures, half, rules)
@@ -571,18 +580,17 @@ def report_unseen(figures: UnseenFigures) -> str:
             )
             gaps = _floor_gaps(table)
             out.append("floors: " + ("met" if not gaps else "MISSED: " + "; ".join(gaps)))
-    out += ["", "-- per agent style, local digest, 64K (benchmark / independent rules)"]
-    out.append(_row("style", list(KINDS), 16))
+    out += ["", "-- per agent style, local digest, 64K: benchmark / independent rules (%)"]
     for half in figures.sizes:
-        styles = sorted({s for h, _, s in figures.by_style if h == half})
-        for style in styles:
+        out.append(_row(half, list(KINDS), 16))
+        for style in sorted({s for h, _, s in figures.by_style if h == half}):
             cells = []
             for kind in KINDS:
                 pair = [
                     figures.by_style.get((half, r.name, style), {}).get(kind) for r in RULE_SETS
                 ]
                 cells.append(" / ".join(_pct_of(v) for v in pair))
-            out.append(_row(f"{half[:4]} {style}"[:18], cells, 16))
+            out.append(_row(f"  {style}", cells, 16))
     return "\n".join(out)
 
 
@@ -650,7 +658,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-lcm", action="store_true", help="skip the lcm recall measurement")
     parser.add_argument("--no-model", action="store_true", help="skip the scripted model summary")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    parser.add_argument("--lost", type=int, default=0, help="print up to N lost facts per scenario")
+    parser.add_argument(
+        "--lost",
+        type=int,
+        default=0,
+        help="print up to N lost facts per scenario (of the unseen sessions, the tune half's)",
+    )
     parser.add_argument(
         "--unseen", action="store_true", help="only the unseen sessions (both halves)"
     )
@@ -677,8 +690,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         unseen = measure_unseen(split(unseen_sessions()), providers=providers, log=True)
         print(report_unseen(unseen))
         if args.lost:
+            # Only the tune half's: the held-back half is not for tuning.
             lost = {
-                f"unseen {h}/{p}@{_label(w)}/{r}": t for (h, p, w, r), t in unseen.single.items()
+                f"unseen tune/{p}@{_label(w)}/{r}": t
+                for (h, p, w, r), t in unseen.single.items()
+                if h == "tune"
             }
             _print_lost(lost, args.lost)
     print(f"\n(took {time.perf_counter() - started:.0f} s)")
