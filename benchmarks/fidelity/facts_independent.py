@@ -250,7 +250,9 @@ def _path_like(token: str) -> bool:
     token = token.strip("'\"").rstrip(",;:")
     if not token or token.startswith("-") or "://" in token or "*" in token or "..." in token:
         return False
-    if token.startswith(("s/", "y/")) or "=" in token or "$" in token or token in ("/", "."):
+    if token.startswith(("s/", "y/")) or token in ("/", "."):
+        return False
+    if any(ch in token for ch in "=$:"):  # assignments, variables, refspecs, host:path
         return False
     if token.startswith("/dev/"):
         return False

@@ -105,6 +105,10 @@ def _says(ops: list[Op]) -> list[tuple[str, Op]]:
     return out
 
 
+_SUBMITTED = "diff --git a/CHANGELOG.md b/CHANGELOG.md\n--- a/CHANGELOG.md\n+++ b/CHANGELOG.md"
+"""What SWE-agent's ``submit`` shows: the head of the submitted patch."""
+
+
 # --- SWE-agent (text interface) ------------------------------------------------------------------
 
 
@@ -179,12 +183,8 @@ def _swe_agent(rng: random.Random, repo: Repo, ops: list[Op], root: str) -> list
         elif op.kind == "shell":
             turn(thought, op.command, op.output)
         elif op.kind == "say":
-            turn(op.thought, "submit", _diff_of(op))
+            turn(op.thought, "submit", _SUBMITTED)
     return chat.messages
-
-
-def _diff_of(op: Op) -> str:
-    return "diff --git a/CHANGELOG.md b/CHANGELOG.md\n--- a/CHANGELOG.md\n+++ b/CHANGELOG.md"
 
 
 # --- mini-SWE-agent ------------------------------------------------------------------------------
