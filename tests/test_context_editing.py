@@ -15,11 +15,12 @@ from ctxengine import read_conversations
 from ctxengine._messages.editing import (
     clearable_blocks,
     edit_problems,
-    keep_markers_off_cleared,
+    markers_kept_off_cleared,
     request_betas,
     with_edits,
 )
-from ctxengine.messages import marked_items, marker_positions, request_edits, to_anthropic, validate
+from ctxengine._messages.markers import marked_items
+from ctxengine.messages import marker_positions, request_edits, to_anthropic, validate
 from ctxengine.testing.transcripts import transcript_files
 from ctxengine_caching.strategy import apply_system_and_3
 from ctxengine_fakeapi import FakeAPI, check_anthropic_request
@@ -101,7 +102,7 @@ def test_markers_move_off_cleared_blocks_to_the_nearest_safe_block() -> None:
     }
     messages[4] = {"role": "user", "content": [result("c1", cache_control=EPH)]}
     request = {"messages": messages, "context_management": {"edits": [CLEAR]}}
-    out = keep_markers_off_cleared(request)
+    out = markers_kept_off_cleared(request)
     positions = [where for where, _ in marker_positions(out)]
     # c1's marker goes back to c1's tool_use (not cleared without clear_tool_inputs); c0's
     # marker goes back to its own call too: nothing between them is marked.
@@ -122,7 +123,7 @@ def test_a_marker_with_no_safe_block_before_it_is_dropped() -> None:
         {"role": "user", "content": [result("c1")]},
     ]
     edit = {**CLEAR, "clear_tool_inputs": True}
-    out = keep_markers_off_cleared({"messages": messages, "context_management": {"edits": [edit]}})
+    out = markers_kept_off_cleared({"messages": messages, "context_management": {"edits": [edit]}})
     # c0's use is clearable too, and the block before it is marked already.
     assert [where for where, _ in marker_positions(out)] == ["messages[0].content[0]"]
 
@@ -298,7 +299,7 @@ def test_every_bundled_session_prepares_valid_requests_with_clearing(path: Path)
                 # The session reads each message's blocks from its memo; the markers end up
                 # where the stateless composition of the same steps puts them.
                 alone = apply_system_and_3(request, ttl="5m", native=True)
-                expected = keep_markers_off_cleared({**alone, "context_management": management})
+                expected = markers_kept_off_cleared({**alone, "context_management": management})
                 assert marker_positions(prepared) == marker_positions(expected), end
     # The composition was needed: the strategy alone would have marked blocks that get cleared.
     assert moved > 0
@@ -325,7 +326,7 @@ def test_an_in_place_edit_changes_what_the_session_keeps_markers_off() -> None:
         messages[2]["content"][0] = {"type": "text", "text": "plain"}
         second = session.prepare({**request, "context_management": {"edits": [edit]}})
     assert marker_positions(second) == [("messages[2].content[0]", EPH)]
-    assert second["messages"] == keep_markers_off_cleared(second)["messages"]
+    assert second["messages"] == markers_kept_off_cleared(second)["messages"]
 
 
 def test_the_hosts_own_edits_keep_markers_off_what_they_clear() -> None:

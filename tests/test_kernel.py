@@ -469,7 +469,7 @@ def test_compress_rejects_a_malformed_message_naming_index_and_field(
     kernel = ctxengine.load({"engines": {"compressor": {"protect_last_n": 1}}}, env={})
     messages: list[Any] = [{"role": "user", "content": "start"}, *copy.deepcopy(_BODY)]
     messages[5] = bad
-    with pytest.raises(ctxengine.messages.MessageFormatError) as excinfo:
+    with pytest.raises(ctxengine.MessageFormatError) as excinfo:
         kernel.session("s").compress(messages, format=fmt, force=True)  # type: ignore[arg-type]
     problems = excinfo.value.problems
     assert [p.rule for p in problems] == [rule]

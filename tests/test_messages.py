@@ -20,9 +20,8 @@ from ctxengine._messages.read import (
     ToolResult,
     cut_points,
     detect_format,
-    has_visible_assistant_text,
     is_real_user_message,
-    is_tool_result_message,
+    is_tool_message,
     message_text,
     tool_call_ids,
     tool_calls,
@@ -197,18 +196,16 @@ def test_real_user_and_visible_assistant_text() -> None:
     assert is_real_user_message({"role": "user", "content": [image]}, "openai")
     assert not is_real_user_message({"role": "assistant", "content": "x"}, "openai")
 
-    assert has_visible_assistant_text({"role": "assistant", "content": "answer"})
-    whitespace = {"role": "assistant", "content": [{"type": "text", "text": "\n\n"}, use("a")]}
-    assert not has_visible_assistant_text(whitespace)
-    assert not has_visible_assistant_text({"role": "user", "content": "answer"})
 
-
-def test_is_tool_result_message() -> None:
-    assert is_tool_result_message(tool("a"), "openai")
-    assert not is_tool_result_message({"role": "user", "content": "x"}, "openai")
+def test_is_tool_message() -> None:
+    assert is_tool_message(tool("a"))
+    assert is_tool_message(tool("a"), only_results=True)
+    assert not is_tool_message({"role": "user", "content": "x"})
     mixed = {"role": "user", "content": [result("a"), {"type": "text", "text": "x"}]}
-    assert is_tool_result_message(mixed, "anthropic")
-    assert not is_tool_result_message({"role": "user", "content": "x"}, "anthropic")
+    assert is_tool_message(mixed)
+    assert not is_tool_message(mixed, only_results=True)
+    assert is_tool_message({"role": "user", "content": [result("a")]}, only_results=True)
+    assert not is_tool_message({"role": "user", "content": []})
 
 
 def test_tool_calls_and_results_both_formats() -> None:
@@ -363,7 +360,7 @@ def test_cut_points_on_real_transcripts(name: str, fmt: Any) -> None:
         assert len(cuts) == len(msgs) + 1
         assert cuts[0] and cuts[-1]
         for i, ok in enumerate(cuts[:-1]):
-            starts_with_result = is_tool_result_message(msgs[i], fmt)
+            starts_with_result = is_tool_message(msgs[i])
             # Every result message in these transcripts belongs to the group before it.
             assert ok is not starts_with_result, (session["id"], i)
 

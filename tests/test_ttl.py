@@ -9,7 +9,8 @@ import pytest
 
 import ctxengine
 from ctxengine._accounting.ttl import MAX_CHECKPOINT_INTERVAL, TTLPlanner
-from ctxengine._messages.markers import marker_positions, marker_problems
+from ctxengine._messages.markers import marker_positions
+from ctxengine.testing.markers import marker_problems
 
 
 def run(

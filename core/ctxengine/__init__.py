@@ -137,6 +137,9 @@ if TYPE_CHECKING:
     from ctxengine._messages.conversation import (
         SystemPrompt as SystemPrompt,
     )
+    from ctxengine._messages.errors import (
+        MessageFormatError as MessageFormatError,
+    )
     from ctxengine._messages.files import (
         ConversationFileError as ConversationFileError,
     )
@@ -293,6 +296,7 @@ _SDK: dict[str, tuple[str, ...]] = {
         "Stage",
         "SystemPrompt",
     ),
+    "ctxengine._messages.errors": ("MessageFormatError",),
     "ctxengine._messages.files": (
         "ConversationFileError",
         "ConversationRecord",

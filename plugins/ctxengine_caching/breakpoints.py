@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from ctxengine import PrefixCounter, TokenCounter, TokenEstimate
-from ctxengine.messages import marked_items, marker_positions
+from ctxengine.messages import marker_positions
 
 
 @attrs.frozen
@@ -103,7 +103,7 @@ def shortfall(
         for index, (mine, theirs) in enumerate(zip(marked_messages, messages, strict=True))
         if mine is not theirs
     ]
-    markers = marked_items(request, messages=copied)
+    markers = marker_positions(request, messages=copied)
     if not markers:
         return 0, False, []
     tools = unmarked.get("tools")
@@ -115,12 +115,13 @@ def shortfall(
     done = 0
     below: list[Breakpoint] = []
     cacheable = False
-    for position, index, _ in markers:
+    for position, _ in markers:
         estimate: TokenEstimate
+        index = _message_index(position)
         if position.startswith("tools["):
             tools_index = int(position[6:].split("]", 1)[0])
             estimate = TokenEstimate.known(counter.count_tools(tool_list[: tools_index + 1]))
-        elif index is None:  # the system prompt
+        elif index < 0:  # the system prompt
             estimate = counter.tally((), system=system, tools=tool_list)
         else:
             size = counter.size_of(entries[done : index + 1], size)

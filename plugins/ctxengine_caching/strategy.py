@@ -8,7 +8,7 @@ only those, are shallow-copied along the path to the marker. This runs on every 
 costs a pass over the message list, not a copy of the conversation.
 
 Where a marker may go inside a message (string contents, block lists, empty contents, tool
-messages) is the SDK's rule set, :mod:`ctxengine.messages` (``mark_message``, ``mark_system``,
+messages) is the SDK's rule set, :mod:`ctxengine.messages` (``mark_message``,
 ``can_carry_marker``); this module only chooses the messages. Tool messages (OpenAI
 ``role: "tool"``, Anthropic user messages holding only ``tool_result`` blocks) are marked only
 when ``native`` is true: OpenAI-envelope routes (OpenRouter and the like) reject markers there, so
@@ -27,7 +27,6 @@ from ctxengine.messages import (
     detect_request_format,
     is_tool_message,
     mark_message,
-    mark_system,
     strip_cache_markers,
 )
 
@@ -95,10 +94,12 @@ def mark_system_and_3(
 
     placed = 0
     if fmt == "anthropic":
-        system = out.get("system")
-        new_system = mark_system(system, stable)
-        if new_system is not None:
-            out["system"] = new_system
+        # The system prompt takes its marker by the rule of a message's content.
+        carrier = mark_message(
+            {"role": "user", "content": out.get("system")}, stable, fmt, tool=False
+        )
+        if carrier is not None:
+            out["system"] = carrier["content"]
             placed = 1
     elif messages and messages[0].get("role") in _SYSTEM_ROLES:
         first = mark_message(messages[0], stable, fmt, tool=False)
@@ -113,7 +114,7 @@ def mark_system_and_3(
         msg = messages[index]
         if msg.get("role") in _SYSTEM_ROLES:
             continue
-        tool = is_tool_message(msg)
+        tool = is_tool_message(msg, only_results=True)
         if tool and not native:
             continue
         new_msg = mark_message(msg, ttl, fmt, tool=tool)

@@ -14,14 +14,20 @@ from typing import Protocol
 import attrs
 
 from ctxengine import Format, Message, TextSize, TokenEstimate
-from ctxengine.messages import (
-    cut_points,
-    has_visible_assistant_text,
-    is_real_user_message,
-    is_tool_result_message,
-)
+from ctxengine.messages import cut_points, is_real_user_message, is_tool_message, visible_text
 
-__all__ = ["Boundaries", "RunSizes", "find_boundaries", "system_prefix_length"]
+__all__ = [
+    "Boundaries",
+    "RunSizes",
+    "find_boundaries",
+    "has_visible_assistant_text",
+    "system_prefix_length",
+]
+
+
+def has_visible_assistant_text(msg: Message) -> bool:
+    """True for an assistant message with non-blank visible text (not only tool calls/thinking)."""
+    return msg.get("role") == "assistant" and bool(visible_text(msg).strip())
 
 
 class RunSizes(Protocol):
@@ -256,7 +262,7 @@ def _next_assistant_turn(
     index = max(0, index)
     while index < n and (
         not cuts[index]
-        or is_tool_result_message(messages[index], fmt)
+        or is_tool_message(messages[index])
         or (not any_turn and messages[index].get("role") != "assistant")
     ):
         index += 1
@@ -273,7 +279,7 @@ def _snap_back(
     messages: Sequence[Message], fmt: Format, cuts: list[bool], index: int, floor: int
 ) -> int:
     while index > floor and (
-        not cuts[index] or (index < len(messages) and is_tool_result_message(messages[index], fmt))
+        not cuts[index] or (index < len(messages) and is_tool_message(messages[index]))
     ):
         index -= 1
     return index

@@ -34,7 +34,6 @@ from ctxengine.messages import (
     detect_request_format,
     mark_message,
     marker_positions,
-    top_level_ttl,
 )
 from ctxengine_compressor.transcript import render_message
 
@@ -87,7 +86,7 @@ def with_instruction(request: Mapping[str, Any], instruction: str) -> dict[str, 
         raise ValueError("the request to extend has no messages")
     out_request = dict(request)
     out = list(messages)
-    automatic = top_level_ttl(request.get("cache_control"))
+    automatic = _marker_ttl(request.get("cache_control"))
     if automatic is not None and isinstance(out[-1], dict):
         pinned = out[-1] if carries_marker(out[-1]) else None
         if pinned is None:
@@ -150,6 +149,14 @@ def reusable_request(
     return prepared
 
 
+def _marker_ttl(marker: object) -> str | None:
+    """The TTL of a ``cache_control`` marker (the API's default "5m" when it names none);
+    ``None`` when ``marker`` is no marker."""
+    if not isinstance(marker, Mapping):
+        return None
+    return str(marker.get("ttl", "5m"))
+
+
 def still_cached(prepared: PreparedRequest, now: float) -> bool:
     """Whether the prefix ``prepared`` cached up to its last breakpoint is still in the
     provider's cache at ``now`` (``ctx.clock()`` seconds): less time has passed since it was sent
@@ -162,12 +169,11 @@ def still_cached(prepared: PreparedRequest, now: float) -> bool:
     summarizer input costs.
     """
     request = prepared.request
-    ttl = top_level_ttl(request.get("cache_control"))
+    ttl = _marker_ttl(request.get("cache_control"))
     if ttl is None:
         markers = marker_positions(request)
         if markers:
-            last = markers[-1][1]
-            ttl = str(last.get("ttl", "5m")) if isinstance(last, Mapping) else "5m"
+            ttl = _marker_ttl(markers[-1][1]) or "5m"
     if ttl is None:
         if prepared.format != "openai":
             return False

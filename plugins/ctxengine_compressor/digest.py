@@ -44,7 +44,8 @@ from ctxengine import (
     Message,
     is_placeholder,
 )
-from ctxengine.messages import has_visible_assistant_text, redact, visible_text
+from ctxengine.messages import redact, visible_text
+from ctxengine_compressor.boundaries import has_visible_assistant_text
 from ctxengine_compressor.chunks import CHARS_PER_TOKEN
 from ctxengine_compressor.ledger import (
     Ledger,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from ctxengine import COOLDOWN_SECONDS, CompressResult, Usage, normalize_usage
-from ctxengine.messages import ItemsConverter, cut_points, latest_compaction
+from ctxengine.messages import ItemsConverter, cut_points, is_compaction_block
 from ctxengine_native.server import (
     AnthropicServer,
     Refused,
@@ -420,10 +420,26 @@ def _compact_responses(
 def _splice(messages: Sequence[Message]) -> Compacted | None:
     """The conversation from its last compaction block with a summary on, when that block is not
     already where it opens the conversation; else ``None``."""
-    found = latest_compaction(messages)
-    if found is None or found[:2] == (0, 0):
+    found = _latest_compaction(messages)
+    if found is None or found == (0, 0):
         return None
-    i, j, _ = found
+    i, j = found
     first = {**messages[i], "content": list(messages[i]["content"][j:])}
     # Nothing to pay for this one: the server reported the cost with the response.
     return Compacted(messages=[first, *messages[i + 1 :]], usage=Usage(), summarised=i)
+
+
+def _latest_compaction(messages: Sequence[Message]) -> tuple[int, int] | None:
+    """``(message index, block index)`` of the last compaction block that holds a summary (the
+    one the server reads the request from), or ``None``. Anthropic blocks whose ``content`` is
+    ``null`` are failed compactions, no-ops to the server, and are skipped; a Responses item (no
+    ``content`` key) always counts."""
+    for i in range(len(messages) - 1, -1, -1):
+        content = messages[i].get("content")
+        if not isinstance(content, list):
+            continue
+        for j in range(len(content) - 1, -1, -1):
+            block = content[j]
+            if is_compaction_block(block) and block.get("content", True) is not None:
+                return i, j
+    return None

@@ -42,10 +42,8 @@ from ctxengine.messages import (
     detect_request_format,
     is_tool_message,
     mark_message,
-    match_results,
     strip_cache_markers,
-    tool_call_ids,
-    tool_result_ids,
+    tool_group,
 )
 
 _SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -130,7 +128,7 @@ def mark_tool_turns(
     else:
         tail = _last_markable(messages, fmt, native)
         if tail is not None:
-            new_tail = mark_message(messages[tail], ttl, fmt, tool=is_tool_message(messages[tail]))
+            new_tail = mark_message(messages[tail], ttl, fmt, tool=True)
             if new_tail is not None:
                 marked[tail] = new_tail
                 budget -= 1
@@ -146,7 +144,7 @@ def mark_tool_turns(
     for index in _transaction_ends(messages, fmt, native, stop=tail):
         if budget <= 0:
             break
-        new_msg = mark_message(messages[index], ttl, fmt, tool=is_tool_message(messages[index]))
+        new_msg = mark_message(messages[index], ttl, fmt, tool=True)
         if new_msg is None:
             continue
         marked[index] = new_msg
@@ -193,7 +191,7 @@ def _last_markable(messages: Sequence[dict[str, Any]], fmt: Format, native: bool
         msg = messages[index]
         if msg.get("role") in _SYSTEM_ROLES:
             continue
-        tool = is_tool_message(msg)
+        tool = is_tool_message(msg, only_results=True)
         if tool and not native:
             continue
         if mark_message(msg, "5m", fmt, tool=tool) is not None:
@@ -254,28 +252,31 @@ def _transaction_ends(
     index = limit - 1
     while index > 0:
         msg = messages[index]
-        if not is_tool_message(msg):
+        if not is_tool_message(msg, only_results=True):
             index -= 1
             continue
         last_result = index
-        while index > 0 and is_tool_message(messages[index - 1]) and fmt == "openai":
+        while (
+            index > 0
+            and is_tool_message(messages[index - 1], only_results=True)
+            and fmt == "openai"
+        ):
             index -= 1
         call = index - 1
-        if _completed(messages, call, range(index, last_result + 1), fmt):
+        if _completed(messages, call, last_result + 1, fmt):
             if native:
                 ends.append(last_result)
-            elif last_result + 1 < limit and not is_tool_message(messages[last_result + 1]):
+            elif last_result + 1 < limit and not is_tool_message(
+                messages[last_result + 1], only_results=True
+            ):
                 ends.append(last_result + 1)
         index = call - 1
     return ends
 
 
-def _completed(messages: Sequence[dict[str, Any]], call: int, results: range, fmt: Format) -> bool:
-    if call < 0 or messages[call].get("role") != "assistant":
+def _completed(messages: Sequence[dict[str, Any]], call: int, stop: int, fmt: Format) -> bool:
+    """Whether every call of ``messages[call]`` is answered before ``stop``."""
+    if call < 0:
         return False
-    call_ids = tool_call_ids(messages[call], fmt)
-    if not call_ids:
-        return False
-    result_ids = [rid for k in results for rid in tool_result_ids(messages[k], fmt)]
-    unanswered, _ = match_results(call_ids, result_ids)
-    return not unanswered
+    group = tool_group(messages, call, fmt, stop=stop)
+    return group is not None and not group.unanswered

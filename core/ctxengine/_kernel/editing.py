@@ -1,7 +1,7 @@
 """The kernel's side of server-side context management: which edits a prepared request carries.
 
 :meth:`Session.prepare <ctxengine.Session.prepare>` adds :func:`wanted_edits` before the cache
-strategy and :func:`ctxengine.messages.keep_markers_off_cleared` after it, so a request goes out
+strategy and :func:`markers_kept_off_cleared` after it, so a request goes out
 with
 
 - the clearing the ``context_editing`` settings ask for (``clear_tool_uses_20250919``, and

@@ -432,7 +432,7 @@ class Session:
             summary requests through an open circuit breaker.
         :param message_budget: the most messages the result may hold (engines that support it
             compact further; see the ``compress`` hookspec).
-        :raises ctxengine.messages.MessageFormatError: for a malformed message list (wrong
+        :raises ctxengine.MessageFormatError: for a malformed message list (wrong
             types, missing or unknown fields), naming each message index and field; order and
             tool pairing are the engine's to repair.
         """

@@ -19,7 +19,7 @@ of older tool uses with a placeholder once the prompt passes a trigger, keeping 
 ``keep`` tool uses and the tools in ``exclude_tools``; ``clear_thinking_20251015`` drops thinking
 blocks of older assistant turns (beta ``context-management-2025-06-27``). A ``cache_control``
 breakpoint on a block the server may clear caches a prefix no later request repeats, so
-:func:`clearable_blocks` says which blocks may be cleared and :func:`keep_markers_off_cleared`
+:func:`clearable_blocks` says which blocks may be cleared and :func:`markers_kept_off_cleared`
 moves such breakpoints to the nearest earlier block that stays.
 
 **Requests as SDK arguments.** A prepared request is the keyword arguments of an SDK call, and
@@ -54,12 +54,9 @@ __all__ = [
     "EditBlock",
     "clearable_blocks",
     "clearable_in",
-    "compaction_blocks",
     "edit_blocks",
     "edit_problems",
     "is_compaction_block",
-    "keep_markers_off_cleared",
-    "latest_compaction",
     "markers_kept_off_cleared",
     "remembered_edit_blocks",
     "request_betas",
@@ -110,29 +107,6 @@ def opens_with_compaction(message: object) -> bool:
     the one it got back, standing for every turn before it."""
     content = message.get("content") if isinstance(message, Mapping) else None
     return isinstance(content, list) and bool(content) and is_compaction_block(content[0])
-
-
-def compaction_blocks(messages: Sequence[Message]) -> list[tuple[int, int, Mapping[str, Any]]]:
-    """Every compaction block of ``messages`` in order, as ``(message index, block index,
-    block)``."""
-    found = []
-    for i, message in enumerate(messages):
-        content = message.get("content") if isinstance(message, Mapping) else None
-        if isinstance(content, list):
-            for j, block in enumerate(content):
-                if is_compaction_block(block):
-                    found.append((i, j, block))
-    return found
-
-
-def latest_compaction(messages: Sequence[Message]) -> tuple[int, int, Mapping[str, Any]] | None:
-    """The last compaction block that holds a summary (the one the server reads the request
-    from), or ``None``. Anthropic blocks whose ``content`` is ``null`` are failed compactions,
-    no-ops to the server, and are skipped; a Responses item (no ``content`` key) always counts."""
-    for i, j, block in reversed(compaction_blocks(messages)):
-        if "content" not in block or block.get("content") is not None:
-            return i, j, block
-    return None
 
 
 # --- where a request keeps its edits and betas ---------------------------------------------------
@@ -448,7 +422,10 @@ def _unmarked(block: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def keep_markers_off_cleared(request: Mapping[str, Any]) -> dict[str, Any]:
+def markers_kept_off_cleared(
+    request: Mapping[str, Any],
+    known: tuple[Sequence[tuple[EditBlock, ...]], Collection[int]] | None = None,
+) -> dict[str, Any]:
     """``request`` with every ``cache_control`` breakpoint that sits on a block its edits may clear
     (:func:`clearable_blocks`, including markers inside a cleared ``tool_result``) moved to the
     nearest earlier message block that may carry one, is not clearable and is not marked already.
@@ -457,17 +434,11 @@ def keep_markers_off_cleared(request: Mapping[str, Any]) -> dict[str, Any]:
     at the start of the messages; the breakpoint is then dropped, so the request never holds more
     breakpoints than before. A request without edits, or whose breakpoints are all safe, comes
     back as an equal dict sharing every message. Copy-on-write.
+
+    :param known: what :func:`remembered_edit_blocks` knows of the request's messages (their
+        blocks, and which of them may carry markers), when the caller has it; by default both
+        are read from the messages.
     """
-    return markers_kept_off_cleared(request, None)
-
-
-def markers_kept_off_cleared(
-    request: Mapping[str, Any],
-    known: tuple[Sequence[tuple[EditBlock, ...]], Collection[int]] | None,
-) -> dict[str, Any]:
-    """:func:`keep_markers_off_cleared`, given what :func:`remembered_edit_blocks` knows of the
-    request's messages (their blocks, and which of them may carry markers) when the caller has
-    it; ``None``: read from the messages."""
     out = dict(request)
     messages = request.get("messages")
     edits = request_edits(request)
@@ -533,7 +504,7 @@ def _earlier_slot(
     j: int,
 ) -> tuple[int, int] | None:
     """The nearest block before ``(i, j)`` that may take a marker (see
-    :func:`keep_markers_off_cleared`)."""
+    :func:`markers_kept_off_cleared`)."""
     for mi in range(i, -1, -1):
         blocks = contents.get(mi)
         if blocks is None:

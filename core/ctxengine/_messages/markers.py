@@ -6,7 +6,7 @@ which blocks may carry a marker, and how to place and remove markers without cop
 the path to each marker.
 
 Placement of the marker ``{"type": "ephemeral"}`` (plus ``"ttl": "1h"`` for the long TTL), as
-:func:`mark_message` and :func:`mark_system` do it:
+:func:`mark_message` does it:
 
 - a string content becomes ``[{"type": "text", "text": ..., "cache_control": marker}]``;
 - a list of blocks gets the marker on its last block that may carry one: not a text block whose
@@ -16,7 +16,8 @@ Placement of the marker ``{"type": "ephemeral"}`` (plus ``"ttl": "1h"`` for the 
   such an Anthropic-format message cannot be marked (``None``);
 - an OpenAI ``role: "tool"`` message gets ``msg["cache_control"]``, an Anthropic tool-result
   message the list rule (its last ``tool_result`` block). Whether a route accepts markers on tool
-  messages at all is the strategy's decision (:func:`is_tool_message` tells them apart).
+  messages at all is the strategy's decision (:func:`ctxengine.messages.is_tool_message` tells
+  them apart).
 
 Copy-on-write everywhere: a message, block or list is copied only when it (or something inside
 it) gains or loses a marker; everything else stays the caller's object.
@@ -40,15 +41,11 @@ __all__ = [
     "can_carry_marker",
     "carries_marker",
     "detect_request_format",
-    "is_tool_message",
     "mark_message",
-    "mark_system",
     "marked_items",
     "marker_findings",
     "marker_positions",
-    "marker_problems",
     "strip_cache_markers",
-    "top_level_ttl",
 ]
 
 TTL = Literal["5m", "1h"]
@@ -199,20 +196,6 @@ def detect_request_format(request: Mapping[str, Any]) -> Format:
     return "openai"
 
 
-def is_tool_message(msg: Mapping[str, Any]) -> bool:
-    """True for an OpenAI ``role: "tool"`` message or an Anthropic user message made only of
-    ``tool_result`` blocks (the two shapes OpenAI-envelope routes refuse markers on)."""
-    role = msg.get("role")
-    if role == "tool":
-        return True
-    if role != "user":
-        return False
-    content = msg.get("content")
-    if not isinstance(content, list) or not content:
-        return False
-    return all(isinstance(block, dict) and block.get("type") == "tool_result" for block in content)
-
-
 def can_carry_marker(block: object) -> bool:
     """Whether a content block may hold ``cache_control``.
 
@@ -250,10 +233,6 @@ def _message_list(request: Mapping[str, Any]) -> list[Any]:
     return messages
 
 
-def _text_block(text: str, ttl: str) -> dict[str, Any]:
-    return {"type": "text", "text": text, "cache_control": cache_marker(ttl)}
-
-
 def _mark_blocks(blocks: Sequence[Any], ttl: str) -> list[Any] | None:
     """A copy of ``blocks`` with the last markable block marked, or None when none can be."""
     for index in range(len(blocks) - 1, -1, -1):
@@ -265,15 +244,6 @@ def _mark_blocks(blocks: Sequence[Any], ttl: str) -> list[Any] | None:
     return None
 
 
-def mark_system(system: object, ttl: str) -> list[Any] | None:
-    """The Anthropic ``system`` value marked, or None when there is nothing to mark."""
-    if isinstance(system, str):
-        return [_text_block(system, ttl)] if _visible(system) else None
-    if isinstance(system, list):
-        return _mark_blocks(system, ttl)
-    return None
-
-
 def mark_message(
     msg: dict[str, Any], ttl: str, fmt: Format, *, tool: bool
 ) -> dict[str, Any] | None:
@@ -282,7 +252,10 @@ def mark_message(
         return {**msg, "cache_control": cache_marker(ttl)}
     content = msg.get("content")
     if isinstance(content, str) and _visible(content):
-        return {**msg, "content": [_text_block(content, ttl)]}
+        return {
+            **msg,
+            "content": [{"type": "text", "text": content, "cache_control": cache_marker(ttl)}],
+        }
     if isinstance(content, list):
         new_blocks = _mark_blocks(content, ttl)
         if new_blocks is not None:
@@ -369,37 +342,37 @@ def _collect(
             _collect(block, f"{where}.content[{k}]", index, found)
 
 
-def marker_positions(request: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def marker_positions(
+    request: Mapping[str, Any], *, messages: Sequence[int] | None = None
+) -> list[tuple[str, Any]]:
     """Every ``cache_control`` marker of ``request`` in prompt order, as ``(position, marker)``
-    pairs (positions as in :func:`marked_items`)."""
-    return [(where, item["cache_control"]) for where, _, item in marked_items(request)]
+    pairs (positions and ``messages`` as in :func:`marked_items`)."""
+    found = marked_items(request, messages=messages)
+    return [(where, item["cache_control"]) for where, _, item in found]
 
 
 def marker_findings(
-    items: Sequence[tuple[str, int | None, Mapping[str, Any]]],
-    *,
-    extra_markers: int = 0,
-    trailing_ttl: str | None = None,
+    items: Sequence[tuple[str, int | None, Mapping[str, Any]]], top_level: object = None
 ) -> list[MarkerFinding]:
     """What the API rejects about these markers (the one rule set; :func:`marked_items` finds
-    them).
+    them) and the request's top-level automatic ``cache_control`` (``top_level``, when it has
+    one).
 
     Rules: ``cache-control-shape`` (type ``ephemeral``, optional ``ttl`` of :data:`TTLS`, no
-    other keys), ``cache-control-limit`` (more than :data:`MAX_BREAKPOINTS`, counting
-    ``extra_markers`` such as a top-level automatic marker), ``cache-control-ttl-order`` (a 1h
-    marker after a 5m one; ``trailing_ttl`` is the TTL of a top-level automatic marker, which
-    lands on the last cacheable block and so comes after every other one),
+    other keys), ``cache-control-limit`` (more than :data:`MAX_BREAKPOINTS`, the top-level
+    marker counted), ``cache-control-ttl-order`` (a 1h marker after a 5m one; the top-level
+    marker lands on the last cacheable block and so comes after every other one),
     ``cache-control-empty-text`` (on a text block without visible text),
     ``cache-control-thinking`` (on a thinking block).
     """
     findings = [
         finding for where, index, item in items for finding in _item_findings(where, index, item)
     ]
-    total = len(items) + extra_markers
+    total = len(items) + (top_level is not None)
     if total > MAX_BREAKPOINTS:
         places = ", ".join(where for where, _, _ in items)
-        if extra_markers:
-            places += f" and {extra_markers} top-level"
+        if top_level is not None:
+            places += " and 1 top-level"
         findings.append(
             (
                 None,
@@ -409,6 +382,7 @@ def marker_findings(
                 "allowed",
             )
         )
+    trailing_ttl = top_level.get("ttl", "5m") if isinstance(top_level, Mapping) else None
     return findings + _ttl_order_findings(items, trailing_ttl)
 
 
@@ -481,20 +455,3 @@ def _ttl_order_findings(
             )
         )
     return findings
-
-
-def top_level_ttl(marker: object) -> str | None:
-    """The TTL of a request's top-level automatic ``cache_control`` (``None`` without one)."""
-    if not isinstance(marker, Mapping):
-        return None
-    return str(marker.get("ttl", "5m"))
-
-
-def marker_problems(request: Mapping[str, Any]) -> list[str]:
-    """What Anthropic would reject about the markers of ``request``, one line each (empty when
-    nothing); the rules of :func:`marker_findings`, counting a top-level ``cache_control``."""
-    ttl = top_level_ttl(request.get("cache_control"))
-    findings = marker_findings(
-        marked_items(request), extra_markers=0 if ttl is None else 1, trailing_ttl=ttl
-    )
-    return [f"{where}: {text}" for _, _, where, text in findings]

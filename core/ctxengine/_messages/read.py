@@ -6,8 +6,8 @@ is the place that judges shape.
 
 Tool-call pairing is positional: the results of an assistant tool-call message are the messages
 right after it (OpenAI: the run of ``tool`` messages; Anthropic: the ``tool_result`` blocks of the
-next ``user`` message) and ids are only matched inside that group. Agents that reuse a tool-call
-id in a later turn (the tau-bench transcripts do) therefore pair correctly.
+next ``user`` message) and ids are only matched inside that group, so an id reused in a later
+turn pairs correctly.
 
 Judging shape is :mod:`.validate`'s job and conversion between the formats :mod:`.convert`'s;
 both build on this module, which imports neither.
@@ -28,7 +28,6 @@ from ctxengine._messages.errors import MessageFormatError
 
 __all__ = [
     "ANTHROPIC_BLOCK_TYPES",
-    "ANTHROPIC_ROLES",
     "OPENAI_PART_TYPES",
     "OPENAI_ROLES",
     "ToolCall",
@@ -37,16 +36,15 @@ __all__ = [
     "cut_points",
     "detect_format",
     "dumps_arguments",
-    "has_visible_assistant_text",
-    "is_real_user_content",
     "is_real_user_message",
-    "is_tool_result_message",
+    "is_tool_message",
     "match_results",
     "message_text",
     "openai_tool_calls",
     "text_size",
     "tool_call_ids",
     "tool_calls",
+    "tool_group",
     "tool_groups",
     "tool_result_ids",
     "tool_results",
@@ -54,7 +52,6 @@ __all__ = [
 ]
 
 OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
-ANTHROPIC_ROLES = ("user", "assistant")
 # Block types only the Anthropic Messages format has (an image counts only with a ``source``).
 ANTHROPIC_BLOCK_TYPES = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
 # Part types only the OpenAI chat format has.
@@ -394,36 +391,30 @@ def _call_length(call: Mapping[str, Any]) -> int:
     )
 
 
-def has_visible_assistant_text(msg: Message) -> bool:
-    """True for an assistant message with non-blank visible text (not only tool calls/thinking)."""
-    return msg.get("role") == "assistant" and bool(visible_text(msg).strip())
+def is_tool_message(msg: Message, *, only_results: bool = False) -> bool:
+    """True when ``msg`` carries tool results: an OpenAI ``tool`` message, or an Anthropic
+    ``user`` message with a ``tool_result`` block (even beside text: such a message must stay
+    right after its calls).
 
-
-def is_tool_result_message(msg: Message, fmt: Format) -> bool:
-    """True when ``msg`` carries tool results.
-
-    OpenAI: a ``tool`` message. Anthropic: a ``user`` message with at least one ``tool_result``
-    block (even when it also holds text, since it must stay right after its calls).
+    :param only_results: count an Anthropic message only when it is made of ``tool_result``
+        blocks alone (the shape OpenAI-envelope routes refuse cache markers on).
     """
-    if fmt == "openai":
-        return msg.get("role") == "tool"
-    if msg.get("role") != "user":
-        return False
+    role = msg.get("role")
+    if role == "tool":
+        return True
     content = msg.get("content")
-    return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-    )
+    if role != "user" or not isinstance(content, list) or not content:
+        return False
+    found = (isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    return all(found) if only_results else any(found)
 
 
 def is_real_user_message(msg: Message, fmt: Format) -> bool:
-    """True for a user turn a person wrote: non-blank text or an image/document, not only
-    tool results. ``fmt`` is accepted for symmetry; both formats read the same way here."""
-    return msg.get("role") == "user" and is_real_user_content(msg.get("content"))
-
-
-def is_real_user_content(content: object) -> bool:
-    """Whether a user message's ``content`` holds something a person wrote or sent: non-blank
-    text, or an image/document/file/audio part (tool results alone do not count)."""
+    """True for a user turn a person wrote: non-blank text or an image/document/file/audio part,
+    not only tool results. ``fmt`` is accepted for symmetry; both formats read the same way."""
+    content = msg.get("content")
+    if msg.get("role") != "user":
+        return False
     if isinstance(content, str):
         return bool(content.strip())
     if not isinstance(content, list):
@@ -584,33 +575,37 @@ def match_results(
     return unanswered, unmatched
 
 
-def tool_groups(messages: Sequence[Message], fmt: Format) -> list[ToolGroup]:
-    """Every assistant tool-call message with the results right after it, in order.
+def tool_group(
+    messages: Sequence[Message], index: int, fmt: Format, *, stop: int | None = None
+) -> ToolGroup | None:
+    """The :class:`ToolGroup` of the assistant message ``messages[index]`` (None when it makes
+    no tool calls), its results looked for only before ``stop`` (default: the end).
 
     Matching is positional (see the module docstring): results are looked for only in the
-    messages immediately after the calls, and ids are matched only within that group. A call
-    without a result (e.g. a trailing call still being run) is listed in ``unanswered``.
+    messages right after the calls, and ids are matched only within that group. A call without
+    a result (e.g. a trailing call still being run) is listed in ``unanswered``.
     """
-    groups: list[ToolGroup] = []
-    n = len(messages)
-    for i, msg in enumerate(messages):
-        if msg.get("role") != "assistant":
-            continue
-        call_ids = tuple(tool_call_ids(msg, fmt))
-        if not call_ids:
-            continue
-        if fmt == "openai":
-            end = i + 1
-            while end < n and messages[end].get("role") == "tool":
-                end += 1
-            result_indices = tuple(range(i + 1, end))
-            result_ids = [rid for k in result_indices for rid in tool_result_ids(messages[k], fmt)]
-        else:
-            result_ids = tool_result_ids(messages[i + 1], fmt) if i + 1 < n else []
-            result_indices = (i + 1,) if result_ids else ()
-        unanswered, _ = match_results(call_ids, result_ids)
-        groups.append(ToolGroup(i, result_indices, call_ids, tuple(unanswered)))
-    return groups
+    call_ids = tuple(tool_call_ids(messages[index], fmt))
+    if not call_ids:
+        return None
+    end = len(messages) if stop is None else min(stop, len(messages))
+    if fmt == "openai":
+        after = index + 1
+        while after < end and messages[after].get("role") == "tool":
+            after += 1
+        result_indices = tuple(range(index + 1, after))
+        result_ids = [rid for k in result_indices for rid in tool_result_ids(messages[k], fmt)]
+    else:
+        result_ids = tool_result_ids(messages[index + 1], fmt) if index + 1 < end else []
+        result_indices = (index + 1,) if result_ids else ()
+    unanswered, _ = match_results(call_ids, result_ids)
+    return ToolGroup(index, result_indices, call_ids, tuple(unanswered))
+
+
+def tool_groups(messages: Sequence[Message], fmt: Format) -> list[ToolGroup]:
+    """The :func:`tool_group` of every assistant tool-call message, in order."""
+    found = (tool_group(messages, i, fmt) for i in range(len(messages)))
+    return [group for group in found if group is not None]
 
 
 def cut_points(messages: Sequence[Message], fmt: Format) -> list[bool]:

@@ -59,7 +59,7 @@ from ctxengine._messages.editing import (
     opens_with_compaction,
 )
 from ctxengine._messages.errors import MessageFormatError, Problem
-from ctxengine._messages.markers import MAX_BREAKPOINTS, marker_findings, top_level_ttl
+from ctxengine._messages.markers import MAX_BREAKPOINTS, marker_findings
 from ctxengine._messages.pairing import pairing_problems
 from ctxengine._messages.read import ANTHROPIC_BLOCK_TYPES, OPENAI_PART_TYPES, OPENAI_ROLES
 
@@ -334,12 +334,7 @@ def _check_system(check: _Checker, system: object) -> None:
 
 
 def _check_markers(check: _Checker, top_level: object) -> None:
-    findings = marker_findings(
-        check.markers,
-        extra_markers=0 if top_level is None else 1,
-        trailing_ttl=top_level_ttl(top_level),
-    )
-    for index, rule, where, text in findings:
+    for index, rule, where, text in marker_findings(check.markers, top_level):
         check.add(index, rule, where, text)
 
 

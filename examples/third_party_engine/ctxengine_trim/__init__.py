@@ -33,7 +33,7 @@ from ctxengine import (
     hookimpl,
     setting,
 )
-from ctxengine.messages import cut_points, is_tool_result_message
+from ctxengine.messages import cut_points, is_tool_message
 
 CTXENGINE_KIND = "engine"
 NAME = "trim"
@@ -103,7 +103,7 @@ def compress(ctx: EngineContext, conversation: Conversation) -> CompressResult:
             for i in range(len(messages) - keep, lead + 1, -1)
             if cuts[i]
             and messages[i].get("role") == "assistant"
-            and not is_tool_result_message(messages[i - 1], fmt)
+            and not is_tool_message(messages[i - 1])
         ),
         None,
     )

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from ctxengine import CacheSettings, EngineContext, TokenCounter, config_from_mapping, lookup_model
-from ctxengine.messages import marker_positions, marker_problems
+from ctxengine.messages import marker_positions
+from ctxengine.testing.markers import marker_problems
 from ctxengine_caching.breakpoints import Breakpoint, breakpoint_report
 
 # --- breakpoint reports and marker checks ------------------------------------------------

@@ -16,9 +16,9 @@ from ctxengine.messages import (
     detect_request_format,
     is_tool_message,
     marker_positions,
-    marker_problems,
     strip_cache_markers,
 )
+from ctxengine.testing.markers import marker_problems
 from ctxengine_caching.strategy import apply_system_and_3, mark_system_and_3
 
 M5 = {"type": "ephemeral"}
@@ -309,7 +309,7 @@ def test_anthropic_mixed_user_message_is_not_a_tool_message() -> None:
         "role": "user",
         "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}, text("and now?")],
     }
-    assert not is_tool_message(mixed)
+    assert not is_tool_message(mixed, only_results=True)
     out = apply_system_and_3({"system": "s", "messages": [mixed]}, ttl="5m", native=False)
     assert out["messages"][0]["content"][1]["cache_control"] == M5
 
@@ -487,7 +487,7 @@ def test_properties_on_arbitrary_requests(
             assert _same_but_markers(before, after)
         else:
             assert not marker_positions({"messages": [before]})
-        if not native and is_tool_message(before):
+        if not native and is_tool_message(before, only_results=True):
             assert not marker_positions({"messages": [after]})
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from ctxengine.messages import cut_points
 from ctxengine.testing import samples
-from ctxengine_compressor.boundaries import find_boundaries
+from ctxengine_compressor.boundaries import find_boundaries, has_visible_assistant_text
 
 from .helpers import CountedSizes, openai_call
 
@@ -126,3 +126,11 @@ def test_latest_ask_and_reply_are_kept() -> None:
     kept = messages[: b.head_end] + messages[b.tail_start :]
     assert any(m is messages[-2] for m in kept)  # the last user question
     assert any(m is messages[-1] for m in kept)  # the last visible reply
+
+
+def test_has_visible_assistant_text() -> None:
+    assert has_visible_assistant_text({"role": "assistant", "content": "answer"})
+    call = {"type": "tool_use", "id": "a", "name": "run", "input": {}}
+    whitespace = {"role": "assistant", "content": [{"type": "text", "text": "\n\n"}, call]}
+    assert not has_visible_assistant_text(whitespace)
+    assert not has_visible_assistant_text({"role": "user", "content": "answer"})

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 import ctxengine
-from ctxengine.messages import MAX_BREAKPOINTS, marker_positions, marker_problems
+from ctxengine.messages import MAX_BREAKPOINTS, marker_positions
+from ctxengine.testing.markers import marker_problems
 from ctxengine_tool_turns.layout import apply_tool_turns, mark_tool_turns
 
 SYSTEM = [

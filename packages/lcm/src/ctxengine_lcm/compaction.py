@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 from ctxengine import Format, Message
-from ctxengine.messages import cut_points, is_real_user_message, is_tool_result_message
+from ctxengine.messages import cut_points, is_real_user_message, is_tool_message
 from ctxengine_lcm.render import Item, expand_line, strip_expand_line, summary_section
 from ctxengine_lcm.settings import LcmSettings
 from ctxengine_lcm.store import NewSummary, Store, message_ref
@@ -83,10 +83,10 @@ def legal_starts(messages: Sequence[Message], fmt: Format) -> list[bool]:
         msg = messages[i]
         ok[i] = (
             cuts[i]
-            and not is_tool_result_message(msg, fmt)
+            and not is_tool_message(msg)
             and not (msg.get("role") == "assistant" and is_real_user_message(messages[i - 1], fmt))
         )
-    if messages and is_tool_result_message(messages[0], fmt):
+    if messages and is_tool_message(messages[0]):
         ok[0] = False
     return ok
 
