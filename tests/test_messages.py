@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ctxengine._messages.conversation import Format
-from ctxengine._messages.convert import to_anthropic, to_openai
+from ctxengine._messages.convert import to_anthropic
 from ctxengine._messages.errors import MessageFormatError
 from ctxengine._messages.read import (
     ToolCall,
@@ -482,74 +482,16 @@ def test_to_anthropic_rejects_unconvertible_parts(part: dict[str, Any], expected
     assert expected in str(err.value)
 
 
-def test_to_openai_basic_shapes() -> None:
-    msgs = to_openai(
+def test_small_lists_convert_to_their_anthropic_form() -> None:
+    assert to_anthropic(OPENAI_PARALLEL) == (
+        "be brief",
         [
             {"role": "user", "content": "hi"},
-            {
-                "role": "assistant",
-                "content": [
-                    {"type": "thinking", "thinking": "hm", "signature": "sig"},
-                    {"type": "redacted_thinking", "data": "xx"},
-                    use("a", "ls", p=1),
-                    {
-                        "type": "tool_use",
-                        "id": "b",
-                        "name": "cat",
-                        "input": {"_raw_arguments": "not json"},
-                    },
-                ],
-            },
-            {
-                "role": "user",
-                "content": [
-                    result("a", "A", is_error=True),
-                    result("b", [{"type": "text", "text": "B"}]),
-                    {"type": "text", "text": "next"},
-                    {
-                        "type": "image",
-                        "source": {"type": "base64", "media_type": "image/gif", "data": "R0"},
-                    },
-                ],
-            },
+            {"role": "assistant", "content": [use("a", "ls"), use("b", "cat")]},
+            {"role": "user", "content": [result("b", "B"), result("a", "A")]},
+            {"role": "assistant", "content": "done"},
         ],
-        system="rules",
     )
-    assert msgs == [
-        {"role": "system", "content": "rules"},
-        {"role": "user", "content": "hi"},
-        {
-            "role": "assistant",
-            "content": None,
-            "reasoning_content": "hm",
-            "tool_calls": [call("a", "ls", '{"p": 1}'), call("b", "cat", "not json")],
-        },
-        tool("a", "A"),
-        tool("b", [{"type": "text", "text": "B"}]),
-        {
-            "role": "user",
-            "content": [
-                {"type": "text", "text": "next"},
-                {"type": "image_url", "image_url": {"url": "data:image/gif;base64,R0"}},
-            ],
-        },
-    ]
-    # The unparsable arguments come back verbatim, so they are still invalid JSON.
-    assert [p.rule for p in validate(msgs, "openai")] == ["tool-call-json"]
-
-
-def test_to_openai_rejects_file_images() -> None:
-    image = {"type": "image", "source": {"type": "file", "file_id": "f1"}}
-    with pytest.raises(MessageFormatError, match="image source 'file' has no OpenAI equivalent"):
-        to_openai([{"role": "user", "content": [image]}])
-
-
-def test_round_trip_small_lists() -> None:
-    system, msgs = to_anthropic(OPENAI_PARALLEL)
-    assert to_openai(msgs, system) == OPENAI_PARALLEL
-    back_system, back = to_anthropic(to_openai(ANTHROPIC_PARALLEL))
-    assert back_system is None
-    assert back == ANTHROPIC_PARALLEL
 
 
 def _calls_and_text(messages: list[dict[str, Any]], fmt: Any) -> tuple[list[Any], list[str]]:
@@ -589,25 +531,12 @@ def test_spotter_openai_to_anthropic_matches_anthropic_file() -> None:
         assert validate(converted, "anthropic") == []
 
 
-def test_spotter_anthropic_to_openai_reproduces_openai_file() -> None:
-    pairs = zip(
-        sessions("claude_code_spotter.anthropic.jsonl"),
-        sessions("claude_code_spotter.openai.jsonl"),
-        strict=True,
-    )
-    for an, oa in pairs:
-        converted = to_openai(an["messages"], an["system"])
-        assert converted == oa["messages"], an["id"]
-
-
-def test_tau_bench_round_trip_keeps_calls_and_text() -> None:
+def test_tau_bench_conversion_keeps_calls_and_text() -> None:
     for session in sessions("tau_bench_airline_gpt4o.openai.jsonl"):
         msgs = session["messages"]
         system, converted = to_anthropic(msgs)
         assert system == msgs[0]["content"]
-        back = to_openai(converted, system)
-        assert _calls_and_text(back, "openai") == _calls_and_text(msgs, "openai")
-        assert validate(back, "openai") == []
+        assert _calls_and_text(converted, "anthropic") == _calls_and_text(msgs[1:], "openai")
 
 
 # ------------------------------------------------------------------------------------------
@@ -624,7 +553,7 @@ READERS: list[tuple[str, Callable[[list[dict[str, Any]], Any], object]]] = [
     ("tool_groups", tool_groups),
     ("cut_points", cut_points),
     ("validate", validate),
-    ("convert", lambda m, f: to_anthropic(m) if f == "openai" else to_openai(m)),
+    ("convert", lambda m, f: to_anthropic(m) if f == "openai" else None),
 ]
 
 
@@ -645,16 +574,12 @@ def test_no_function_mutates_its_input(
 
 def test_conversion_does_not_mutate_markers_or_system() -> None:
     marker = {"type": "ephemeral"}
-    system = [{"type": "text", "text": "s", "cache_control": marker}]
     msgs: list[dict[str, Any]] = [
-        {
-            "role": "user",
-            "content": [result("a"), {"type": "text", "text": "t"}],
-            "cache_control": marker,
-        },
-        {"role": "assistant", "content": "x", "cache_control": marker},
+        {"role": "system", "content": [{"type": "text", "text": "s", "cache_control": marker}]},
+        {"role": "user", "content": [{"type": "text", "text": "t"}], "cache_control": marker},
+        {"role": "assistant", "content": "x", "tool_calls": [call("a", "ls", "{}")]},
+        {"role": "tool", "tool_call_id": "a", "content": "A", "cache_control": marker},
     ]
-    before = copy.deepcopy((system, msgs))
-    back = to_openai(msgs, system)
-    to_anthropic(back)
-    assert (system, msgs) == before
+    before = copy.deepcopy(msgs)
+    to_anthropic(msgs)
+    assert msgs == before

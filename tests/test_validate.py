@@ -14,7 +14,7 @@ from ctxengine._messages.conversation import Format
 from ctxengine._messages.errors import MessageFormatError, Problem
 from ctxengine._messages.markers import MAX_BREAKPOINTS
 from ctxengine._messages.read import detect_format
-from ctxengine._messages.validate import ensure_valid, validate
+from ctxengine._messages.validate import validate
 from ctxengine.testing.transcripts import load_sessions
 
 EPH = {"type": "ephemeral"}
@@ -1061,29 +1061,6 @@ def test_breakpoint_limit_is_four() -> None:
     assert MAX_BREAKPOINTS == 4
     four = [user([text(str(k), cache_control=EPH) for k in range(4)])]
     assert validate(four, "anthropic") == []
-
-
-# ------------------------------------------------------------------------------------------
-# ensure_valid
-
-
-def test_ensure_valid_lists_every_problem() -> None:
-    messages = [asst(), asst([text("")])]
-    with pytest.raises(MessageFormatError) as err:
-        ensure_valid(messages, "anthropic", allow_pending_tool_call=False)
-    assert str(err.value) == (
-        "3 problem(s) in anthropic messages:\n"
-        "- messages[0]: the first message must be 'user', got 'assistant' [first-role]\n"
-        "- messages[1]: two assistant messages in a row; roles must alternate user/assistant "
-        "(merge them) [role-alternation]\n"
-        '- messages[1].content[0]: text block with empty text ""; drop it [text-empty]'
-    )
-    assert [p.rule for p in err.value.problems] == ["first-role", "role-alternation", "text-empty"]
-
-
-def test_ensure_valid_passes_silently() -> None:
-    ensure_valid([user(), asst()], "anthropic")
-    ensure_valid([user(), asst()], "openai")
 
 
 # ------------------------------------------------------------------------------------------

@@ -1,9 +1,8 @@
-"""Converting message lists between the OpenAI chat and Anthropic Messages formats.
+"""Converting an OpenAI chat list to the Anthropic Messages format: :func:`to_anthropic`.
 
-:func:`to_anthropic` and :func:`to_openai` return new dicts and lists and never mutate their
-input, but may share unchanged leaf objects (a text block, an ``input`` dict) with it, so treat
-their result as read-only or copy what you change. Both are also importable from
-:mod:`ctxengine.messages`, which holds the readers this module builds on.
+It returns new dicts and lists and never mutates its input, but may share unchanged leaf
+objects (a text block, an ``input`` dict) with it, so treat its result as read-only or copy what
+you change.
 """
 
 from __future__ import annotations
@@ -14,12 +13,9 @@ from typing import Any
 
 from ctxengine._messages.conversation import Message, SystemPrompt
 from ctxengine._messages.errors import MessageFormatError
-from ctxengine._messages.read import OPENAI_ROLES, dumps_arguments, openai_tool_calls
+from ctxengine._messages.read import OPENAI_ROLES, openai_tool_calls
 
-__all__ = ["to_anthropic", "to_openai"]
-
-# The keys both formats accept on a text part/block.
-_TEXT_KEYS = ("type", "text", "cache_control")
+__all__ = ["to_anthropic"]
 
 
 def _image_to_anthropic(part: dict[str, Any], where: str) -> dict[str, Any]:
@@ -45,28 +41,6 @@ def _image_to_anthropic(part: dict[str, Any], where: str) -> dict[str, Any]:
     if "cache_control" in part:
         block["cache_control"] = part["cache_control"]
     return block
-
-
-def _image_to_openai(block: dict[str, Any], where: str) -> dict[str, Any]:
-    source = block.get("source")
-    kind = source.get("type") if isinstance(source, dict) else None
-    if kind == "base64" and isinstance(source, dict):
-        url = f"data:{source.get('media_type', '')};base64,{source.get('data', '')}"
-    elif kind == "url" and isinstance(source, dict):
-        url = source.get("url", "")
-    else:
-        raise MessageFormatError(
-            f"{where}: image source {kind!r} has no OpenAI equivalent (allowed: base64, url)"
-        )
-    part: dict[str, Any] = {"type": "image_url", "image_url": {"url": url}}
-    if "cache_control" in block:
-        part["cache_control"] = block["cache_control"]
-    return part
-
-
-def _text_part(part: dict[str, Any]) -> dict[str, Any]:
-    """A text part/block with only the keys both formats accept (drops e.g. ``citations``)."""
-    return {k: v for k, v in part.items() if k in _TEXT_KEYS}
 
 
 def _parts_to_blocks(content: Any, where: str) -> list[dict[str, Any]]:
@@ -205,129 +179,3 @@ def to_anthropic(messages: Sequence[Message]) -> tuple[SystemPrompt | None, list
     else:
         system = system_blocks
     return system, out
-
-
-def _blocks_to_parts(blocks: list[Any], where: str) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]] = []
-    for j, block in enumerate(blocks):
-        if isinstance(block, dict) and block.get("type") == "image":
-            parts.append(_image_to_openai(block, f"{where}[{j}]"))
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(_text_part(block))
-        else:
-            parts.append(block)
-    return parts
-
-
-def _text_content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    """A single plain text part collapses to a string; anything else stays a list of parts."""
-    if len(parts) == 1 and set(parts[0]) == {"type", "text"}:
-        text: str = parts[0]["text"]
-        return text
-    return parts
-
-
-def to_openai(messages: Sequence[Message], system: SystemPrompt | None = None) -> list[Message]:
-    """Convert an Anthropic Messages list (and its ``system``) to an OpenAI chat list.
-
-    - ``system`` becomes a leading ``system`` message (a list of text parts when given as blocks).
-    - Each ``tool_result`` block becomes a ``tool`` message placed where the block was; the rest
-      of that user message becomes a user message after it.
-    - ``tool_use`` blocks become ``tool_calls`` (arguments = compact JSON of ``input``;
-      ``{"_raw_arguments": text}`` turns back into ``text``), ``thinking`` blocks
-      ``reasoning_content`` (signatures and ``redacted_thinking`` are dropped: OpenAI has no place
-      for them), ``image`` blocks ``image_url`` parts.
-    - Assistant content is a string for one plain text block, a list of text parts for several,
-      ``None`` when the message only calls tools. ``is_error`` on results has no OpenAI
-      equivalent and is dropped.
-
-    :raises MessageFormatError: for image sources with no OpenAI equivalent.
-    """
-    out: list[Message] = []
-    if isinstance(system, str):
-        out.append({"role": "system", "content": system})
-    elif isinstance(system, list):
-        out.append({"role": "system", "content": _blocks_to_parts(system, "system")})
-    for i, msg in enumerate(messages):
-        where = f"messages[{i}].content"
-        role = msg.get("role")
-        content = msg.get("content")
-        marker = msg.get("cache_control")
-        if not isinstance(content, list):
-            new: Message = {"role": role, "content": content}
-            if marker is not None:
-                new["cache_control"] = marker
-            out.append(new)
-            continue
-        if role == "assistant":
-            out.append(_assistant_to_openai(content, marker, where))
-            continue
-        out.extend(_user_to_openai(role, content, marker, where))
-    return out
-
-
-def _user_to_openai(role: Any, content: list[Any], marker: Any, where: str) -> list[Message]:
-    """A user message's blocks as OpenAI messages: each ``tool_result`` a ``tool`` message in
-    place, each run of other blocks a user message; the message marker goes on the last one."""
-    out: list[Message] = []
-    pending: list[Any] = []
-    for block in content:
-        if isinstance(block, dict) and block.get("type") == "tool_result":
-            if pending:
-                out.append(
-                    {"role": role, "content": _text_content(_blocks_to_parts(pending, where))}
-                )
-                pending = []
-            raw = block.get("content", "")
-            tool: Message = {
-                "role": "tool",
-                "tool_call_id": block.get("tool_use_id", ""),
-                "content": _blocks_to_parts(raw, where) if isinstance(raw, list) else raw,
-            }
-            if block.get("cache_control") is not None:
-                tool["cache_control"] = block["cache_control"]
-            out.append(tool)
-        else:
-            pending.append(block)
-    if pending:
-        out.append({"role": role, "content": _text_content(_blocks_to_parts(pending, where))})
-    if marker is not None and out:
-        out[-1]["cache_control"] = marker
-    return out
-
-
-def _assistant_to_openai(content: list[Any], marker: Any, where: str) -> Message:
-    texts: list[dict[str, Any]] = []
-    reasoning: list[str] = []
-    calls: list[dict[str, Any]] = []
-    for block in content:
-        kind = block.get("type") if isinstance(block, dict) else None
-        if kind == "thinking":
-            reasoning.append(block.get("thinking", ""))
-        elif kind == "tool_use":
-            raw = block.get("input")
-            if isinstance(raw, dict) and set(raw) == {"_raw_arguments"}:
-                arguments = raw["_raw_arguments"]
-            else:
-                arguments = dumps_arguments(raw if raw is not None else {})
-            calls.append(
-                {
-                    "id": block.get("id", ""),
-                    "type": "function",
-                    "function": {"name": block.get("name", ""), "arguments": arguments},
-                }
-            )
-        elif kind == "redacted_thinking":
-            continue
-        else:
-            texts.append(block)
-    parts = _blocks_to_parts(texts, where)
-    new: Message = {"role": "assistant"}
-    new["content"] = _text_content(parts) if parts else (None if calls else "")
-    if reasoning:
-        new["reasoning_content"] = "\n".join(reasoning)
-    if calls:
-        new["tool_calls"] = calls
-    if marker is not None:
-        new["cache_control"] = marker
-    return new

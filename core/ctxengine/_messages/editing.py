@@ -1,34 +1,23 @@
 """Server-side context management in requests: compaction blocks and Anthropic's context edits.
 
-Both big providers can shorten a conversation on their side. This module holds the rules a
-request must keep for that, in one place, for every caller (the native engine, the kernel's
-request preparation, the validator, the replay):
+The rules a request must keep when a provider shortens the conversation on its side, in one
+place for the native engine, the kernel's request preparation, the validator and the replay.
 
-**Compaction.** Anthropic's Messages API compacts with the ``compact_20260112`` edit of
-``context_management`` (beta ``compact-2026-01-12``); the response carries a ``compaction`` block
-(``content``: the summary, or ``null`` when compaction failed; ``encrypted_content``; optional
-``signature`` and ``tool_changes``) that the client sends back *verbatim*, as the first block of
-the first message, in place of everything it summarises. The server reads a request from its last
-compaction block on (a block whose ``content`` is ``null`` is a no-op). OpenAI's Responses API
-returns an opaque ``compaction`` item (``id``, ``encrypted_content``); in the chat form ctxengine
-reads (see :class:`ctxengine.messages.ItemsConverter`) that item is an assistant message whose
-content is the item itself as its only part. Either way :func:`is_compaction_block` recognises it.
+**Compaction.** Anthropic's ``compact_20260112`` edit (beta ``compact-2026-01-12``) answers with
+a ``compaction`` block (``content``: the summary, or ``null`` when compaction failed;
+``encrypted_content``) that the client sends back verbatim as the first block of the first
+message, in place of everything it summarises; the server reads a request from its last
+compaction block on. OpenAI's Responses API returns an opaque ``compaction`` item, which the chat
+form (:class:`ctxengine.messages.ItemsConverter`) keeps as the only part of an assistant message.
+:func:`is_compaction_block` recognises both.
 
-**Context edits.** ``clear_tool_uses_20250919`` replaces the results (and optionally the inputs)
-of older tool uses with a placeholder once the prompt passes a trigger, keeping the most recent
-``keep`` tool uses and the tools in ``exclude_tools``; ``clear_thinking_20251015`` drops thinking
-blocks of older assistant turns (beta ``context-management-2025-06-27``). A ``cache_control``
-breakpoint on a block the server may clear caches a prefix no later request repeats, so
+**Context edits.** ``clear_tool_uses_20250919`` and ``clear_thinking_20251015`` (beta
+``context-management-2025-06-27``) clear older tool uses and thinking blocks. A breakpoint on a
+block the server may clear caches a prefix no later request repeats, so
 :func:`clearable_blocks` says which blocks may be cleared and :func:`markers_kept_off_cleared`
-moves such breakpoints to the nearest earlier block that stays.
-
-**Requests as SDK arguments.** A prepared request is the keyword arguments of an SDK call, and
-the host may call ``client.messages.create`` (which takes no ``context_management``) or
-``client.beta.messages.create``. :func:`with_edits` therefore adds edits where the request already
-keeps them (a top-level ``context_management``, as the beta client takes it) or else in
-``extra_body``, and betas to ``betas`` when present or else to the ``anthropic-beta`` header in
-``extra_headers``; :func:`request_edits` and :func:`request_betas` read both places. Nothing here
-mutates its input.
+moves such breakpoints. :func:`with_edits` adds edits and betas to a request given as SDK call
+arguments, :func:`request_edits` and :func:`request_betas` read them. Nothing here mutates its
+input.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ class MessageFormatError(ValueError):
     """A message list that cannot be read or sent as it is.
 
     The message names the offending index (``"messages[3]: ..."``) and what is allowed.
-    ``problems`` holds the individual findings when raised by :func:`ensure_valid`.
+    ``problems`` holds the individual findings when raised for a list that breaks the rules.
     """
 
     def __init__(self, message: str, problems: Sequence[Problem] = ()) -> None:

@@ -147,7 +147,7 @@ def detect_format(messages: Sequence[Message], system: object = None) -> Format:
     if len(signs) == 2:
         raise MessageFormatError(
             f"messages mix OpenAI chat features ({signs['openai']}) and Anthropic Messages "
-            f"features ({signs['anthropic']}); use one format (to_anthropic / to_openai convert)"
+            f"features ({signs['anthropic']}); use one format (to_anthropic converts OpenAI lists)"
         )
     return "anthropic" if "anthropic" in signs else "openai"
 

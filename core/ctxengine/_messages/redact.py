@@ -8,12 +8,10 @@ inside a larger construct only the secret is replaced: ``postgres://app:hunter2@
 ``postgres://app:[REDACTED:password]@db/prod`` and ``DB_PASSWORD=x1`` keeps its key.
 
 The patterns are deliberately specific: ordinary code, paths, commands and prose come out
-unchanged (the tests run this over real agent transcripts to check it). ``redact`` is idempotent:
-a marker is never itself taken for a secret.
+unchanged. ``redact`` is idempotent: a marker is never itself taken for a secret.
 
-Speed matters because this runs over whole conversations: every pattern starts with a literal so
-the regex engine can skip ahead with a substring search, and boundary conditions that would need
-a (slow) leading look-behind are checked in Python on the few candidate matches instead.
+Every pattern starts with a literal, and boundary conditions a leading look-behind would state
+are checked in Python on the candidate matches.
 """
 
 from __future__ import annotations
@@ -130,9 +128,7 @@ def _cli_repl(m: re.Match[str]) -> str:
 # part of an identifier: checked in Python), "is"/"was"/":"/"=", then a quoted or bare value.
 _PROSE_WORDS = ("password", "passwords", "passwd", "passphrase", "pwd", "secret", "token")
 # Every alternative of the key starts with a plain letter (``a``/``A`` spelled out rather than
-# ``[Aa]``): the regex engine then knows the set of first letters and skips every other
-# character by itself instead of trying each alternative at each position (3x faster on long
-# texts). Same alternatives, same order, same matches.
+# ``[Aa]``), so the regex engine can skip to the candidate first letters.
 _PROSE_API_KEY = r"a[Pp][Ii][ _-]?[Kk][Ee][Yy]|A[Pp][Ii][ _-]?[Kk][Ee][Yy]"
 """The words "api key" in prose, in any mix of case (the short-text prefilter needs them too)."""
 _PROSE = re.compile(
@@ -326,8 +322,7 @@ def redact(text: str) -> str:
         raise TypeError(f"redact() takes a str, got {type(text).__name__}")
     if not text:
         return text
-    # One scan decides for short texts; on long ones nearly always something triggers, so the
-    # extra pass would be wasted.
+    # On long texts nearly always something triggers: the prefilter is for short ones.
     if len(text) <= _PREFILTER_CHARS and _ANY_TRIGGER.search(text) is None:
         return text
     if "PRIVATE KEY-----" in text:

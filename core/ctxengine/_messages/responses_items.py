@@ -21,8 +21,6 @@ reasoning, statuses and all); a message an engine changed (a pruned tool output,
 arguments) is rebuilt from its chat form, keeping the original items' ids and reasoning where the
 call ids still match; a new message (a summary) becomes a plain message item, and a compaction
 part becomes its item again, unchanged.
-
-Import :class:`ItemsConverter` and :func:`item_kind` from :mod:`ctxengine.messages`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Checking a request's messages against the provider's rules before it is sent.
 
 :func:`validate` returns every finding as a :class:`~ctxengine.messages.Problem` with a stable
-``rule`` id; :func:`ensure_valid` raises them all at once. Both only read their input. The
-checks are one pass over the messages plus one over the tool groups, so they can run on every
-request. Import these names from :mod:`ctxengine.messages`, which re-exports them.
+``rule`` id and only reads its input. The checks are one pass over the messages plus one over
+the tool groups.
 
 Rule ids (provider in brackets where only one applies):
 
@@ -26,19 +25,15 @@ Rule ids (provider in brackets where only one applies):
   compaction block outside an assistant message), ``compaction-shape`` (its ``content`` must be a
   non-empty string or null; a Responses compaction item needs its ``encrypted_content``),
   ``context-edit-shape`` (an edit the API does not take), ``cache-control-cleared`` (a breakpoint
-  on a block the request's context edits may clear). An Anthropic list may open with an assistant
-  message when that message opens with a compaction block (the block stands for what came before).
+  on a block the request's context edits may clear).
 
 Profiles. ``"provider"`` (the default) checks the rules of the format's own API. ``"strict"``
-adds what the strictest routes enforce on any format: Claude on Amazon Bedrock (and the gateways
-and OpenAI-compatible routes that forward to it, or to models whose chat templates insist on
-it) answers 400 unless the first message after the system prompt is the user's and user and
-assistant turns alternate. In OpenAI format a run of ``tool`` messages counts as the user's turn
-(every converter puts tool results into the next user message), so ``tool`` followed by
-``user`` is one turn; ``user, user`` and ``assistant, assistant`` are not. Anthropic-format lists
-are held to these two rules by both profiles. In both formats an assistant message that opens
-with a compaction block may come first: it stands for the turns before it, and only the
-provider's own API, which accepts that opening, takes compaction blocks at all.
+adds what the strictest routes (Claude on Amazon Bedrock and what forwards to it) enforce on any
+format: the first message after the system prompt is the user's, and user and assistant turns
+alternate. In OpenAI format a run of ``tool`` messages counts as the user's turn (converters put
+tool results into the next user message). Anthropic-format lists are held to these two rules by
+both profiles. In both formats an assistant message that opens with a compaction block may come
+first: it stands for the turns before it.
 
 :data:`SHAPE_RULES` are the findings that make a list unreadable rather than merely unsendable
 (wrong types, missing or unknown fields); :func:`ensure_well_formed` raises on those alone, for
@@ -59,16 +54,14 @@ from ctxengine._messages.editing import (
     opens_with_compaction,
 )
 from ctxengine._messages.errors import MessageFormatError, Problem
-from ctxengine._messages.markers import MAX_BREAKPOINTS, marker_findings
+from ctxengine._messages.markers import marker_findings
 from ctxengine._messages.pairing import pairing_problems
 from ctxengine._messages.read import ANTHROPIC_BLOCK_TYPES, OPENAI_PART_TYPES, OPENAI_ROLES
 
 __all__ = [
-    "MAX_BREAKPOINTS",
     "PROFILES",
     "SHAPE_RULES",
     "Profile",
-    "ensure_valid",
     "ensure_well_formed",
     "validate",
 ]
@@ -204,11 +197,11 @@ def validate(
     check, dicts = _check_messages(messages, provider, system=system, tools=tools, profile=profile)
     if dicts is not None:
         check.problems += pairing_problems(dicts, provider, allow_pending=allow_pending_tool_call)
-        _check_markers(check, cache_control)
+        for index, rule, where, text in marker_findings(check.markers, cache_control):
+            check.add(index, rule, where, text)
         if context_management is not None:
             _check_context_management(check, dicts, context_management)
-    # Request-level findings first, then by message; stable, so rule order per message is kept.
-    return sorted(check.problems, key=lambda p: -1 if p.index is None else p.index)
+    return _by_index(check.problems)
 
 
 def _check_messages(
@@ -260,14 +253,6 @@ def _check_messages(
     return check, dicts
 
 
-def ensure_valid(messages: Sequence[Message], provider: Format, **kw: Any) -> None:
-    """Raise :class:`MessageFormatError` listing every :func:`validate` problem (one per line).
-
-    Keyword arguments are those of :func:`validate`.
-    """
-    _raise(validate(messages, provider, **kw), provider, "")
-
-
 def ensure_well_formed(
     messages: Sequence[Message], provider: Format, *, system: SystemPrompt | None = None
 ) -> None:
@@ -281,18 +266,18 @@ def ensure_well_formed(
     check, _ = _check_messages(
         messages, provider, system=system, tools=None, profile="provider", shape_only=True
     )
-    problems = [p for p in check.problems if p.rule in SHAPE_RULES]
-    _raise(
-        sorted(problems, key=lambda p: -1 if p.index is None else p.index), provider, "malformed "
-    )
-
-
-def _raise(problems: Sequence[Problem], provider: Format, what: str) -> None:
+    problems = _by_index([p for p in check.problems if p.rule in SHAPE_RULES])
     if problems:
         lines = "\n".join(f"- {p}" for p in problems)
         raise MessageFormatError(
-            f"{len(problems)} problem(s) in {what}{provider} messages:\n{lines}", problems
+            f"{len(problems)} problem(s) in malformed {provider} messages:\n{lines}", problems
         )
+
+
+def _by_index(problems: list[Problem]) -> list[Problem]:
+    """Request-level findings first, then by message; stable, so rule order per message is
+    kept."""
+    return sorted(problems, key=lambda p: -1 if p.index is None else p.index)
 
 
 # --------------------------------------------------------------------------------------------
@@ -331,11 +316,6 @@ def _check_system(check: _Checker, system: object) -> None:
             continue
         check.marker(block, where, None)
         check.text_block(block, where, None, "anthropic")
-
-
-def _check_markers(check: _Checker, top_level: object) -> None:
-    for index, rule, where, text in marker_findings(check.markers, top_level):
-        check.add(index, rule, where, text)
 
 
 def _check_context_management(check: _Checker, msgs: list[Message], value: object) -> None:
