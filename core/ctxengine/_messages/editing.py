@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxengine._messages.conversation import Message
-from ctxengine._messages.markers import can_carry_marker
+from ctxengine._messages.markers import can_carry_marker, unmarked
 
 if TYPE_CHECKING:
     from ctxengine._messages.memo import MessageView
@@ -403,14 +403,6 @@ def _marked(block: object) -> bool:
     return isinstance(inner, list) and any(_marked(b) for b in inner)
 
 
-def _unmarked(block: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in block.items() if k != "cache_control"}
-    inner = out.get("content")
-    if isinstance(inner, list) and any(_marked(b) for b in inner):
-        out["content"] = [_unmarked(b) if isinstance(b, Mapping) else b for b in inner]
-    return out
-
-
 def markers_kept_off_cleared(
     request: Mapping[str, Any],
     known: tuple[Sequence[tuple[EditBlock, ...]], Collection[int]] | None = None,
@@ -461,7 +453,7 @@ def markers_kept_off_cleared(
     for i, j in conflicts:
         block = content(i)[j]
         marker = _first_marker(block)
-        content(i)[j] = _unmarked(block)
+        content(i)[j] = unmarked(block)
         target = _earlier_slot(messages, contents, cleared, i, j)
         if target is not None and marker is not None:
             ti, tj = target

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from ctxengine._messages.conversation import Format
+from ctxengine._messages.read import ANTHROPIC_BLOCK_TYPES, OPENAI_PART_TYPES
 
 __all__ = [
     "MAX_BREAKPOINTS",
@@ -46,6 +47,7 @@ __all__ = [
     "marker_findings",
     "marker_positions",
     "strip_cache_markers",
+    "unmarked",
 ]
 
 TTL = Literal["5m", "1h"]
@@ -60,10 +62,9 @@ together, including a top-level automatic marker)."""
 
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 _UNMARKABLE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
-_ANTHROPIC_BLOCKS = frozenset(
-    {"tool_use", "tool_result", "thinking", "redacted_thinking", "document", "server_tool_use"}
-)
-_OPENAI_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
+# detect_format's format-only kinds, plus blocks a request's format is also told by.
+_ANTHROPIC_BLOCKS = ANTHROPIC_BLOCK_TYPES | {"document", "server_tool_use"}
+_OPENAI_PARTS = OPENAI_PART_TYPES | {"file"}
 
 MarkerFinding = tuple[int | None, str, str, str]
 """``(message index or None, rule id, position, text)``: one thing the API would reject about
@@ -153,7 +154,7 @@ def strip_cache_markers(
         if marked:
             new_messages = list(messages)
             for index in marked:
-                new_messages[index] = _strip_item(messages[index])
+                new_messages[index] = unmarked(messages[index])
     if new_messages is not messages:
         out["messages"] = new_messages
     for key in ("system", "tools"):
@@ -274,7 +275,7 @@ def _strip_list(items: list[Any], *, what: str | None = None) -> list[Any]:
     for index, item in enumerate(items):
         if what is not None and not isinstance(item, dict):
             raise TypeError(f"{what}[{index}] must be a dict, got {type(item).__name__}")
-        new_item = _strip_item(item)
+        new_item = unmarked(item)
         if new_item is not item:
             if out is None:
                 out = list(items)
@@ -282,7 +283,7 @@ def _strip_list(items: list[Any], *, what: str | None = None) -> list[Any]:
     return items if out is None else out
 
 
-def _strip_item(item: Any) -> Any:
+def unmarked(item: Any) -> Any:
     """A message, block or tool definition without ``cache_control`` (also in a nested
     ``content`` list, which covers message contents and ``tool_result`` contents)."""
     if not isinstance(item, dict):
