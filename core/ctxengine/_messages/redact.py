@@ -92,18 +92,17 @@ def _masked(m: re.Match[str], kind: str) -> str:
     return f"{whole[: m.start('val') - base]}{_marker(kind)}{whole[m.end('val') - base :]}"
 
 
-def _authorization_repl(m: re.Match[str]) -> str:
-    start = m.start()
-    if start == 0 or m.string[start - 1] not in "Aa" or _preceded_by_ident(m.string, start - 1):
-        return m.group(0)
-    return _masked(m, "token")
+def _word_repl(first: str) -> Callable[[re.Match[str]], str]:
+    """A replacement for a pattern that leaves out its word's first letter (one of ``first``):
+    the token is masked when that letter stands before the match and starts a word."""
 
+    def repl(m: re.Match[str]) -> str:
+        start = m.start()
+        if start == 0 or m.string[start - 1] not in first:
+            return m.group(0)
+        return m.group(0) if _preceded_by_ident(m.string, start - 1) else _masked(m, "token")
 
-def _bearer_repl(m: re.Match[str]) -> str:
-    start = m.start()
-    if start == 0 or m.string[start - 1] not in "Bb" or _preceded_by_ident(m.string, start - 1):
-        return m.group(0)
-    return _masked(m, "token")
+    return repl
 
 
 def _url_repl(m: re.Match[str]) -> str:
@@ -330,9 +329,9 @@ def redact(text: str) -> str:
     for pattern, kind in _TOKENS:
         text = pattern.sub(_token_repl(kind), text)
     if "uthorization" in text or "UTHORIZATION" in text:
-        text = _AUTHORIZATION.sub(_authorization_repl, text)
+        text = _AUTHORIZATION.sub(_word_repl("Aa"), text)
     if "earer" in text:
-        text = _BEARER.sub(_bearer_repl, text)
+        text = _BEARER.sub(_word_repl("Bb"), text)
     for needle, pattern, repl in _SUBSTITUTIONS:
         if needle in text:
             text = pattern.sub(repl, text)
