@@ -109,11 +109,7 @@ def validation_profile(route: Route, base_url: str | None) -> Profile:
     Claude on Amazon Bedrock or to models whose chat templates insist on a user turn first and
     alternating roles, and answer 400 otherwise.
     """
-    if route == "anthropic":
-        return "provider"
-    if route == "openai-compatible" and (not base_url or _host(base_url) == _OPENAI_HOST):
-        return "provider"
-    return "strict"
+    return "provider" if route == "anthropic" or is_openai_api(base_url, route) else "strict"
 
 
 def cache_settings_for(
