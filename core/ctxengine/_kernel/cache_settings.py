@@ -34,7 +34,8 @@ ROUTE_LABELS: Mapping[Route, str] = {
 """How status lines name each route."""
 
 NATIVE_ROUTES: frozenset[Route] = frozenset({"anthropic", "anthropic-compatible"})
-"""Routes that take the Anthropic Messages API as is, markers on tool results included."""
+"""Routes that take the Anthropic Messages API as is: markers on tool results, betas and
+context edits included."""
 
 MARKER_ROUTES: frozenset[Route] = frozenset({"anthropic", "anthropic-compatible", "openrouter"})
 """Routes known to accept ``cache_control`` (automatic caching turns on only there)."""
