@@ -81,16 +81,6 @@ class HistoryView:
         self.pending: dict[str, tuple[str, str]] = {}
         """Engine tool results not yet sent: call id -> (tool name, result text)."""
 
-    @property
-    def covered(self) -> int:
-        """How many of the host's messages the view stands for."""
-        return len(self._host)
-
-    @property
-    def sent(self) -> list[Message]:
-        """What was last sent for the covered host messages (do not mutate; empty as given)."""
-        return self._sent
-
     def _continues(self, host: list[Any], view: MessageView | None = None) -> bool:
         """The continuation rule (see the module docstring) for ``host``; ``view``: the memo's
         resolution of ``host`` while the view is as given."""
