@@ -72,20 +72,16 @@ def run_hygiene(
     # this process or, on a shared coordination backend, in any other) must not queue up
     # behind the first one's compaction and then compact the same history again.
     if not session.gateway_lock.acquire(blocking=False):
-        busy_tokens = (
-            last_prompt_tokens
-            if last_prompt_tokens is not None
-            else rough_conversation_tokens(messages, system)
-        )
-        return HygieneReport(
+        tokens = last_prompt_tokens
+        if tokens is None:
+            tokens = rough_conversation_tokens(messages, system)
+        return _report(
+            TokenEstimate.known(tokens, measured=last_prompt_tokens is not None),
+            GatewayVerdict(False),
+            "another worker is already compacting this session; history unchanged",
+            fired=False,
             messages=messages,
             system=system,
-            fired=False,
-            compacted=False,
-            tokens_before=busy_tokens,
-            tokens_after=busy_tokens,
-            token_source="measured" if last_prompt_tokens is not None else "estimate",
-            notice="another worker is already compacting this session; history unchanged",
         )
     try:
         # One call for the session's state: one load and one save on a shared backend.
