@@ -175,7 +175,6 @@ def caching_status_line(
     if settings is not None:
         ttl = "adaptive TTL" if settings.policy == "auto" else f"{settings.ttl} TTL"
         strategy = config.prompt_caching.strategy
-        # The default strategy goes unnamed, so the line reads as it always did.
         named = "" if strategy == DEFAULT_STRATEGY else f", strategy {strategy}"
         return f"💾 Prompt caching: ENABLED ({reason}, {ttl}{named})"
     expected, _ = cache_settings_for(config, model)

@@ -101,7 +101,6 @@ def wanted_edits(
     messages = request.get("messages")
     if not isinstance(messages, list) or not messages:
         return []
-    # The cheap checks first: this runs on every request.
     opens_compacted = opens_with_compaction(messages[0])
     if not (settings.enabled or opens_compacted):
         return []
