@@ -8,13 +8,13 @@ remembers, after each call, which host messages were covered and what was sent f
 on the next call sends that, followed by whatever the host added since.
 
 **The continuation rule.** The host's history continues the covered one when it is at least as
-long and each covered message is the very object covered there, or a message equal to what that
-object was when it was covered (a snapshot of it, see :func:`ctxengine._messages.memo.snapshot`).
-So a history rebuilt as new dicts continues it, and an edit in place to such new dicts (or to
-the old objects, when the host passes new ones) is judged against the snapshot. When the history
-does not continue (the host edited, truncated or replaced it), the view is dropped and the
-host's history is sent as it is; the call's record says so. The host's messages are never
-copied or changed here, only referenced.
+long and each covered message is equal to the object covered there, as that object is now or as
+it was when it was covered (a snapshot of it, see :func:`ctxengine._messages.memo.snapshot`).
+So the same objects continue it (edited in place or not), and so does a history rebuilt as new
+dicts, even after the host edited the old objects; an edit in place to such new dicts does not.
+When the history does not continue, the view is dropped and the host's history is sent as it
+is; the call's record says so. The host's messages are never copied or changed here, only
+referenced.
 
 The view is in one of two states after a call, which decide what is sent, not the rule:
 
@@ -89,13 +89,10 @@ class HistoryView:
             return False
         if self._given is not None and view is not None and view.starts_with(self._given):
             return True  # the memo found every covered message equal to its snapshot
-        if all(map(is_, host, self._host)):
+        if host[:covered] == self._host:
             return True
-        if self._given is None and host[:covered] == self._snapshots:
-            return True
-        # Some objects differ and some contents changed: the edited ones must be the host's own.
         pairs = zip(host, self._host, self._snapshots, strict=False)  # host may be longer
-        return all(h is r or h == s for h, r, s in pairs)
+        return all(h in (r, s) for h, r, s in pairs)  # identity first, then ==
 
     def resolve(
         self,
