@@ -1,9 +1,8 @@
 """The hook specifications every ctxengine plugin implements a subset of.
 
 Each docstring starts with its dispatch rule. The kernel calls these only through
-:class:`ctxengine._kernel.hooks.Hooks`, which goes through pluggy for every call (so
-``CTXENGINE_TRACE=1`` traces every hook, and ``wrapper=True``, ``tryfirst`` and ``trylast``
-implementations behave as pluggy documents). See ``docs/architecture.md``.
+:class:`ctxengine._kernel.hooks.Hooks`, which goes through pluggy for every call. See
+``docs/architecture.md``.
 
 Engines are selected by name (``context.engine``) and cache strategies by
 ``prompt_caching.strategy``; only the selected ones are registered with a kernel's plugin
@@ -127,9 +126,8 @@ def cache_strategy(
 
     :returns: a :class:`~ctxengine.MarkedRequest` (the marked request and how many markers it
         carries, which the kernel reports as ``RoundRecord.breakpoints`` without counting them
-        again); or the marked request alone, whose markers the kernel then counts itself (what
-        strategies written before ``MarkedRequest`` return, still accepted); or ``None`` to
-        leave it unmarked.
+        again); or the marked request alone, whose markers the kernel then counts itself; or
+        ``None`` to leave it unmarked.
     """
 
 

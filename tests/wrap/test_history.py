@@ -294,10 +294,12 @@ def test_a_compacted_view_of_a_rebuilt_history_sees_edits_to_it(
     history: list[dict[str, Any]] = []
     filler = "lorem ipsum dolor sit amet " * 90
     turn = 0
+    passed: list[list[dict[str, Any]]] = []
     while not any(record.compacted for record in wrapped.records):
         assert turn < 30, "the conversation never reached the compaction threshold"
         history.append({"role": "user", "content": f"turn {turn}: {filler}"})
-        reply = _create(wrapped, _rebuilt(history))
+        passed.append(_rebuilt(history))
+        reply = _create(wrapped, passed[-1])
         assert not wrapped.last_record.history_reset
         history.append({"role": "assistant", "content": reply.content[0].text})
         turn += 1
@@ -306,6 +308,13 @@ def test_a_compacted_view_of_a_rebuilt_history_sees_edits_to_it(
     _create(wrapped, rebuilt)
     assert not wrapped.last_record.history_reset
     assert len(api.requests[-1].body["messages"]) < len(rebuilt)  # the compacted view
+    # The same rule as before the compaction: an edit of the objects the host passed first does
+    # not reach new dicts equal to what they were when they were covered.
+    passed[0][0]["content"] = "edited after it was sent"
+    rebuilt = _rebuilt(history)
+    _create(wrapped, rebuilt)
+    assert not wrapped.last_record.history_reset
+    assert len(api.requests[-1].body["messages"]) < len(rebuilt)
     rebuilt[0]["content"] = "an edited start"
     _create(wrapped, rebuilt)
     assert wrapped.last_record.history_reset

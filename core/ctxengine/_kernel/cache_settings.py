@@ -34,7 +34,8 @@ ROUTE_LABELS: Mapping[Route, str] = {
 """How status lines name each route."""
 
 NATIVE_ROUTES: frozenset[Route] = frozenset({"anthropic", "anthropic-compatible"})
-"""Routes that take the Anthropic Messages API as is, markers on tool results included."""
+"""Routes that take the Anthropic Messages API as is: markers on tool results, betas and
+context edits included."""
 
 MARKER_ROUTES: frozenset[Route] = frozenset({"anthropic", "anthropic-compatible", "openrouter"})
 """Routes known to accept ``cache_control`` (automatic caching turns on only there)."""
@@ -109,11 +110,7 @@ def validation_profile(route: Route, base_url: str | None) -> Profile:
     Claude on Amazon Bedrock or to models whose chat templates insist on a user turn first and
     alternating roles, and answer 400 otherwise.
     """
-    if route == "anthropic":
-        return "provider"
-    if route == "openai-compatible" and (not base_url or _host(base_url) == _OPENAI_HOST):
-        return "provider"
-    return "strict"
+    return "provider" if route == "anthropic" or is_openai_api(base_url, route) else "strict"
 
 
 def cache_settings_for(
@@ -178,7 +175,6 @@ def caching_status_line(
     if settings is not None:
         ttl = "adaptive TTL" if settings.policy == "auto" else f"{settings.ttl} TTL"
         strategy = config.prompt_caching.strategy
-        # The default strategy goes unnamed, so the line reads as it always did.
         named = "" if strategy == DEFAULT_STRATEGY else f", strategy {strategy}"
         return f"💾 Prompt caching: ENABLED ({reason}, {ttl}{named})"
     expected, _ = cache_settings_for(config, model)

@@ -46,7 +46,8 @@ def select_provider(backend: str, catalog: Catalog) -> PluginEntry | None:
     if entry is not None:
         return entry
     prefix = len(PROVIDER_PREFIX)
-    installed = [n[prefix:] for n in catalog.names() if n.startswith(PROVIDER_PREFIX)]
+    names = sorted({c.name for c in catalog.candidates})
+    installed = [n[prefix:] for n in names if n.startswith(PROVIDER_PREFIX)]
     broken = next((t for t in tried if t.error is not None), None)
     why = f" (plugin {broken.name!r} failed to load: {broken.error})" if broken else ""
     rule = (

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ctxengine._config.core import ContextEditingSettings
+from ctxengine._kernel.cache_settings import NATIVE_ROUTES
 from ctxengine._messages.editing import (
     CLEAR_THINKING_EDIT,
     CLEAR_TOOL_USES_EDIT,
@@ -32,9 +33,6 @@ from ctxengine._messages.editing import (
 )
 from ctxengine._messages.markers import detect_request_format
 from ctxengine._plugin.context import Route
-
-EDITING_ROUTES: frozenset[Route] = frozenset({"anthropic", "anthropic-compatible"})
-"""Routes whose requests get context edits (they take the Messages API, betas included)."""
 
 
 def clearing_edits(
@@ -98,17 +96,17 @@ def wanted_edits(
     context_length: int,
 ) -> list[dict[str, Any]]:
     """Every edit :meth:`Session.prepare <ctxengine.Session.prepare>` adds to ``request`` (none
-    for OpenAI-format requests and on routes outside :data:`EDITING_ROUTES`)."""
+    for OpenAI-format requests and on routes outside
+    :data:`~ctxengine._kernel.cache_settings.NATIVE_ROUTES`, which take the Messages API as is)."""
     messages = request.get("messages")
     if not isinstance(messages, list) or not messages:
         return []
-    # The cheap checks first: this runs on every request.
     opens_compacted = opens_with_compaction(messages[0])
     if not (settings.enabled or opens_compacted):
         return []
     if detect_request_format(request) != "anthropic" and _openai_signs(messages):
         return []
-    if route is not None and route not in EDITING_ROUTES:
+    if route is not None and route not in NATIVE_ROUTES:
         return []
     edits = clearing_edits(settings, window, thinking=thinking_enabled(request))
     if opens_compacted:

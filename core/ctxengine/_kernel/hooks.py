@@ -78,43 +78,24 @@ class ProvidedTools(list[Tool]):
     provider: str = "<unknown>"
 
 
-# Arguments that are handed to each plugin as its own view (stamped with its name).
-_OWNED_ARGUMENTS: dict[str, type[Any]] = {
-    "settings": SettingsRegistry,
-    "commands": CommandRegistry,
-}
+_OWNED_ARGUMENTS = {"declare_settings": "settings", "register_commands": "commands"}
+"""Hooks whose argument of that name is a registry handed to each plugin as its own view,
+stamped with its name (``cache_strategy`` has a ``settings`` argument too, handed over as is)."""
 
 
-def _argnames(function: Callable[..., Any]) -> list[str]:
-    return [
+def _guard(function: Callable[..., Any], hook: str, plugin: str) -> Callable[..., Any]:
+    names = [
         p.name
         for p in inspect.signature(function).parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
-
-
-_OWNING_HOOKS = frozenset({"declare_settings", "register_commands"})
-"""The hooks whose ``settings``/``commands`` argument is an owned registry (``cache_strategy``
-has a ``settings`` argument too, a :class:`CacheSettings`, handed over as it is)."""
-
-
-def _guard(function: Callable[..., Any], hook: str, plugin: str) -> Callable[..., Any]:
-    names = _argnames(function)
-    owned = (
-        {index: name for index, name in enumerate(names) if name in _OWNED_ARGUMENTS}
-        if hook in _OWNING_HOOKS
-        else {}
-    )
+    owned = _OWNED_ARGUMENTS.get(hook)
+    at = names.index(owned) if owned in names else None
 
     @functools.wraps(function)  # keeps the marker attribute and, via __wrapped__, the argnames
     def guard(*args: Any) -> Any:
-        if owned:
-            args = tuple(
-                arg.for_owner(plugin)
-                if index in owned and isinstance(arg, _OWNED_ARGUMENTS[owned[index]])
-                else arg
-                for index, arg in enumerate(args)
-            )
+        if at is not None and isinstance(args[at], SettingsRegistry | CommandRegistry):
+            args = (*args[:at], args[at].for_owner(plugin), *args[at + 1 :])
         try:
             result = function(*args)
         except Exception as exc:

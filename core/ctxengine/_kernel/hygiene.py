@@ -11,58 +11,18 @@ knows the history is still over its limit and why.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import Any, Literal, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from ctxengine._accounting.estimate import TokenEstimate, rough_conversation_tokens
-from ctxengine._kernel.coordination import NamedLock
-from ctxengine._messages.conversation import Format, Message, Stage, SystemPrompt
+from ctxengine._messages.conversation import Message, SystemPrompt
 from ctxengine._messages.errors import MessageFormatError
-from ctxengine._plugin.context import EngineContext
 from ctxengine._plugin.results import CompressResult, GatewayVerdict
 
-
-class HygieneSession(Protocol):
-    """What gateway hygiene needs of a session (:class:`ctxengine.Session` has it)."""
-
-    @property
-    def gateway_lock(self) -> NamedLock: ...
-
-    @property
-    def call_lock(self) -> AbstractContextManager[Any]: ...
-
-    @property
-    def ctx(self) -> EngineContext: ...
-
-    def prompt(
-        self,
-        messages: Sequence[Message],
-        system: SystemPrompt | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> TokenEstimate: ...
-
-    def gateway_verdict(
-        self,
-        messages: Sequence[Message],
-        system: SystemPrompt | None = None,
-        *,
-        prompt: TokenEstimate | None = None,
-    ) -> GatewayVerdict: ...
-
-    def compress(
-        self,
-        messages: Sequence[Message],
-        system: SystemPrompt | None = None,
-        *,
-        force: bool = False,
-        focus: str | None = None,
-        stage: Stage = "agent",
-        format: Format | None = None,
-        message_budget: int | None = None,
-    ) -> CompressResult: ...
+if TYPE_CHECKING:
+    from ctxengine._kernel.session import Session
 
 
 TokenSource = Literal["measured", "estimate"]
@@ -99,7 +59,7 @@ class HygieneReport:
 
 
 def run_hygiene(
-    session: HygieneSession,
+    session: Session,
     history: Sequence[Message],
     *,
     system: SystemPrompt | None = None,
@@ -112,20 +72,16 @@ def run_hygiene(
     # this process or, on a shared coordination backend, in any other) must not queue up
     # behind the first one's compaction and then compact the same history again.
     if not session.gateway_lock.acquire(blocking=False):
-        busy_tokens = (
-            last_prompt_tokens
-            if last_prompt_tokens is not None
-            else rough_conversation_tokens(messages, system)
-        )
-        return HygieneReport(
+        tokens = last_prompt_tokens
+        if tokens is None:
+            tokens = rough_conversation_tokens(messages, system)
+        return _report(
+            TokenEstimate.known(tokens, measured=last_prompt_tokens is not None),
+            GatewayVerdict(False),
+            "another worker is already compacting this session; history unchanged",
+            fired=False,
             messages=messages,
             system=system,
-            fired=False,
-            compacted=False,
-            tokens_before=busy_tokens,
-            tokens_after=busy_tokens,
-            token_source="measured" if last_prompt_tokens is not None else "estimate",
-            notice="another worker is already compacting this session; history unchanged",
         )
     try:
         # One call for the session's state: one load and one save on a shared backend.
@@ -136,7 +92,7 @@ def run_hygiene(
 
 
 def _hygiene_locked(
-    session: HygieneSession,
+    session: Session,
     messages: list[Message],
     system: SystemPrompt | None,
     last_prompt_tokens: int | None,
@@ -146,7 +102,7 @@ def _hygiene_locked(
     else:
         prompt = session.prompt(messages, system)
     verdict = session.gateway_verdict(messages, system, prompt=prompt)
-    unchanged = functools.partial(_unchanged, messages, system, prompt, verdict)
+    unchanged = functools.partial(_report, prompt, verdict, messages=messages, system=system)
     if not verdict.compact:
         return unchanged(
             f"no compaction needed ({prompt.value:,} tokens, {_source(prompt)})", fired=False
@@ -190,25 +146,27 @@ def _source(prompt: TokenEstimate) -> TokenSource:
     return "measured" if prompt.measured else "estimate"
 
 
-def _unchanged(
-    messages: list[Message],
-    system: SystemPrompt | None,
+def _report(
     prompt: TokenEstimate,
     verdict: GatewayVerdict,
     notice: str,
     *,
     fired: bool,
+    messages: list[Message],
+    system: SystemPrompt | None,
+    tokens_after: int | None = None,
     result: CompressResult | None = None,
     error: str | None = None,
 ) -> HygieneReport:
-    """The report of a run that hands the stored history back as it was."""
+    """The report of one run: ``tokens_after`` is given when the engine compacted ``messages``,
+    else they are the stored history handed back as it was."""
     return HygieneReport(
         messages=messages,
         system=system,
         fired=fired,
-        compacted=False,
+        compacted=tokens_after is not None,
         tokens_before=prompt.value,
-        tokens_after=prompt.value,
+        tokens_after=prompt.value if tokens_after is None else tokens_after,
         token_source=_source(prompt),
         notice=f"ERROR: {error}" if error else notice,
         result=result,
@@ -219,7 +177,7 @@ def _unchanged(
 
 
 def _compacted(
-    session: HygieneSession,
+    session: Session,
     prompt: TokenEstimate,
     verdict: GatewayVerdict,
     result: CompressResult,
@@ -237,17 +195,14 @@ def _compacted(
         f"compacted {result.messages_before} -> {result.messages_after} messages, "
         f"~{prompt.value:,} -> ~{after:,} tokens"
     )
-    return HygieneReport(
+    return _report(
+        prompt,
+        verdict,
+        notice,
+        fired=True,
         messages=result.messages,
         system=result.system,
-        fired=True,
-        compacted=True,
-        tokens_before=prompt.value,
         tokens_after=after,
-        token_source=_source(prompt),
-        notice=f"ERROR: {error}" if error else notice,
         result=result,
         error=error,
-        message_budget=verdict.message_budget,
-        reason=verdict.reason,
     )

@@ -291,7 +291,6 @@ class Kernel:
         trace = self.env.get("CTXENGINE_TRACE", "") not in ("", "0")
         self.selection = select_plugins(loaded.config, catalog)
         pm = build_plugin_manager(self.selection, extra_plugins=extra_plugins, trace=trace)
-        self._pm = pm
         fallback = self.selection.fallback
         self.hooks = Hooks(
             pm,

@@ -192,9 +192,6 @@ class Catalog:
         found = self.named(name)
         return load_candidate(found[0]) if found else None
 
-    def names(self) -> list[str]:
-        return sorted({c.name for c in self.candidates})
-
 
 _runtime_lock = threading.Lock()
 _runtime: dict[str, tuple[Any, Kind]] = {}

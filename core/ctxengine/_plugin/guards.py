@@ -55,9 +55,6 @@ class CompactionGuard:
         self.cooldown_until = now + seconds
         self.cooldown_reason = reason
 
-    def cooling_down(self, now: float) -> bool:
-        return now < self.cooldown_until
-
     def record_saving(self, ratio: float) -> None:
         """Remember one compaction's saving (``1 - after / before``)."""
         self.recent_savings.append(ratio)
@@ -78,7 +75,7 @@ class CompactionGuard:
         """Why automatic compaction must wait now, or ``None`` when it may go ahead."""
         if force:
             return None
-        if self.cooling_down(now):
+        if now < self.cooldown_until:
             return f"cooling down after a failed summary ({self.cooldown_reason})"
         if self.thrashing:
             return (

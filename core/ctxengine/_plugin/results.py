@@ -32,11 +32,6 @@ class SummaryCall:
     provider: str | None
     attempts: tuple[SummaryAttempt, ...] = ()
 
-    @property
-    def paused_s(self) -> float:
-        """Seconds the failure policy waited between this call's requests."""
-        return sum(a.pause_s for a in self.attempts)
-
 
 @attrs.frozen
 class GatewayVerdict:

@@ -10,9 +10,13 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ctxengine._wrap.anthropic_sdk import WrappedAnthropic, WrappedAsyncAnthropic
 from ctxengine._wrap.base import WrappedClient
-from ctxengine._wrap.openai_sdk import WrappedAsyncOpenAI, WrappedOpenAI
+from ctxengine._wrap.clients import (
+    WrappedAnthropic,
+    WrappedAsyncAnthropic,
+    WrappedAsyncOpenAI,
+    WrappedOpenAI,
+)
 from ctxengine._wrap.record import CallRecord, RoundRecord
 from ctxengine._wrap.turn import ToolMode, WrappedConversation
 

@@ -58,11 +58,14 @@ class Dialect:
 
     api: Api
     format: Format
+    separate_system = False
+    """Whether the system prompt is an argument of its own (``system``), not a message."""
 
     def split(self, kwargs: Mapping[str, Any]) -> tuple[list[Any], Any]:
-        """The host's history (as it passed it, listed) and system prompt (chat form: the
+        """The host's history (as it passed it, listed) and system prompt (``None`` where the
         history holds it)."""
-        return listed(kwargs.get("messages") or []), None
+        system = kwargs.get("system") if self.separate_system else None
+        return listed(kwargs.get("messages") or []), system if given(system) else None
 
     def stateful(self, kwargs: Mapping[str, Any]) -> bool:
         """Whether the history lives on the server, out of the wrapper's reach."""
@@ -75,9 +78,11 @@ class Dialect:
     def join(
         self, kwargs: Mapping[str, Any], messages: list[Message], system: SystemPrompt | None
     ) -> dict[str, Any]:
-        """The request arguments with ``messages`` and ``system`` in place (chat form: the
-        system prompt is among the messages)."""
-        return {**kwargs, "messages": messages}
+        """The request arguments with ``messages`` and ``system`` (unless ``None``) in place."""
+        request = {**kwargs, "messages": messages}
+        if system is not None:
+            request["system"] = system
+        return request
 
     def tool_names(self, tools: Sequence[Any]) -> list[str]:
         """Names of the tools in a request's ``tools`` list (SDK objects or dicts)."""
@@ -158,18 +163,7 @@ class AnthropicDialect(Dialect):
 
     api: Api = "anthropic.messages"
     format: Format = "anthropic"
-
-    def split(self, kwargs: Mapping[str, Any]) -> tuple[list[Any], Any]:
-        system = kwargs.get("system")
-        return listed(kwargs.get("messages") or []), system if given(system) else None
-
-    def join(
-        self, kwargs: Mapping[str, Any], messages: list[Message], system: SystemPrompt | None
-    ) -> dict[str, Any]:
-        request = {**kwargs, "messages": messages}
-        if system is not None:
-            request["system"] = system
-        return request
+    separate_system = True
 
     def calls(self, response: Any) -> list[EngineCall]:
         return [

@@ -7,25 +7,25 @@ assistant's tool call and its result sit between the host's messages. :class:`Hi
 remembers, after each call, which host messages were covered and what was sent for them, and
 on the next call sends that, followed by whatever the host added since.
 
-Matching is by content: the covered part must be what the host passes again (the same objects,
-or equal ones). If it is not (the host edited, truncated or replaced its history), the view is
-dropped and the host's history is sent as it is; the call's record says so. The host's messages
-are never copied or changed here, only referenced.
+**The continuation rule.** The host's history continues the covered one when it is at least as
+long and each covered message is equal to the object covered there, as that object is now or as
+it was when it was covered (a snapshot of it, see :func:`ctxengine._messages.memo.snapshot`).
+So the same objects continue it (edited in place or not), and so does a history rebuilt as new
+dicts, even after the host edited the old objects; an edit in place to such new dicts does not.
+When the history does not continue, the view is dropped and the host's history is sent as it
+is; the call's record says so. The host's messages are never copied or changed here, only
+referenced.
 
-The view is in one of two states after a call:
+The view is in one of two states after a call, which decide what is sent, not the rule:
 
 - **as given**: what was sent was the host's own message objects, one for one, with its system
   prompt (nothing compacted, no engine tool round added, no result supplied). The next call
-  sends the host's messages as they are then; whether they continue what was covered is read
-  from the kernel's message memo, which compares them with its snapshots of what was sent when
-  :meth:`Session.should_compress` resolves them (:meth:`HistoryView.confirm`);
+  sends the host's messages as they are then. The snapshots are the kernel's message memo's,
+  which compares the messages with them when :meth:`Session.should_compress` resolves them: the
+  rule is read from that resolution first (:meth:`HistoryView.confirm`);
 - **mapped**: what was sent differs from the host's messages (a compaction, an engine tool
-  round). The memo never sees the host's messages then, so the covered host messages are
-  compared with what the host passes; the view's own list of what was sent grows from call to
-  call, followed by whatever the host added since.
-
-In both, the reference for the covered host messages is the objects the host first passed for
-them (see :meth:`HistoryView._resolve_mapped` for why), extended by what it adds.
+  round). The view's own list of what was sent grows from call to call, followed by whatever
+  the host added since; the snapshots are the view's own.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from operator import is_
 from typing import Any, NamedTuple
 
 from ctxengine._messages.conversation import Message, SystemPrompt
-from ctxengine._messages.memo import MemoEntry, MessageView
+from ctxengine._messages.memo import MemoEntry, MessageView, snapshot
 
 
 class ResolvedHistory(NamedTuple):
@@ -65,12 +65,14 @@ class HistoryView:
 
     def __init__(self) -> None:
         self._host: list[Any] = []
+        # What each covered object was when it was covered (the continuation rule).
+        self._snapshots: Sequence[Any] = []
         self._host_system: Any = None
         self._sent: list[Message] = []
         self._committed = 0
         self._sent_system: SystemPrompt | None = None
-        # As given (see the module docstring): the memo entries of what was sent, which were the
-        # host's own messages; None while mapped (or empty).
+        # As given: the memo entries of what was sent, which were the host's own messages; None
+        # while mapped (or empty).
         self._given: list[MemoEntry] | None = None
         # What commit takes from the last resolve: the host's history (None: the covered list
         # plus _added) and the messages it added.
@@ -79,15 +81,18 @@ class HistoryView:
         self.pending: dict[str, tuple[str, str]] = {}
         """Engine tool results not yet sent: call id -> (tool name, result text)."""
 
-    @property
-    def covered(self) -> int:
-        """How many of the host's messages the view stands for."""
-        return len(self._host)
-
-    @property
-    def sent(self) -> list[Message]:
-        """What was last sent for the covered host messages (do not mutate; empty as given)."""
-        return self._sent
+    def _continues(self, host: list[Any], view: MessageView | None = None) -> bool:
+        """The continuation rule (see the module docstring) for ``host``; ``view``: the memo's
+        resolution of ``host`` while the view is as given."""
+        covered = len(self._host)
+        if len(host) < covered:
+            return False
+        if self._given is not None and view is not None and view.starts_with(self._given):
+            return True  # the memo found every covered message equal to its snapshot
+        if host[:covered] == self._host:
+            return True
+        pairs = zip(host, self._host, self._snapshots, strict=False)  # host may be longer
+        return all(h in (r, s) for h, r, s in pairs)  # identity first, then ==
 
     def resolve(
         self,
@@ -100,75 +105,29 @@ class HistoryView:
 
         ``to_engine`` converts host messages the view has not seen yet into the kernel's form.
         What :meth:`commit` will remember of ``host`` is taken here, so messages the host adds
-        to its list while the call runs (during a stream, say) are not taken as sent.
+        to its list while the call runs (during a stream, say) are not taken as sent. As given,
+        the rule is applied by :meth:`confirm`, once the memo has resolved the messages.
         """
-        if self._given is not None:
-            if len(host) >= len(self._host):
-                return self._resolve_given(host, host_system, to_engine)
-            self.clear()  # shorter than what was covered: it cannot continue it
-            return self._resolve_mapped(host, host_system, to_engine, reset=True)
-        return self._resolve_mapped(host, host_system, to_engine, reset=False)
-
-    def _resolve_given(
-        self,
-        host: list[Any],
-        host_system: Any,
-        to_engine: Callable[[Sequence[Any]], list[Message]],
-    ) -> ResolvedHistory:
         covered = len(self._host)
-        added = host[covered:]
-        new = to_engine(added)
-        self._next_host, self._added = None, added
-        as_given = _same_objects(new, added)
-        # As given, the host's own list: the slice above is what commit takes, so messages the
-        # host appends while the call runs are not taken as sent.
-        messages = host if as_given else [*host[:covered], *new]
-        return ResolvedHistory(messages, host_system, False, as_given, True)
-
-    def confirm(self, view: MessageView) -> bool:
-        """Whether the host's messages, resolved by the memo as ``view`` after
-        :meth:`resolve` said ``unconfirmed``, continue what was covered (the same memo entries,
-        so the same contents). If not, the view is dropped (pending results stay): what
-        :meth:`resolve` returned is the host's history as given, which is then what is sent."""
-        given = self._given or []
-        if view.starts_with(given):
-            return True
-        covered, added = len(given), self._added
-        self.clear()
-        # Everything is new: the host's messages as resolved (its objects up to what was
-        # covered, then those it added) are what commit takes.
-        self._next_host, self._added = [*view.items[:covered], *added], []
-        return False
-
-    def _resolve_mapped(
-        self,
-        host: list[Any],
-        host_system: Any,
-        to_engine: Callable[[Sequence[Any]], list[Message]],
-        *,
-        reset: bool,
-    ) -> ResolvedHistory:
-        covered = len(self._host)
-        if covered and host[:covered] != self._host:
-            reset = True
+        deferred = self._given is not None and len(host) >= covered
+        reset = bool(covered) and not deferred and not self._continues(host)
+        if reset:
             self.clear()
             covered = 0
         added = host[covered:]
-        if not covered:
-            self._next_host = added
-        else:
-            # The covered part is what the host passed (checked above): what it added is
-            # appended to the covered list. The objects first covered stay the reference, also
-            # when the host passed new, equal ones: had the view adopted those, an edit the
-            # host made to them in place later would compare equal (the same object) and be
-            # lost; against the old objects it is a difference, and the history is sent anew.
-            self._next_host = None
-        self._added = added
         new = to_engine(added)
+        # The objects first covered stay the reference, also when the host passed new, equal
+        # ones: an edit the host made to those in place later is then judged by the rule.
+        self._next_host = None if covered else added
+        self._added = added
+        if deferred:
+            as_given = _same_objects(new, added)
+            # As given, the host's own list: the slice above is what commit takes, so messages
+            # the host appends while the call runs are not taken as sent.
+            messages = host if as_given else [*host[:covered], *new]
+            return ResolvedHistory(messages, host_system, False, as_given, True)
         if not covered:
-            return ResolvedHistory(
-                messages=new, system=host_system, reset=reset, as_given=_same_objects(new, added)
-            )
+            return ResolvedHistory(new, host_system, reset, _same_objects(new, added))
         if len(self._sent) != self._committed:
             # A call that failed after resolving left its messages here: start from a copy of
             # what was committed, so nothing that counted this list mistakes it for the old one.
@@ -177,6 +136,20 @@ class HistoryView:
         self._sent.extend(new)
         system = self._sent_system if host_system == self._host_system else host_system
         return ResolvedHistory(messages=self._sent, system=system, reset=False)
+
+    def confirm(self, view: MessageView) -> bool:
+        """Whether the host's messages, resolved by the memo as ``view`` after
+        :meth:`resolve` said ``unconfirmed``, continue what was covered. If not, the view is
+        dropped (pending results stay): what :meth:`resolve` returned is the host's history as
+        given, which is then what is sent."""
+        if self._continues(view.items, view):
+            return True
+        covered, added = len(self._host), self._added
+        self.clear()
+        # Everything is new: the host's messages as resolved (its objects up to what was
+        # covered, then those it added) are what commit takes.
+        self._next_host, self._added = [*view.items[:covered], *added], []
+        return False
 
     def commit(
         self,
@@ -192,19 +165,21 @@ class HistoryView:
         :param given: the memo's view of ``sent`` when ``sent`` is the host's own messages one
             for one with its system prompt (the view is then as given), else ``None``.
         """
-        # The host objects first covered stay the reference in both states (see _resolve_mapped).
         if self._next_host is None:
             self._host.extend(self._added)
+            fresh, snapshots = self._added, self._snapshots
         else:
-            self._host = self._next_host
+            self._host = fresh = self._next_host
+            snapshots = []
         self._next_host, self._added = [], []
         self._host_system = host_system
         self._sent_system = sent_system
         if given is not None:
-            self._given = given.entries
+            self._given, self._snapshots = given.entries, given.snapshots
             self._sent, self._committed = [], 0
         else:
             self._given = None
+            self._snapshots = [*snapshots, *map(snapshot, fresh)]
             self._sent = sent
             self._committed = len(sent)
 
@@ -217,6 +192,7 @@ class HistoryView:
         result is refused by the API. They are supplied wherever their call ids are, and
         forgotten after the next call that succeeds either way."""
         self._host = []
+        self._snapshots = []
         self._host_system = None
         self._sent = []
         self._committed = 0

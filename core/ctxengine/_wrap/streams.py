@@ -188,16 +188,22 @@ Collector = AnthropicCollector | ChatCollector | ResponsesCollector
 # -- one round's stream ---------------------------------------------------------------------------
 
 
-class _CollectingRound:
+class _Round:
+    """What every round shares: ``stream``, the SDK's stream, and its HTTP response."""
+
+    stream: Any
+
+    @property
+    def response(self) -> Any:
+        return self.stream.response
+
+
+class _CollectingRound(_Round):
     """What both raw rounds share: the SDK's stream and a collector (fed every event)."""
 
     def __init__(self, stream: Any, collector: Collector) -> None:
         self.stream = stream
         self.collector = collector
-
-    @property
-    def response(self) -> Any:
-        return self.stream.response
 
     def final(self) -> Any:
         return self.collector.final()
@@ -227,16 +233,12 @@ class AsyncRawRound(_CollectingRound):
         await self.stream.close()
 
 
-class HelperRound:
+class HelperRound(_Round):
     """One round of Anthropic's ``messages.stream()``: the SDK's manager and its stream."""
 
     def __init__(self, manager: Any) -> None:
         self.manager = manager
         self.stream = manager.__enter__()
-
-    @property
-    def response(self) -> Any:
-        return self.stream.response
 
     def events(self) -> Iterator[Any]:
         return iter(self.stream)
@@ -248,20 +250,16 @@ class HelperRound:
         self.manager.__exit__(None, None, None)
 
 
-class AsyncHelperRound:
+class AsyncHelperRound(_Round):
     """:class:`HelperRound` for async clients (open it with :meth:`open`)."""
 
     def __init__(self, manager: Any) -> None:
         self.manager = manager
-        self.stream: Any = None
+        self.stream = None
 
     async def open(self) -> AsyncHelperRound:
         self.stream = await self.manager.__aenter__()
         return self
-
-    @property
-    def response(self) -> Any:
-        return self.stream.response
 
     def events(self) -> AsyncIterator[Any]:
         return aiter(self.stream)
@@ -276,7 +274,27 @@ class AsyncHelperRound:
 # -- what the host iterates -----------------------------------------------------------------------
 
 
-class ChainedStream:
+class _Chain:
+    """What every chained stream shares: the current round's source, set by the driver."""
+
+    current: Any = None
+
+    def opened(self, source: Any) -> None:
+        """Called by the driver with each round's source."""
+        self.current = source
+
+    @property
+    def response(self) -> Any:
+        """The current round's HTTP response."""
+        return self.current.response if self.current is not None else None
+
+    @property
+    def current_message_snapshot(self) -> Any:
+        """The SDK's message so far (``messages.stream()`` rounds)."""
+        return self.current.stream.current_message_snapshot
+
+
+class ChainedStream(_Chain):
     """The stream a wrapped ``create(stream=True)`` returns: every event of every round.
 
     Iterate it like the SDK's stream; ``response`` is the current round's HTTP response and
@@ -285,17 +303,8 @@ class ChainedStream:
     """
 
     def __init__(self, make_events: Callable[[Callable[[Any], None]], Iterator[Any]]) -> None:
-        self.current: Any = None
         self._events = make_events(self.opened)
         self._first: Any = next(self._events, _END)
-
-    def opened(self, source: Any) -> None:
-        """Called by the driver with each round's source."""
-        self.current = source
-
-    @property
-    def response(self) -> Any:
-        return self.current.response if self.current is not None else None
 
     def __iter__(self) -> Iterator[Any]:
         return self
@@ -319,11 +328,10 @@ class ChainedStream:
         self.close()
 
 
-class AsyncChainedStream:
+class AsyncChainedStream(_Chain):
     """:class:`ChainedStream` for async clients (await :meth:`start` before handing it out)."""
 
     def __init__(self, make_events: Callable[[Callable[[Any], None]], AsyncIterator[Any]]) -> None:
-        self.current: Any = None
         self._events = make_events(self.opened)
         self._first: Any = _END
 
@@ -333,13 +341,6 @@ class AsyncChainedStream:
         except StopAsyncIteration:
             self._first = _END
         return self
-
-    def opened(self, source: Any) -> None:
-        self.current = source
-
-    @property
-    def response(self) -> Any:
-        return self.current.response if self.current is not None else None
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self
@@ -397,10 +398,6 @@ class MessageStreamChain(ChainedStream):
         self.until_done()
         return str(self.current.stream.get_final_text())
 
-    @property
-    def current_message_snapshot(self) -> Any:
-        return self.current.stream.current_message_snapshot
-
 
 class AsyncMessageStreamChain(AsyncChainedStream):
     """:class:`MessageStreamChain` for async clients."""
@@ -427,37 +424,26 @@ class AsyncMessageStreamChain(AsyncChainedStream):
         await self.until_done()
         return str(await self.current.stream.get_final_text())
 
-    @property
-    def current_message_snapshot(self) -> Any:
-        return self.current.stream.current_message_snapshot
-
 
 class StreamManager:
-    """What a wrapped ``messages.stream(...)`` returns: enter it to start the call."""
+    """What a wrapped ``messages.stream(...)`` returns: enter it (``with``, or ``async with`` for
+    an async client, whose ``start`` is a coroutine function) to start the call."""
 
-    def __init__(self, start: Callable[[], MessageStreamChain]) -> None:
+    def __init__(self, start: Callable[[], Any]) -> None:
         self._start = start
-        self._stream: MessageStreamChain | None = None
+        self._stream: Any = None
 
     def __enter__(self) -> MessageStreamChain:
         self._stream = self._start()
-        return self._stream
+        return self._stream  # type: ignore[no-any-return]
 
     def __exit__(self, *exc: object) -> None:
         if self._stream is not None:
             self._stream.close()
 
-
-class AsyncStreamManager:
-    """:class:`StreamManager` for async clients (``async with``)."""
-
-    def __init__(self, start: Callable[[], Any]) -> None:
-        self._start = start
-        self._stream: AsyncMessageStreamChain | None = None
-
     async def __aenter__(self) -> AsyncMessageStreamChain:
         self._stream = await self._start()
-        return self._stream
+        return self._stream  # type: ignore[no-any-return]
 
     async def __aexit__(self, *exc: object) -> None:
         if self._stream is not None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import attrs
 
@@ -40,6 +40,7 @@ from ctxengine._wrap.dialects import (
 )
 from ctxengine._wrap.history import HistoryView
 from ctxengine._wrap.record import CallRecord, RoundRecord
+from ctxengine._wrap.streams import AsyncHelperRound, AsyncRawRound, HelperRound, RawRound
 
 ToolMode = Literal["answer", "return", "off"]
 TOOL_MODES: tuple[ToolMode, ...] = ("answer", "return", "off")
@@ -366,36 +367,13 @@ async def arun(turn: Turn, send: Callable[..., Awaitable[Any]]) -> Any:
             return response
 
 
-class RoundStream(Protocol):
-    """One round's stream as the drivers see it."""
-
-    def events(self) -> Iterator[Any]:
-        """The events to hand to the host, in order."""
-
-    def final(self) -> Any:
-        """The whole response, once :meth:`events` is exhausted."""
-
-    def close(self) -> None:
-        """Release the connection."""
-
-
-class AsyncRoundStream(Protocol):
-    """:class:`RoundStream` for async clients."""
-
-    def events(self) -> AsyncIterator[Any]:
-        """The events to hand to the host, in order."""
-
-    def final(self) -> Any:
-        """The whole response, once :meth:`events` is exhausted."""
-
-    async def close(self) -> None:
-        """Release the connection."""
-
-
 def stream_rounds(
-    turn: Turn, open_round: Callable[[dict[str, Any]], RoundStream], on_open: Callable[[Any], None]
+    turn: Turn,
+    open_round: Callable[[dict[str, Any]], RawRound | HelperRound],
+    on_open: Callable[[Any], None],
 ) -> Iterator[Any]:
-    """Every event of every round of a streamed call; ``on_open`` sees each round's stream."""
+    """Every event of every round of a streamed call; ``on_open`` sees each round's stream
+    (its ``events()``, then ``final()``, the whole response, and ``close()``)."""
     while True:
         if turn.compaction_due():
             turn.compact()
@@ -414,7 +392,7 @@ def stream_rounds(
 
 async def astream_rounds(
     turn: Turn,
-    open_round: Callable[[dict[str, Any]], Awaitable[AsyncRoundStream]],
+    open_round: Callable[[dict[str, Any]], Awaitable[AsyncRawRound | AsyncHelperRound]],
     on_open: Callable[[Any], None],
 ) -> AsyncIterator[Any]:
     """:func:`stream_rounds` for async clients."""
