@@ -23,7 +23,7 @@ from ctxengine._config.core import (
     ctxengine_home,
     load_config,
 )
-from ctxengine._config.fields import ConfigError, ConfigProblem, Field, RawSection, parse_section
+from ctxengine._config.fields import ConfigError, ConfigProblem, Field
 from ctxengine._config.spec import OwnedSpec
 from ctxengine_compressor.settings import SETTINGS as COMPRESSOR
 from ctxengine_hygiene import SETTINGS as HYGIENE
@@ -1090,66 +1090,8 @@ def test_items_without_sources() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# parse_section and Field (the engine-facing API)
+# Field (the engine-facing API)
 # ---------------------------------------------------------------------------------------------
-
-LCM_FIELDS = (
-    Field("db_path", "str", "lcm.sqlite"),
-    Field("fresh_tail", "int", 32, ge=1),
-    Field("leaf_ratio", "number", 0.5, gt=0, le=1),
-    Field("mode", "choice", "fast", choices=("fast", "deep")),
-)
-
-
-def test_parse_section_fills_defaults() -> None:
-    assert parse_section({"fresh_tail": 8}, "engines.lcm", LCM_FIELDS, source="x") == {
-        "db_path": "lcm.sqlite",
-        "fresh_tail": 8,
-        "leaf_ratio": 0.5,
-        "mode": "fast",
-    }
-    assert parse_section(None, "engines.lcm", LCM_FIELDS, source="x")["fresh_tail"] == 32
-
-
-def test_parse_section_messages_match_core_style() -> None:
-    with pytest.raises(ConfigError) as info:
-        parse_section(
-            {"fresh_tail": 0, "leaf_ratio": 0, "mode": "slow", "db_pth": "x"},
-            "engines.lcm",
-            LCM_FIELDS,
-            source=SRC,
-        )
-    assert str(info.value).splitlines() == [
-        f"config error in {SRC}: engines.lcm.fresh_tail = 0: must be an integer >= 1",
-        f"config error in {SRC}: engines.lcm.leaf_ratio = 0: must be a number > 0 and <= 1",
-        f"config error in {SRC}: engines.lcm.mode = 'slow': must be one of 'fast', 'deep'",
-        f"config error in {SRC}: engines.lcm.db_pth: unknown key; did you mean 'db_path'? "
-        "(allowed: db_path, fresh_tail, leaf_ratio, mode)",
-    ]
-
-
-def test_parse_section_on_config_engines_names_the_file(home: Path, tmp_path: Path) -> None:
-    f = write(tmp_path / "c.yaml", "engines:\n  lcm:\n    fresh_tail: -2\n")
-    loaded = load_config(
-        f, env=env_for(home), overrides={"engines.lcm.mode": "slow"}, specs=BUILTIN
-    )
-    raw = loaded.config.engines["lcm"]
-    assert isinstance(raw, RawSection)
-    with pytest.raises(ConfigError) as info:
-        parse_section(raw, "engines.lcm", LCM_FIELDS, source="config")
-    assert str(info.value).splitlines() == [
-        f"config error in {f}: engines.lcm.fresh_tail = -2: must be an integer >= 1",
-        "config error in override: engines.lcm.mode = 'slow': must be one of 'fast', 'deep'",
-    ]
-
-
-def test_parse_section_rejects_non_mapping() -> None:
-    with pytest.raises(ConfigError) as info:
-        parse_section([1], "engines.lcm", LCM_FIELDS, source="s")  # type: ignore[arg-type]
-    assert str(info.value) == (
-        "config error in s: engines.lcm = [1]: must be a mapping of key: value "
-        "(allowed keys: db_path, fresh_tail, leaf_ratio, mode)"
-    )
 
 
 def test_field_allowed_texts() -> None:

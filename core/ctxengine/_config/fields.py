@@ -1,21 +1,16 @@
-"""Declared config fields and the validation of a mapping against them.
+"""One config key (:class:`Field`, declared with :func:`setting`), its validation, and the
+errors and printable values every message is built from.
 
-A :class:`Field` describes one key (kind, default, range); :func:`parse_section` checks a whole
-mapping against a tuple of fields and raises one :class:`ConfigError` listing every unknown key
-and invalid value. :mod:`ctxengine._config.resolve` validates every declared section (the
-kernel's and the plugins') with the same fields, so every message reads the same. The names
-plugins need are exported by :mod:`ctxengine`.
-
-Import cost: standard library and ``attrs`` only.
+:mod:`ctxengine._config.resolve` validates every declared key (the kernel's and the plugins')
+with these fields, so every message reads the same. Standard library and ``attrs`` only.
 """
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import attrs
@@ -28,15 +23,10 @@ __all__ = [
     "ConfigProblem",
     "Field",
     "FieldKind",
-    "RawSection",
-    "as_mapping",
-    "convert_input",
     "fields_of",
     "format_value",
-    "parse_section",
     "printable",
     "setting",
-    "unknown_key_problem",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -257,8 +247,19 @@ class Field:
             return False
         return not (self.le is not None and value > self.le)
 
+    def read(self, value: object, *, text: bool) -> tuple[bool, Any, bool]:
+        """Validate ``value``; with ``text``, a string for a key that is not a string is parsed
+        like an environment variable (CLI flags, overrides).
+
+        Returns ``(ok, normalised value or the value to show, parsed from text)``.
+        """
+        if text and isinstance(value, str) and self.kind not in _TEXT_KINDS:
+            return (*self.convert_text(value), True)
+        return (*self.convert(value), False)
+
     def convert(self, value: object) -> tuple[bool, Any]:
-        """Validate a value as written in YAML; return ``(ok, normalised value)``."""
+        """Validate a value as written in YAML: ``(True, normalised value)`` or
+        ``(False, value)``."""
         if value is None:
             return self.nullable, None
         kind = self.kind
@@ -272,7 +273,9 @@ class Field:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 return False, value
             number = float(value)
-            return math.isfinite(number) and self._in_range(number), number
+            if math.isfinite(number) and self._in_range(number):
+                return True, number
+            return False, value
         if kind == "str":
             return isinstance(value, str) and bool(value.strip()), value
         if kind == "name":
@@ -337,125 +340,3 @@ def fields_of(cls: type[Any]) -> tuple[Field, ...]:
         for a in attrs.fields(cls)
         if _FIELD_KEY in a.metadata
     )
-
-
-def convert_input(field: Field, value: object) -> tuple[bool, Any, bool]:
-    """Validate a value that may arrive as text (env vars, CLI flags) or already typed.
-
-    Returns ``(ok, value or shown value, parsed_from_text)``.
-    """
-    if isinstance(value, str) and field.kind not in _TEXT_KINDS:
-        return (*field.convert_text(value), True)
-    return (*field.convert(value), False)
-
-
-# ---------------------------------------------------------------------------------------------
-# Sections: raw engine options and their validation
-# ---------------------------------------------------------------------------------------------
-
-
-class RawSection(Mapping[str, Any]):
-    """Engine options as written (``engines.<name>``), not yet validated.
-
-    Read-only. Remembers where each key came from, so :func:`parse_section` can name the file
-    (or ``override``) in its messages. Compares equal to any mapping with the same items.
-    """
-
-    __slots__ = ("_data", "_sources", "origin")
-
-    def __init__(
-        self,
-        data: Mapping[str, Any],
-        origin: str | None = None,
-        sources: Mapping[str, str] | None = None,
-    ) -> None:
-        self._data = dict(data)
-        self._sources = dict(sources or {})
-        self.origin = origin
-
-    def source_of(self, key: str) -> str | None:
-        """Where ``key`` was set, or the section's origin, or ``None`` when unknown."""
-        return self._sources.get(key, self.origin)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __repr__(self) -> str:
-        return f"RawSection({self._data!r})"
-
-
-def _join(key_path: str, key: object) -> str:
-    return f"{key_path}.{key}" if key_path else str(key)
-
-
-def unknown_key_problem(
-    key_path: str, key: object, allowed: Sequence[str], source: str | None, what: str = "key"
-) -> ConfigProblem:
-    """The problem for an unknown ``key`` under ``key_path``, suggesting the closest allowed."""
-    text = f"unknown {what}"
-    close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
-    if close:
-        text += f"; did you mean {close[0]!r}?"
-    text += f" (allowed: {', '.join(allowed)})"
-    return ConfigProblem(_join(key_path, key), key, text, source, show_value=False)
-
-
-def as_mapping(
-    data: object,
-    key_path: str,
-    allowed: Sequence[str] | None,
-    source: str | None,
-    problems: list[ConfigProblem],
-) -> Mapping[Any, Any] | None:
-    """``None`` (an empty YAML section) reads as an empty mapping; anything else is a problem."""
-    if data is None:
-        return {}
-    if isinstance(data, Mapping):
-        return data
-    text = "must be a mapping of key: value"
-    if allowed:
-        text += f" (allowed keys: {', '.join(allowed)})"
-    problems.append(ConfigProblem(key_path, data, text, source))
-    return None
-
-
-def parse_section(
-    data: Mapping[str, Any] | None, key_path: str, fields: Sequence[Field], *, source: str
-) -> dict[str, Any]:
-    """Validate one section against ``fields``; return every field's value (defaults filled in).
-
-    Messages match the core's (``config error in <source>: engines.lcm.x = 3: must be ...``).
-    When ``data`` is a :class:`RawSection` (as found in ``Config.engines``), each key's recorded
-    source takes precedence over ``source``.
-
-    :raises ConfigError: listing every unknown key and invalid value.
-    """
-    problems: list[ConfigProblem] = []
-    names = [f.name for f in fields]
-    mapping = as_mapping(data, key_path, names, source, problems)
-    if mapping is None:
-        raise ConfigError(problems)
-    by_name = {f.name: f for f in fields}
-    given: dict[str, Any] = {}
-    for key, value in mapping.items():
-        key_source = source
-        if isinstance(mapping, RawSection) and isinstance(key, str):
-            key_source = mapping.source_of(key) or source
-        field = by_name.get(key) if isinstance(key, str) else None
-        if field is None:
-            problems.append(unknown_key_problem(key_path, key, names, key_source))
-            continue
-        ok, converted = field.convert(value)
-        if ok:
-            given[field.name] = converted
-        else:
-            problems.append(ConfigProblem(_join(key_path, key), value, field.allowed(), key_source))
-    if problems:
-        raise ConfigError(problems)
-    return {f.name: given.get(f.name, f.default) for f in fields}

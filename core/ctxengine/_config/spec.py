@@ -13,9 +13,8 @@ with their owner. See ``docs/configuration.md``.
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 import attrs
@@ -42,14 +41,6 @@ _PLUGIN_SECTION = re.compile(r"(engines|strategies|gateways)\.[A-Za-z0-9_.-]+")
 _KEY_PATH = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+")
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 
-TYPO_CUTOFF = 0.8
-"""How alike an unread key must be to a read one in a shared section to count as a typo (an
-error) rather than a key of a plugin that is not selected (reported as unused)."""
-
-
-class SettingsDeclarationError(ValueError):
-    """A plugin declared settings the kernel cannot accept (bad section, duplicate key, ...)."""
-
 
 def _fields(value: Iterable[Field]) -> tuple[Field, ...]:
     return tuple(value)
@@ -57,6 +48,10 @@ def _fields(value: Iterable[Field]) -> tuple[Field, ...]:
 
 def _checks(value: Iterable[Check]) -> tuple[Check, ...]:
     return tuple(value)
+
+
+class SettingsDeclarationError(ValueError):
+    """A plugin declared settings the kernel cannot accept (bad section, duplicate key, ...)."""
 
 
 @attrs.frozen(eq=False)
@@ -259,9 +254,3 @@ class SettingsView:
         """Report ``key``'s value as invalid because of ``rule`` ("must be ..."), with its
         source."""
         self._problems.append(ConfigProblem(key, self._values.get(key), rule, self.source(key)))
-
-
-def closest(word: str, candidates: Sequence[str], cutoff: float) -> str | None:
-    """The candidate most like ``word`` when it is at least ``cutoff`` alike."""
-    found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=cutoff)
-    return found[0] if found else None
