@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -136,32 +136,18 @@ FieldKind = Literal["bool", "int", "number", "str", "name", "url", "choice", "st
 """
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]+")
-_BOOL_WORDS = {
-    "1": True,
-    "true": True,
-    "yes": True,
-    "on": True,
-    "0": False,
-    "false": False,
-    "no": False,
-    "off": False,
-}
+_BOOL_WORDS = dict.fromkeys(("1", "true", "yes", "on"), True) | dict.fromkeys(
+    ("0", "false", "no", "off"), False
+)
 _TEXT_KINDS = ("str", "name", "url")
-_KIND_RULES = {
-    "bool": "must be true or false",
-    "str": "must be a non-empty string",
-    "name": "must be a non-empty name made of letters, digits, '_', '.' and '-'",
-    "url": "must be an http:// or https:// URL",
-    "str_list": "must be a list of non-empty strings",
-}
 _UNPARSED = object()
 """What :meth:`Field._from_text` returns for text that is not of the field's kind."""
 
 
-def _is_http_url(text: str) -> bool:
+def _is_http_url(text: object) -> bool:
     from urllib.parse import urlsplit
 
-    if not text or any(c.isspace() for c in text):
+    if not isinstance(text, str) or not text or any(c.isspace() for c in text):
         return False
     try:
         parts = urlsplit(text)
@@ -169,6 +155,22 @@ def _is_http_url(text: str) -> bool:
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "bool": ("must be true or false", lambda v: isinstance(v, bool)),
+    "str": ("must be a non-empty string", lambda v: isinstance(v, str) and bool(v.strip())),
+    "name": (
+        "must be a non-empty name made of letters, digits, '_', '.' and '-'",
+        lambda v: isinstance(v, str) and NAME_PATTERN.fullmatch(v) is not None,
+    ),
+    "url": ("must be an http:// or https:// URL", _is_http_url),
+    "str_list": (
+        "must be a list of non-empty strings",
+        lambda v: isinstance(v, (list, tuple)) and all(isinstance(s, str) and s for s in v),
+    ),
+}
+"""The kinds without bounds or choices: the rule a value breaks, and the test it must pass."""
 
 
 @attrs.frozen
@@ -215,7 +217,7 @@ class Field:
         elif self.kind == "choice":
             text = "must be one of " + ", ".join(format_value(c) for c in self.choices)
         else:
-            text = _KIND_RULES[self.kind]
+            text = _KINDS[self.kind][0]
         if self.nullable:
             text += " or null"
         if from_text and (self.kind == "bool" or True in self._bool_choices()):
@@ -225,27 +227,20 @@ class Field:
         return text
 
     def _range(self) -> str:
-        low = self.ge if self.ge is not None else self.gt
-        low_op = ">=" if self.ge is not None else ">"
-        if low is not None and self.le is not None:
-            if low_op == ">=":
-                return f" from {low!r} to {self.le!r}"
-            return f" > {low!r} and <= {self.le!r}"
-        if low is not None:
-            return f" {low_op} {low!r}"
-        if self.le is not None:
-            return f" <= {self.le!r}"
-        return ""
+        if self.ge is not None and self.le is not None:
+            return f" from {self.ge!r} to {self.le!r}"
+        limits = ((">=", self.ge), (">", self.gt), ("<=", self.le))
+        bounds = [f"{op} {bound!r}" for op, bound in limits if bound is not None]
+        return " " + " and ".join(bounds) if bounds else ""
 
     def _bool_choices(self) -> list[bool]:
         return [c for c in self.choices if isinstance(c, bool)]
 
     def _in_range(self, value: float) -> bool:
-        if self.ge is not None and value < self.ge:
-            return False
-        if self.gt is not None and value <= self.gt:
-            return False
-        return not (self.le is not None and value > self.le)
+        below = (self.ge is not None and value < self.ge) or (
+            self.gt is not None and value <= self.gt
+        )
+        return not (below or (self.le is not None and value > self.le))
 
     def read(self, value: object, *, text: bool) -> tuple[bool, Any, bool]:
         """Validate ``value``; with ``text``, a string for a key that is not a string is parsed
@@ -262,32 +257,18 @@ class Field:
         ``(False, value)``."""
         if value is None:
             return self.nullable, None
-        kind = self.kind
-        if kind == "bool":
-            return isinstance(value, bool), value
-        if kind == "int":
-            if isinstance(value, bool) or not isinstance(value, int):
-                return False, value
-            return self._in_range(value), value
-        if kind == "number":
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                return False, value
-            number = float(value)
-            if math.isfinite(number) and self._in_range(number):
-                return True, number
-            return False, value
-        if kind == "str":
-            return isinstance(value, str) and bool(value.strip()), value
-        if kind == "name":
-            return isinstance(value, str) and NAME_PATTERN.fullmatch(value) is not None, value
-        if kind == "url":
-            return isinstance(value, str) and _is_http_url(value), value
-        if kind == "choice":
+        if self.kind == "choice":
             # Type-exact, so the string "true" is not the boolean true, and 1 is not true.
-            ok = any(type(value) is type(c) and value == c for c in self.choices)
-            return ok, value
-        if isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value):
-            return True, tuple(value)
+            return any(type(value) is type(c) and value == c for c in self.choices), value
+        if self.kind not in ("int", "number"):
+            ok = _KINDS[self.kind][1](value)
+            return ok, tuple(value) if ok and self.kind == "str_list" else value  # type: ignore[arg-type]
+        numbers = int if self.kind == "int" else (int, float)
+        if isinstance(value, bool) or not isinstance(value, numbers):
+            return False, value
+        number = value if self.kind == "int" else float(value)
+        if (self.kind == "int" or math.isfinite(number)) and self._in_range(number):
+            return True, number
         return False, value
 
     def convert_text(self, text: str) -> tuple[bool, Any]:

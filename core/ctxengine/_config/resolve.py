@@ -353,28 +353,36 @@ class Resolved:
         if not isinstance(key, str) or "." not in key:
             rule = "override keys must be dotted strings"
             self._problem(str(key), key, rule, "override", show=False)
-        elif key.startswith("models."):
-            # Model names may contain dots ("claude-3.5-..."), field names never do.
-            name, _, field_name = key[len("models.") :].rpartition(".")
-            if not name.strip():
-                rule = "must be written models.<name>.<field>"
-                self._problem(key, value, rule, "override", show=False)
-            else:
-                self._section(self._model(name), {field_name: value}, "override", text=True)
-        elif key.partition(".")[0] in PLUGIN_GROUPS:
+            return
+        group = key.partition(".")[0]
+        if group == "models":
+            self._override_model(key, value)
+        elif group in PLUGIN_GROUPS:
             self._override_plugin(key, value)
         elif key in self.fields or key in self.aliases:
             self._set(key, value, "override", text=True)
         else:
-            section, _, name = key.rpartition(".")
-            if section in self.names or section in SHARED_SECTIONS:
-                self._unclaimed(section, name, value, "override")
-                return
-            listed = (
-                "the keys listed by `ctxengine config`, "
-                "models.<name>.<field> or <engines|strategies|gateways>.<name>.<option>"
-            )
-            self._unknown("", key, [*self.fields, *self.aliases], "override", listed=listed)
+            self._override_unknown(key, value)
+
+    def _override_model(self, key: str, value: object) -> None:
+        # Model names may contain dots ("claude-3.5-..."), field names never do.
+        name, _, field_name = key[len("models.") :].rpartition(".")
+        if not name.strip():
+            rule = "must be written models.<name>.<field>"
+            self._problem(key, value, rule, "override", show=False)
+        else:
+            self._section(self._model(name), {field_name: value}, "override", text=True)
+
+    def _override_unknown(self, key: str, value: object) -> None:
+        section, _, name = key.rpartition(".")
+        if section in self.names or section in SHARED_SECTIONS:
+            self._unclaimed(section, name, value, "override")
+            return
+        listed = (
+            "the keys listed by `ctxengine config`, "
+            "models.<name>.<field> or <engines|strategies|gateways>.<name>.<option>"
+        )
+        self._unknown("", key, [*self.fields, *self.aliases], "override", listed=listed)
 
     def _override_plugin(self, key: str, value: object) -> None:
         group, _, rest = key.partition(".")
