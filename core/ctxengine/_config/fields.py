@@ -141,7 +141,7 @@ _BOOL_WORDS = dict.fromkeys(("1", "true", "yes", "on"), True) | dict.fromkeys(
 )
 _TEXT_KINDS = ("str", "name", "url")
 _UNPARSED = object()
-"""What :meth:`Field._from_text` returns for text that is not of the field's kind."""
+"""Text that is not of the field's kind (in :meth:`Field.convert_text`)."""
 
 
 def _is_http_url(text: object) -> bool:
@@ -278,26 +278,22 @@ class Field:
         the text parsed but is out of range, else the text itself.
         """
         stripped = text.strip()
-        if self.nullable and stripped.lower() in ("null", "none"):
-            return True, None
-        value = self._from_text(text, stripped)
-        return (False, text) if value is _UNPARSED else self.convert(value)
-
-    def _from_text(self, text: str, stripped: str) -> object:
-        """``text`` parsed for this kind, or :data:`_UNPARSED`."""
         word = stripped.lower()
+        value: object = text
+        if self.nullable and word in ("null", "none"):
+            return True, None
         if self.kind == "bool" or (self._bool_choices() and word in _BOOL_WORDS):
-            return _BOOL_WORDS.get(word, _UNPARSED)
-        if self.kind in ("int", "number"):
+            value = _BOOL_WORDS.get(word, _UNPARSED)
+        elif self.kind in ("int", "number"):
             try:
-                return int(stripped) if self.kind == "int" else float(stripped)
+                value = int(stripped) if self.kind == "int" else float(stripped)
             except ValueError:
-                return _UNPARSED
-        if self.kind == "choice":
-            return stripped
-        if self.kind == "str_list":
-            return [part for part in text.split(os.pathsep) if part.strip()]
-        return text
+                value = _UNPARSED
+        elif self.kind == "choice":
+            value = stripped
+        elif self.kind == "str_list":
+            value = [part for part in text.split(os.pathsep) if part.strip()]
+        return (False, text) if value is _UNPARSED else self.convert(value)
 
 
 _FIELD_KEY = "ctxengine.field"

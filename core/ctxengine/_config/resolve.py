@@ -126,7 +126,6 @@ class Resolved:
         self.owners: dict[str, str] = {}
         for owned in specs:
             self._declare(owned)
-        self.closed -= set(SHARED_SECTIONS)
         self.given: dict[str, tuple[str, object]] = {}
         """Key path -> (the path it was given under, its value) in the layer being applied."""
         self.deprecations: list[Deprecation] = []
@@ -159,14 +158,13 @@ class Resolved:
 
     def _declare(self, owned: OwnedSpec) -> None:
         section = owned.spec.section
-        kernel = owned.owner == CORE_OWNER
-        self._name(section, kernel)
+        self._name(section)
         for field in owned.spec.fields:
             self._key(section, field, owned.owner)
             if field.alias is not None:
                 self.aliases[field.alias] = owned.spec.key(field.name)
                 old_section, _, old_name = field.alias.rpartition(".")
-                self._name(old_section, kernel)
+                self._name(old_section)
                 self.names[old_section].append(old_name)
 
     def _key(self, section: str, field: Field, owner: str) -> None:
@@ -177,15 +175,16 @@ class Resolved:
         self.owners[key] = owner
         self.names[section].append(field.name)
 
-    def _name(self, section: str, kernel: bool) -> None:
-        """Make ``section`` (and its parents, outside the plugin groups) known."""
+    def _name(self, section: str) -> None:
+        """Make ``section`` (and its parents, outside the plugin groups) known; a declared
+        section is closed unless it is shared."""
         parent, _, leaf = section.rpartition(".")
         if section not in self.names:
             self.names[section] = []
             if parent and parent not in PLUGIN_GROUPS:
-                self._name(parent, kernel)
+                self._name(parent)
                 self.names[parent].append(leaf)
-        if kernel:
+        if section not in SHARED_SECTIONS:
             self.closed.add(section)
 
     def _model(self, name: str) -> str:
@@ -268,8 +267,7 @@ class Resolved:
         """A key of ``section`` that no declared field reads."""
         names = self.names.get(section, [])
         path = f"{section}.{key}"
-        own = section.partition(".")[0] in PLUGIN_GROUPS and section in self.names
-        if section in self.closed or own:
+        if section in self.closed:
             self._unknown(section, key, names, source)
             return
         note = f"no selected plugin reads {section}"

@@ -1,14 +1,8 @@
 """How the kernel and every plugin declare the configuration keys they read.
 
-A :class:`SettingsSpec` lists the keys of one section (``engines.<name>``, ``strategies.<name>``,
-``gateways.<name>``, or keys added to ``prompt_caching`` / ``coordination``) with their types,
-defaults, ranges, environment variables and former paths, optionally how to build a typed value
-from them and which checks run across keys. :meth:`SettingsSpec.of` reads the keys from an
-``attrs`` class whose attributes are declared with :func:`~ctxengine.setting`, so each key is
-declared once. Plugins hand their specs to
-the kernel in the ``declare_settings`` hook; the kernel validates every selected plugin's keys at
-:func:`ctxengine.load` with the same messages as its own, and ``ctxengine config`` lists them
-with their owner. See ``docs/configuration.md``.
+One :class:`SettingsSpec` per owner and section; plugins hand theirs to the kernel in the
+``declare_settings`` hook, which validates every selected plugin's keys at :func:`ctxengine.load`
+with the same messages as its own (``docs/configuration.md``).
 """
 
 from __future__ import annotations
@@ -160,31 +154,6 @@ class SettingsRegistry:
         """The registry as one plugin sees it: its ``add`` stamps ``owner`` on each spec."""
         return PluginSettings(self, owner)
 
-    def _add(self, spec: SettingsSpec[Any], owner: str) -> None:
-        if not isinstance(spec, SettingsSpec):
-            raise SettingsDeclarationError(
-                f"plugin {owner!r} declared {spec!r}, not a ctxengine.SettingsSpec"
-            )
-        if not (spec.section in PLUGIN_SECTIONS or _PLUGIN_SECTION.fullmatch(spec.section)):
-            raise SettingsDeclarationError(
-                f"plugin {owner!r} declared settings under {spec.section!r}; plugins may declare "
-                "keys under engines.<name>, strategies.<name>, gateways.<name> or in "
-                f"{', '.join(PLUGIN_SECTIONS)}"
-            )
-        if any(o.spec is spec for o in self._specs):
-            return  # the same spec declared twice (e.g. a module registered under two names)
-        paths = [spec.key(f.name) for f in spec.fields]
-        paths += [f.alias for f in spec.fields if f.alias is not None]
-        for key in paths:
-            other = self._owner_of.get(key)
-            if other is not None:
-                raise SettingsDeclarationError(
-                    f"{key} is declared by both {other!r} and {owner!r}; each key has one owner"
-                )
-        for key in paths:
-            self._owner_of[key] = owner
-        self._specs.append(OwnedSpec(spec, owner))
-
 
 class PluginSettings:
     """What ``declare_settings`` receives: ``settings.add(SPEC)`` declares one section."""
@@ -199,9 +168,32 @@ class PluginSettings:
         :raises SettingsDeclarationError: for a section plugins may not use or a key another
             owner declared.
         """
-        self._registry._add(spec, self.owner)
+        owner, registry = self.owner, self._registry
+        if not isinstance(spec, SettingsSpec):
+            raise SettingsDeclarationError(
+                f"plugin {owner!r} declared {spec!r}, not a ctxengine.SettingsSpec"
+            )
+        if not (spec.section in PLUGIN_SECTIONS or _PLUGIN_SECTION.fullmatch(spec.section)):
+            raise SettingsDeclarationError(
+                f"plugin {owner!r} declared settings under {spec.section!r}; plugins may declare "
+                "keys under engines.<name>, strategies.<name>, gateways.<name> or in "
+                f"{', '.join(PLUGIN_SECTIONS)}"
+            )
+        if any(o.spec is spec for o in registry._specs):
+            return  # the same spec declared twice (e.g. a module registered under two names)
+        paths = [spec.key(f.name) for f in spec.fields]
+        paths += [f.alias for f in spec.fields if f.alias is not None]
+        for key in paths:
+            other = registry._owner_of.get(key)
+            if other is not None:
+                raise SettingsDeclarationError(
+                    f"{key} is declared by both {other!r} and {owner!r}; each key has one owner"
+                )
+        registry._owner_of.update(dict.fromkeys(paths, owner))
+        registry._specs.append(OwnedSpec(spec, owner))
 
 
+@attrs.frozen
 class SettingsView:
     """What a cross-key check sees: every declared key's value and source, and a way to report.
 
@@ -210,20 +202,12 @@ class SettingsView:
     problem reported under a key's alias too): their value is not meaningful.
     """
 
-    def __init__(
-        self,
-        values: Mapping[str, Any],
-        sources: Mapping[str, str],
-        problems: list[ConfigProblem],
-        engine_trigger: str | None,
-        aliases: Mapping[str, str] | None = None,
-    ) -> None:
-        self._values = values
-        self._aliases = aliases or {}
-        self._sources = sources
-        self._problems = problems
-        self.engine_trigger = engine_trigger
-        """The key path of the selected engine's trigger fraction, when it declares one."""
+    _values: Mapping[str, Any]
+    _sources: Mapping[str, str]
+    _problems: list[ConfigProblem]
+    engine_trigger: str | None
+    """The key path of the selected engine's trigger fraction, when it declares one."""
+    _aliases: Mapping[str, str] = attrs.field(factory=dict)
 
     def __contains__(self, key: str) -> bool:
         return key in self._values
