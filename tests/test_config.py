@@ -7,6 +7,7 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from ctxengine._config.core import (
@@ -23,7 +24,7 @@ from ctxengine._config.core import (
     ctxengine_home,
     load_config,
 )
-from ctxengine._config.fields import ConfigError, ConfigProblem, Field, RawSection, parse_section
+from ctxengine._config.fields import ConfigError, ConfigProblem, Field
 from ctxengine._config.spec import OwnedSpec
 from ctxengine_compressor.settings import SETTINGS as COMPRESSOR
 from ctxengine_hygiene import SETTINGS as HYGIENE
@@ -150,14 +151,16 @@ def test_full_valid_file_is_typed() -> None:
                 "max_tokens": 8000,
                 "base_url": "https://openrouter.ai/api/v1",
             },
-            "compression": {
-                "threshold": 1 - 0.3,
-                "target_ratio": 0.5,
-                "protect_last_n": 1,
-                "protect_first_n": 0,
-                "hygiene_threshold": 1,
-                "hygiene_hard_message_limit": 4,
+            "engines": {
+                "compressor": {
+                    "threshold": 1 - 0.3,
+                    "target_ratio": 0.5,
+                    "protect_last_n": 1,
+                    "protect_first_n": 0,
+                },
+                "lcm": {"db": "x.sqlite", "depth": [1, 2]},
             },
+            "gateways": {"hygiene": {"threshold": 1, "hard_message_limit": 4}},
             "auxiliary": {
                 "compression": {
                     "provider": "openai",
@@ -170,7 +173,6 @@ def test_full_valid_file_is_typed() -> None:
             },
             "prompt_caching": {"enabled": False, "strategy": "my.strategy-1", "cache_ttl": "1h"},
             "models": {"gpt-x": {"context_length": 2048, "input_price": 0}},
-            "engines": {"lcm": {"db": "x.sqlite", "depth": [1, 2]}},
         }
     )
     assert c.context.plugin_dirs == ("/opt/p",)
@@ -204,14 +206,14 @@ def test_config_maps_are_read_only_and_private() -> None:
 @pytest.mark.parametrize(
     ("section", "key", "value", "message"),
     [
-        ("compression", "threshold", 1.5, "1.5: must be a number from 0.05 to 0.95"),
-        ("compression", "threshold", 0.01, "0.01: must be a number from 0.05 to 0.95"),
-        ("compression", "target_ratio", 0.9, "0.9: must be a number from 0.1 to 0.8"),
-        ("compression", "target_ratio", 0.05, "0.05: must be a number from 0.1 to 0.8"),
-        ("compression", "protect_last_n", 0, "0: must be an integer >= 1"),
-        ("compression", "protect_first_n", -1, "-1: must be an integer >= 0"),
-        ("compression", "hygiene_threshold", 1.2, "1.2: must be a number from 0.05 to 1.0"),
-        ("compression", "hygiene_hard_message_limit", 3, "3: must be an integer >= 4"),
+        ("engines.compressor", "threshold", 1.5, "1.5: must be a number from 0.05 to 0.95"),
+        ("engines.compressor", "threshold", 0.01, "0.01: must be a number from 0.05 to 0.95"),
+        ("engines.compressor", "target_ratio", 0.9, "0.9: must be a number from 0.1 to 0.8"),
+        ("engines.compressor", "target_ratio", 0.05, "0.05: must be a number from 0.1 to 0.8"),
+        ("engines.compressor", "protect_last_n", 0, "0: must be an integer >= 1"),
+        ("engines.compressor", "protect_first_n", -1, "-1: must be an integer >= 0"),
+        ("gateways.hygiene", "threshold", 1.2, "1.2: must be a number from 0.05 to 1.0"),
+        ("gateways.hygiene", "hard_message_limit", 3, "3: must be an integer >= 4"),
         ("model", "context_length", 1000, "1000: must be an integer >= 1024 or null"),
         ("model", "max_tokens", 0, "0: must be an integer >= 1 or null"),
         ("auxiliary.compression", "timeout", 0, "0: must be a number > 0"),
@@ -227,8 +229,9 @@ def test_range_errors(section: str, key: str, value: object, message: str) -> No
 
 
 def test_threshold_message_exact_from_brief() -> None:
-    assert only_error({"compression": {"threshold": 1.5}}) == (
-        f"config error in {SRC}: compression.threshold = 1.5: must be a number from 0.05 to 0.95"
+    assert only_error({"engines": {"compressor": {"threshold": 1.5}}}) == (
+        f"config error in {SRC}: engines.compressor.threshold = 1.5: "
+        "must be a number from 0.05 to 0.95"
     )
 
 
@@ -236,8 +239,8 @@ def test_non_finite_numbers_are_rejected() -> None:
     assert only_error({"auxiliary": {"compression": {"timeout": float("inf")}}}).endswith(
         "auxiliary.compression.timeout = inf: must be a number > 0"
     )
-    assert only_error({"compression": {"threshold": float("nan")}}).endswith(
-        "compression.threshold = nan: must be a number from 0.05 to 0.95"
+    assert only_error({"engines": {"compressor": {"threshold": float("nan")}}}).endswith(
+        "engines.compressor.threshold = nan: must be a number from 0.05 to 0.95"
     )
 
 
@@ -285,13 +288,13 @@ def test_model_names_must_be_strings() -> None:
     [
         ("context.strict", "yes", "'yes': must be true or false"),
         ("context.strict", 1, "1: must be true or false"),
-        ("compression.enabled", "true", "'true': must be true or false"),
-        ("compression.abort_on_summary_failure", None, "null: must be true or false"),
-        ("compression.protect_last_n", True, "true: must be an integer >= 1"),
-        ("compression.protect_last_n", 20.0, "20.0: must be an integer >= 1"),
-        ("compression.hygiene_hard_message_limit", "5000", "'5000': must be an integer >= 4"),
-        ("compression.threshold", True, "true: must be a number from 0.05 to 0.95"),
-        ("compression.threshold", "0.5", "'0.5': must be a number from 0.05 to 0.95"),
+        ("context.compaction", "true", "'true': must be true or false"),
+        ("auxiliary.compression.abort_on_failure", None, "null: must be true or false"),
+        ("engines.compressor.protect_last_n", True, "true: must be an integer >= 1"),
+        ("engines.compressor.protect_last_n", 20.0, "20.0: must be an integer >= 1"),
+        ("gateways.hygiene.hard_message_limit", "5000", "'5000': must be an integer >= 4"),
+        ("engines.compressor.threshold", True, "true: must be a number from 0.05 to 0.95"),
+        ("engines.compressor.threshold", "0.5", "'0.5': must be a number from 0.05 to 0.95"),
         ("model.name", "", "'': must be a non-empty string"),
         ("model.name", None, "null: must be a non-empty string"),
         ("model.name", 42, "42: must be a non-empty string"),
@@ -340,7 +343,7 @@ def test_type_errors(path: str, value: object, message: str) -> None:
 
 
 def test_yaml_booleans_are_accepted() -> None:
-    c = config_from_mapping({"context": {"strict": True}, "compression": {"enabled": False}})
+    c = config_from_mapping({"context": {"strict": True, "compaction": False}})
     assert c.context.strict is True
     assert c.context.compaction is False
 
@@ -447,14 +450,18 @@ def test_engine_names_are_checked() -> None:
 
 
 def test_hygiene_below_threshold() -> None:
-    assert only_error({"compression": {"threshold": 0.6, "hygiene_threshold": 0.5}}) == (
+    data = {
+        "engines": {"compressor": {"threshold": 0.6}},
+        "gateways": {"hygiene": {"threshold": 0.5}},
+    }
+    assert only_error(data) == (
         f"config error in {SRC}: gateways.hygiene.threshold = 0.5: "
         "must be >= engines.compressor.threshold (0.6) and <= 1.0"
     )
 
 
 def test_threshold_above_default_hygiene_points_at_threshold() -> None:
-    assert only_error({"compression": {"threshold": 0.9}}) == (
+    assert only_error({"engines": {"compressor": {"threshold": 0.9}}}) == (
         f"config error in {SRC}: engines.compressor.threshold = 0.9: must be <= "
         "gateways.hygiene.threshold (0.85, the default); raise "
         "gateways.hygiene.threshold as well"
@@ -462,7 +469,9 @@ def test_threshold_above_default_hygiene_points_at_threshold() -> None:
 
 
 def test_hygiene_equal_to_threshold_is_fine() -> None:
-    c = config_from_mapping({"compression": {"threshold": 0.9, "hygiene_threshold": 0.9}})
+    c = config_from_mapping(
+        {"engines": {"compressor": {"threshold": 0.9}}, "gateways": {"hygiene": {"threshold": 0.9}}}
+    )
     assert c.settings(HYGIENE).threshold == 0.9
 
 
@@ -482,8 +491,13 @@ def test_model_override_output_below_window() -> None:
 
 
 def test_cross_check_skipped_when_a_value_is_already_invalid() -> None:
-    assert error_lines({"compression": {"threshold": 2, "hygiene_threshold": 0.1}}) == [
-        f"config error in {SRC}: compression.threshold = 2: must be a number from 0.05 to 0.95"
+    data = {
+        "engines": {"compressor": {"threshold": 2}},
+        "gateways": {"hygiene": {"threshold": 0.1}},
+    }
+    assert error_lines(data) == [
+        f"config error in {SRC}: engines.compressor.threshold = 2: "
+        "must be a number from 0.05 to 0.95"
     ]
 
 
@@ -491,7 +505,7 @@ def test_all_problems_collected_in_one_error() -> None:
     with pytest.raises(ConfigError) as info:
         config_from_mapping(
             {
-                "compression": {"threshold": 1.5, "treshold": 1},
+                "engines": {"compressor": {"threshold": 1.5, "treshold": 1}},
                 "context": {"strict": "no"},
                 "bogus": 1,
                 "prompt_caching": {"cache_ttl": "2h"},
@@ -500,8 +514,8 @@ def test_all_problems_collected_in_one_error() -> None:
         )
     keys = [p.key for p in info.value.problems]
     assert keys == [
-        "compression.threshold",
-        "compression.treshold",
+        "engines.compressor.threshold",
+        "engines.compressor.treshold",
         "context.strict",
         "bogus",
         "prompt_caching.cache_ttl",
@@ -509,7 +523,7 @@ def test_all_problems_collected_in_one_error() -> None:
     assert all(p.source == SRC for p in info.value.problems)
     assert len(str(info.value).splitlines()) == 5
     assert info.value.problems[0] == ConfigProblem(
-        "compression.threshold", 1.5, "must be a number from 0.05 to 0.95", SRC
+        "engines.compressor.threshold", 1.5, "must be a number from 0.05 to 0.95", SRC
     )
 
 
@@ -622,11 +636,11 @@ def test_yaml_syntax_error_names_file_line_and_column(home: Path, tmp_path: Path
 
 
 def test_yaml_syntax_error_bad_indentation(home: Path, tmp_path: Path) -> None:
-    f = write(tmp_path / "c.yaml", "compression:\n  threshold: 0.5\n   target_ratio: 0.2\n")
+    f = write(tmp_path / "c.yaml", "context:\n  strict: true\n   engine: lcm\n")
     with pytest.raises(ConfigError) as info:
         load_config(f, env=env_for(home), specs=BUILTIN)
     assert str(info.value) == (
-        f"config error in {f}: invalid YAML at line 3, column 16: "
+        f"config error in {f}: invalid YAML at line 3, column 10: "
         "mapping values are not allowed here"
     )
 
@@ -664,11 +678,12 @@ def test_quoted_yes_in_file_is_an_error_but_bare_yes_is_a_boolean(
 
 
 def test_file_errors_name_the_file(home: Path, tmp_path: Path) -> None:
-    f = write(tmp_path / "c.yaml", "compression:\n  threshold: 1.5\n")
+    f = write(tmp_path / "c.yaml", "engines:\n  compressor:\n    threshold: 1.5\n")
     with pytest.raises(ConfigError) as info:
         load_config(f, env=env_for(home), specs=BUILTIN)
     assert str(info.value) == (
-        f"config error in {f}: compression.threshold = 1.5: must be a number from 0.05 to 0.95"
+        f"config error in {f}: engines.compressor.threshold = 1.5: "
+        "must be a number from 0.05 to 0.95"
     )
 
 
@@ -678,21 +693,24 @@ context:
   engine: compressor
   plugin_dirs: []
   strict: false
+  compaction: true
 model:
   name: claude-sonnet-4-6
   context_length: null
   max_tokens: null
-compression:
-  enabled: true
-  threshold: 0.50
-  target_ratio: 0.20
-  protect_last_n: 20
-  protect_first_n: 3
-  abort_on_summary_failure: false
-  hygiene_threshold: 0.85
-  hygiene_hard_message_limit: 5000
+engines:
+  compressor:
+    threshold: 0.50
+    target_ratio: 0.20
+    protect_last_n: 20
+    protect_first_n: 3
+gateways:
+  hygiene:
+    threshold: 0.85
+    hard_message_limit: 5000
 auxiliary:
   compression:
+    abort_on_failure: false
     provider: auto
     model: null
     base_url: null
@@ -706,7 +724,10 @@ prompt_caching:
 """
     f = write(tmp_path / "c.yaml", spec_yaml)
     loaded = load_config(f, env=env_for(home), specs=BUILTIN)
-    assert loaded.config == Config()
+    # Config.engines holds the engine sections as written; everything else is the default.
+    assert attrs.evolve(loaded.config, engines={}) == Config()
+    for spec in (COMPRESSOR, HYGIENE):
+        assert loaded.config.settings(spec) == Config().settings(spec)  # type: ignore[misc]
     assert loaded.sources["engines.compressor.threshold"] == str(f)
     assert loaded.sources["model.base_url"] == "default"
 
@@ -717,7 +738,10 @@ prompt_caching:
 
 
 def test_env_overrides_file(home: Path, tmp_path: Path) -> None:
-    f = write(tmp_path / "c.yaml", "compression:\n  threshold: 0.6\n  enabled: true\n")
+    f = write(
+        tmp_path / "c.yaml",
+        "context:\n  compaction: true\nengines:\n  compressor:\n    threshold: 0.6\n",
+    )
     loaded = load_config(
         f,
         env=env_for(home, CTXENGINE_THRESHOLD="0.7", CTXENGINE_COMPRESSION_ENABLED="off"),
@@ -905,7 +929,7 @@ def test_env_and_file_errors_are_reported_together(home: Path, tmp_path: Path) -
 
 
 def test_env_threshold_against_file_hygiene_names_both_sources(home: Path, tmp_path: Path) -> None:
-    f = write(tmp_path / "c.yaml", "compression:\n  hygiene_threshold: 0.6\n")
+    f = write(tmp_path / "c.yaml", "gateways:\n  hygiene:\n    threshold: 0.6\n")
     with pytest.raises(ConfigError) as info:
         load_config(f, env=env_for(home, CTXENGINE_THRESHOLD="0.7"), specs=BUILTIN)
     assert str(info.value) == (
@@ -933,7 +957,7 @@ def test_overrides_apply_last(home: Path, tmp_path: Path) -> None:
     loaded = load_config(
         f,
         env=env_for(home, CTXENGINE_ENGINE="from_env", CTXENGINE_THRESHOLD="0.6"),
-        overrides={"context.engine": "from_flag", "compression.protect_last_n": 5},
+        overrides={"context.engine": "from_flag", "engines.compressor.protect_last_n": 5},
         specs=BUILTIN,
     )
     assert loaded.config.context.engine == "from_flag"
@@ -948,7 +972,7 @@ def test_override_strings_are_parsed_like_env(home: Path) -> None:
         env=env_for(home),
         overrides={
             "context.strict": "yes",
-            "compression.threshold": "0.4",
+            "engines.compressor.threshold": "0.4",
             "model.context_length": "32768",
             "context.plugin_dirs": ["/x"],
         },
@@ -966,19 +990,19 @@ def test_override_errors(home: Path) -> None:
         load_config(
             env=env_for(home),
             overrides={
-                "compression.threshold": 2.0,
-                "compression.thresold": 0.5,
+                "engines.compressor.threshold": 2.0,
+                "engines.compressor.thresold": 0.5,
                 "prompt_caching.cache_ttl": "2h",
                 "models.m.windw": 5,
             },
             specs=BUILTIN,
         )
     assert str(info.value).splitlines() == [
-        "config error in override: compression.threshold = 2.0: must be a number from 0.05 to 0.95",
-        "config error in override: compression.thresold: unknown key; did you mean "
-        "'threshold'? (allowed: enabled, abort_on_summary_failure, threshold, target_ratio, "
-        "protect_last_n, protect_first_n, summary_max_calls, hygiene_threshold, "
-        "hygiene_hard_message_limit)",
+        "config error in override: engines.compressor.threshold = 2.0: "
+        "must be a number from 0.05 to 0.95",
+        "config error in override: engines.compressor.thresold: unknown key; did you mean "
+        "'threshold'? (allowed: threshold, target_ratio, protect_last_n, protect_first_n, "
+        "summary_max_calls)",
         "config error in override: prompt_caching.cache_ttl = '2h': "
         "must be one of '5m', '1h', 'auto'",
         "config error in override: models.m.windw: unknown key (allowed: context_length, "
@@ -1020,7 +1044,7 @@ def test_override_models_and_engines(home: Path, tmp_path: Path) -> None:
 
 
 def test_sources_cover_every_leaf(home: Path, tmp_path: Path) -> None:
-    f = write(tmp_path / "c.yaml", "compression:\n  threshold: 0.4\nengines:\n  lcm: {}\n")
+    f = write(tmp_path / "c.yaml", "engines:\n  compressor:\n    threshold: 0.4\n  lcm: {}\n")
     loaded = load_config(
         f,
         env=env_for(home, CTXENGINE_CACHE_TTL="1h"),
@@ -1090,66 +1114,8 @@ def test_items_without_sources() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# parse_section and Field (the engine-facing API)
+# Field (the engine-facing API)
 # ---------------------------------------------------------------------------------------------
-
-LCM_FIELDS = (
-    Field("db_path", "str", "lcm.sqlite"),
-    Field("fresh_tail", "int", 32, ge=1),
-    Field("leaf_ratio", "number", 0.5, gt=0, le=1),
-    Field("mode", "choice", "fast", choices=("fast", "deep")),
-)
-
-
-def test_parse_section_fills_defaults() -> None:
-    assert parse_section({"fresh_tail": 8}, "engines.lcm", LCM_FIELDS, source="x") == {
-        "db_path": "lcm.sqlite",
-        "fresh_tail": 8,
-        "leaf_ratio": 0.5,
-        "mode": "fast",
-    }
-    assert parse_section(None, "engines.lcm", LCM_FIELDS, source="x")["fresh_tail"] == 32
-
-
-def test_parse_section_messages_match_core_style() -> None:
-    with pytest.raises(ConfigError) as info:
-        parse_section(
-            {"fresh_tail": 0, "leaf_ratio": 0, "mode": "slow", "db_pth": "x"},
-            "engines.lcm",
-            LCM_FIELDS,
-            source=SRC,
-        )
-    assert str(info.value).splitlines() == [
-        f"config error in {SRC}: engines.lcm.fresh_tail = 0: must be an integer >= 1",
-        f"config error in {SRC}: engines.lcm.leaf_ratio = 0: must be a number > 0 and <= 1",
-        f"config error in {SRC}: engines.lcm.mode = 'slow': must be one of 'fast', 'deep'",
-        f"config error in {SRC}: engines.lcm.db_pth: unknown key; did you mean 'db_path'? "
-        "(allowed: db_path, fresh_tail, leaf_ratio, mode)",
-    ]
-
-
-def test_parse_section_on_config_engines_names_the_file(home: Path, tmp_path: Path) -> None:
-    f = write(tmp_path / "c.yaml", "engines:\n  lcm:\n    fresh_tail: -2\n")
-    loaded = load_config(
-        f, env=env_for(home), overrides={"engines.lcm.mode": "slow"}, specs=BUILTIN
-    )
-    raw = loaded.config.engines["lcm"]
-    assert isinstance(raw, RawSection)
-    with pytest.raises(ConfigError) as info:
-        parse_section(raw, "engines.lcm", LCM_FIELDS, source="config")
-    assert str(info.value).splitlines() == [
-        f"config error in {f}: engines.lcm.fresh_tail = -2: must be an integer >= 1",
-        "config error in override: engines.lcm.mode = 'slow': must be one of 'fast', 'deep'",
-    ]
-
-
-def test_parse_section_rejects_non_mapping() -> None:
-    with pytest.raises(ConfigError) as info:
-        parse_section([1], "engines.lcm", LCM_FIELDS, source="s")  # type: ignore[arg-type]
-    assert str(info.value) == (
-        "config error in s: engines.lcm = [1]: must be a mapping of key: value "
-        "(allowed keys: db_path, fresh_tail, leaf_ratio, mode)"
-    )
 
 
 def test_field_allowed_texts() -> None:

@@ -21,7 +21,7 @@ import types
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 import attrs
 
@@ -29,13 +29,12 @@ from ctxengine._config.fields import (
     ConfigError,
     ConfigProblem,
     Field,
-    RawSection,
     fields_of,
     printable,
     setting,
 )
 from ctxengine._config.files import ctxengine_home, find_file, read_yaml
-from ctxengine._config.resolve import Deprecation, RawConfig, Resolved, UnusedKey, resolve
+from ctxengine._config.resolve import Deprecation, RawConfig, Resolved, UnusedKey, less_than
 from ctxengine._config.spec import CORE_OWNER, OwnedSpec, SettingsSpec, SettingsView
 
 __all__ = [
@@ -107,11 +106,7 @@ class ContextSettings:
 
 @attrs.frozen
 class ModelSettings:
-    """``model:`` — the main model the agent talks to.
-
-    ``base_url`` is where that model is served (``None`` = the native Anthropic API); it decides
-    the prompt-caching route.
-    """
+    """``model:`` — the main model the agent talks to."""
 
     name: str = setting("str", "claude-sonnet-4-6", env="CTXENGINE_MODEL", doc="the main model")
     context_length: int | None = setting(
@@ -143,7 +138,7 @@ class SummaryProviderSettings:
     provider: SummaryProviderName = setting(
         "choice",
         "auto",
-        choices=("auto", "anthropic", "openai", "main", "extractive"),
+        choices=get_args(SummaryProviderName),
         env="CTXENGINE_SUMMARY_PROVIDER",
         doc="who writes summaries",
     )
@@ -232,7 +227,7 @@ class PromptCachingSettings:
     cache_ttl: CacheTTL = setting(
         "choice",
         "5m",
-        choices=("5m", "1h", "auto"),
+        choices=get_args(CacheTTL),
         env="CTXENGINE_CACHE_TTL",
         doc="lifetime of cache entries; auto = per breakpoint, from the measured request "
         "gaps and the prices",
@@ -245,7 +240,7 @@ class PromptCachingSettings:
     )
     cache_retention: CacheRetention | None = setting(
         "choice",
-        choices=("in_memory", "24h"),
+        choices=get_args(CacheRetention),
         nullable=True,
         doc="OpenAI prompt_cache_retention to send (null = the provider's default)",
     )
@@ -258,13 +253,9 @@ class PromptCachingSettings:
 
 @attrs.frozen
 class ContextEditingSettings:
-    """``context_editing:`` — Anthropic's server-side clearing added to prepared requests.
-
-    ``clear_tool_uses`` adds ``clear_tool_uses_20250919`` (older tool results replaced by a
-    placeholder once the prompt passes ``trigger``), ``clear_thinking`` adds
-    ``clear_thinking_20251015`` to requests that enable extended thinking. ``trigger`` is a
-    fraction of the usable window like every ctxengine threshold (``None`` = the API's default).
-    """
+    """``context_editing:`` — Anthropic's server-side clearing added to prepared requests
+    (``clear_tool_uses_20250919``, ``clear_thinking_20251015``); ``trigger`` is a fraction of
+    the usable window like every ctxengine threshold."""
 
     clear_tool_uses: bool = setting(
         "bool",
@@ -306,14 +297,9 @@ class ContextEditingSettings:
 @attrs.frozen
 class CoordinationSettings:
     """``coordination:`` — how the processes serving the same sessions exclude each other and
-    share per-session state (``docs/fleet.md`` explains when to use which backend).
-
-    :ivar backend: ``process`` (one process; state in memory, the kernel's own) or the backend of
-        a plugin (``file`` and ``postgresql`` come with ``ctxengine-fleet``), whose own keys in
-        this section it declares itself.
-    :ivar lock_timeout_s: how long a session call waits for another worker's call on the same
-        session before raising :class:`~ctxengine.SessionBusyError`.
-    """
+    share per-session state (``docs/fleet.md`` explains when to use which backend). A backend's
+    plugin declares its own keys in this section; a session call that waits longer than
+    ``lock_timeout_s`` raises :class:`~ctxengine.SessionBusyError`."""
 
     backend: str = setting(
         "name",
@@ -357,15 +343,11 @@ class ModelOverride:
 
 
 def _max_tokens_below_window(view: SettingsView) -> None:
-    small, large = "model.max_tokens", "model.context_length"
-    value, limit = view.value(small), view.value(large)
-    if view.has_problem(small, large) or value is None or limit is None or value < limit:
-        return
-    rule = f"must be less than {view.describe(large, seen_from=view.source(small))}"
-    view.problem(small, rule)
+    less_than(view, "model.max_tokens", "model.context_length")
 
 
-_PROVIDERS = ("anthropic", "openai", "main", "extractive")
+_PROVIDERS = get_args(SummaryProviderName)[1:]
+"""The providers a fallback chain may name (every one but ``auto``)."""
 
 
 def _chain_rule(chain: Sequence[str], primary: str) -> str | None:
@@ -395,24 +377,15 @@ def _fallback_chain(view: SettingsView) -> None:
         view.problem(key, rule)
 
 
-CONTEXT = SettingsSpec.of("context", ContextSettings)
-MODEL = SettingsSpec.of("model", ModelSettings, checks=(_max_tokens_below_window,))
-SUMMARY = SettingsSpec.of(
-    "auxiliary.compression", SummaryProviderSettings, checks=(_fallback_chain,)
-)
-PROMPT_CACHING = SettingsSpec.of("prompt_caching", PromptCachingSettings)
-CONTEXT_EDITING = SettingsSpec.of("context_editing", ContextEditingSettings)
-COORDINATION = SettingsSpec.of("coordination", CoordinationSettings)
-
 CORE_SPECS: tuple[SettingsSpec[Any], ...] = (
-    CONTEXT,
-    MODEL,
-    SUMMARY,
-    PROMPT_CACHING,
-    CONTEXT_EDITING,
-    COORDINATION,
+    SettingsSpec.of("context", ContextSettings),
+    SettingsSpec.of("model", ModelSettings, checks=(_max_tokens_below_window,)),
+    SettingsSpec.of("auxiliary.compression", SummaryProviderSettings, checks=(_fallback_chain,)),
+    SettingsSpec.of("prompt_caching", PromptCachingSettings),
+    SettingsSpec.of("context_editing", ContextEditingSettings),
+    SettingsSpec.of("coordination", CoordinationSettings),
 )
-"""The kernel's own sections, in documentation order."""
+"""The kernel's own sections, in documentation order; section ``a.b`` is ``Config.a.b``."""
 
 MODEL_OVERRIDE_FIELDS: tuple[Field, ...] = fields_of(ModelOverride)
 """The fields of one ``models.<name>`` entry."""
@@ -430,9 +403,7 @@ def _freeze_models(value: Mapping[str, ModelOverride]) -> Mapping[str, ModelOver
 
 
 def _freeze_engines(value: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str, Any]]:
-    return types.MappingProxyType(
-        {k: v if isinstance(v, RawSection) else RawSection(v) for k, v in value.items()}
-    )
+    return types.MappingProxyType({k: types.MappingProxyType(dict(v)) for k, v in value.items()})
 
 
 @attrs.frozen
@@ -472,14 +443,13 @@ class Config:
         with self._lock:
             if spec in self._validated:
                 return self._validated[spec]  # type: ignore[no-any-return]
-        resolved = resolve(
-            self.raw, (*_CORE_OWNED, OwnedSpec(spec, "plugin")), model_fields=MODEL_OVERRIDE_FIELDS
-        )
+        specs = (*_CORE_OWNED, OwnedSpec(spec, "plugin"))
+        resolved = Resolved(self.raw, specs, model_fields=MODEL_OVERRIDE_FIELDS)
         own = resolved.problems_of(spec)
         if own:
             raise ConfigError(own)
         _note_deprecations([d for d in resolved.deprecations if d.key.startswith(spec.section)])
-        value = build_value(spec, resolved.spec_values[spec])
+        value = build_value(spec, resolved.values_of(spec))
         with self._lock:
             return self._validated.setdefault(spec, value)  # type: ignore[no-any-return]
 
@@ -547,54 +517,33 @@ class LoadedConfig:
         as ``"***"`` when set, a password inside any URL (``coordination.database_url``,
         ``engines.lcm.database_url``) too.
         """
-        rows: list[ConfigRow] = []
         core = _core_values(self.config)
-        declared_sections = {owned.spec.section for owned in self.specs}
         renamed = {d.key: f"given as {d.alias}, a deprecated name" for d in self.deprecations}
+        rows: list[tuple[str, Any, str, str | None, Any, str]] = []
         for owned in self.specs:
             for field in owned.spec.fields:
                 key = owned.spec.key(field.name)
                 value = core[key] if key in core else self.values.get(key, field.default)
                 source = self.sources.get(key, "default")
-                note = renamed.get(key, "")
-                rows.append(ConfigRow(key, printable(key, value), source, owned.owner, note=note))
+                rows.append((key, value, source, owned.owner, "ok", renamed.get(key, "")))
         for name, override in self.config.models.items():
             for field in MODEL_OVERRIDE_FIELDS:
                 key = f"models.{name}.{field.name}"
-                value = printable(key, getattr(override, field.name))
-                rows.append(ConfigRow(key, value, self.sources.get(key, "default"), CORE_OWNER))
-        unused_keys = {u.key for u in self.unused}
+                value = getattr(override, field.name)
+                rows.append((key, value, self.sources.get(key, "default"), CORE_OWNER, "ok", ""))
+        declared = {owned.spec.section for owned in self.specs}
+        unused = {u.key for u in self.unused}
+        note = "read by a plugin that declares no settings; not validated"
         for name, options in self.config.engines.items():
-            section = f"engines.{name}"
-            if section in declared_sections:
+            if f"engines.{name}" in declared:
                 continue
             for option, value in options.items():
-                key = f"{section}.{option}"
-                if key in unused_keys:
-                    continue
-                note = "read by a plugin that declares no settings; not validated"
-                rows.append(
-                    ConfigRow(
-                        key,
-                        printable(key, value),
-                        self.sources.get(key, "default"),
-                        None,
-                        "undeclared",
-                        note,
-                    )
-                )
-        for unused in self.unused:
-            rows.append(
-                ConfigRow(
-                    unused.key,
-                    printable(unused.key, unused.value),
-                    unused.source,
-                    None,
-                    "unused",
-                    unused.note,
-                )
-            )
-        return rows
+                key = f"engines.{name}.{option}"
+                if key not in unused:
+                    source = self.sources.get(key, "default")
+                    rows.append((key, value, source, None, "undeclared", note))
+        rows += [(u.key, u.value, u.source, None, "unused", u.note) for u in self.unused]
+        return [ConfigRow(k, printable(k, v), *rest) for k, v, *rest in rows]
 
     def items(self) -> list[tuple[str, Any, str]]:
         """``(key path, value, source)`` for every row of :meth:`rows`."""
@@ -616,26 +565,6 @@ def _core_values(config: Config) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _build(
-    raw: RawConfig, resolved: Resolved, plugin_specs: Sequence[OwnedSpec]
-) -> tuple[Config, dict[SettingsSpec[Any], Any]]:
-    values = resolved.spec_values
-    validated = {o.spec: build_value(o.spec, values[o.spec]) for o in plugin_specs}
-    config = Config(
-        context=ContextSettings(**values[CONTEXT]),
-        model=ModelSettings(**values[MODEL]),
-        auxiliary=AuxiliarySettings(SummaryProviderSettings(**values[SUMMARY])),
-        prompt_caching=PromptCachingSettings(**values[PROMPT_CACHING]),
-        context_editing=ContextEditingSettings(**values[CONTEXT_EDITING]),
-        coordination=CoordinationSettings(**values[COORDINATION]),
-        models={name: ModelOverride(**fields) for name, fields in resolved.models.items()},
-        engines=resolved.engines,
-        raw=raw,
-        validated=validated,
-    )
-    return config, validated
-
-
 def resolve_loaded(
     raw: RawConfig,
     path: Path | None,
@@ -655,13 +584,21 @@ def resolve_loaded(
         engine_trigger = next(
             (o.spec.key(o.spec.trigger) for o in plugin_specs if o.spec.trigger is not None), None
         )
-    resolved = resolve(
+    resolved = Resolved(
         raw, specs, model_fields=MODEL_OVERRIDE_FIELDS, engine_trigger=engine_trigger
     )
     if resolved.problems:
         raise ConfigError(resolved.problems)
     _note_deprecations(resolved.deprecations)
-    config, _ = _build(raw, resolved, plugin_specs)
+    sections = {spec.section: build_value(spec, resolved.values_of(spec)) for spec in CORE_SPECS}
+    config = Config(
+        **{section: value for section, value in sections.items() if "." not in section},
+        auxiliary=AuxiliarySettings(sections["auxiliary.compression"]),
+        models={name: ModelOverride(**fields) for name, fields in resolved.models.items()},
+        engines=resolved.engines,
+        raw=raw,
+        validated={o.spec: build_value(o.spec, resolved.values_of(o.spec)) for o in plugin_specs},
+    )
     return LoadedConfig(
         config=config,
         path=path,

@@ -1,21 +1,16 @@
-"""Declared config fields and the validation of a mapping against them.
+"""One config key (:class:`Field`, declared with :func:`setting`), its validation, and the
+errors and printable values every message is built from.
 
-A :class:`Field` describes one key (kind, default, range); :func:`parse_section` checks a whole
-mapping against a tuple of fields and raises one :class:`ConfigError` listing every unknown key
-and invalid value. :mod:`ctxengine._config.resolve` validates every declared section (the
-kernel's and the plugins') with the same fields, so every message reads the same. The names
-plugins need are exported by :mod:`ctxengine`.
-
-Import cost: standard library and ``attrs`` only.
+:mod:`ctxengine._config.resolve` validates every declared key (the kernel's and the plugins')
+with these fields, so every message reads the same. Standard library and ``attrs`` only.
 """
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -28,15 +23,10 @@ __all__ = [
     "ConfigProblem",
     "Field",
     "FieldKind",
-    "RawSection",
-    "as_mapping",
-    "convert_input",
     "fields_of",
     "format_value",
-    "parse_section",
     "printable",
     "setting",
-    "unknown_key_problem",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -146,32 +136,18 @@ FieldKind = Literal["bool", "int", "number", "str", "name", "url", "choice", "st
 """
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]+")
-_BOOL_WORDS = {
-    "1": True,
-    "true": True,
-    "yes": True,
-    "on": True,
-    "0": False,
-    "false": False,
-    "no": False,
-    "off": False,
-}
+_BOOL_WORDS = dict.fromkeys(("1", "true", "yes", "on"), True) | dict.fromkeys(
+    ("0", "false", "no", "off"), False
+)
 _TEXT_KINDS = ("str", "name", "url")
-_KIND_RULES = {
-    "bool": "must be true or false",
-    "str": "must be a non-empty string",
-    "name": "must be a non-empty name made of letters, digits, '_', '.' and '-'",
-    "url": "must be an http:// or https:// URL",
-    "str_list": "must be a list of non-empty strings",
-}
 _UNPARSED = object()
-"""What :meth:`Field._from_text` returns for text that is not of the field's kind."""
+"""Text that is not of the field's kind (in :meth:`Field.convert_text`)."""
 
 
-def _is_http_url(text: str) -> bool:
+def _is_http_url(text: object) -> bool:
     from urllib.parse import urlsplit
 
-    if not text or any(c.isspace() for c in text):
+    if not isinstance(text, str) or not text or any(c.isspace() for c in text):
         return False
     try:
         parts = urlsplit(text)
@@ -179,6 +155,22 @@ def _is_http_url(text: str) -> bool:
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "bool": ("must be true or false", lambda v: isinstance(v, bool)),
+    "str": ("must be a non-empty string", lambda v: isinstance(v, str) and bool(v.strip())),
+    "name": (
+        "must be a non-empty name made of letters, digits, '_', '.' and '-'",
+        lambda v: isinstance(v, str) and NAME_PATTERN.fullmatch(v) is not None,
+    ),
+    "url": ("must be an http:// or https:// URL", _is_http_url),
+    "str_list": (
+        "must be a list of non-empty strings",
+        lambda v: isinstance(v, (list, tuple)) and all(isinstance(s, str) and s for s in v),
+    ),
+}
+"""The kinds without bounds or choices: the rule a value breaks, and the test it must pass."""
 
 
 @attrs.frozen
@@ -225,7 +217,7 @@ class Field:
         elif self.kind == "choice":
             text = "must be one of " + ", ".join(format_value(c) for c in self.choices)
         else:
-            text = _KIND_RULES[self.kind]
+            text = _KINDS[self.kind][0]
         if self.nullable:
             text += " or null"
         if from_text and (self.kind == "bool" or True in self._bool_choices()):
@@ -235,56 +227,48 @@ class Field:
         return text
 
     def _range(self) -> str:
-        low = self.ge if self.ge is not None else self.gt
-        low_op = ">=" if self.ge is not None else ">"
-        if low is not None and self.le is not None:
-            if low_op == ">=":
-                return f" from {low!r} to {self.le!r}"
-            return f" > {low!r} and <= {self.le!r}"
-        if low is not None:
-            return f" {low_op} {low!r}"
-        if self.le is not None:
-            return f" <= {self.le!r}"
-        return ""
+        if self.ge is not None and self.le is not None:
+            return f" from {self.ge!r} to {self.le!r}"
+        limits = ((">=", self.ge), (">", self.gt), ("<=", self.le))
+        bounds = [f"{op} {bound!r}" for op, bound in limits if bound is not None]
+        return " " + " and ".join(bounds) if bounds else ""
 
     def _bool_choices(self) -> list[bool]:
         return [c for c in self.choices if isinstance(c, bool)]
 
     def _in_range(self, value: float) -> bool:
-        if self.ge is not None and value < self.ge:
-            return False
-        if self.gt is not None and value <= self.gt:
-            return False
-        return not (self.le is not None and value > self.le)
+        below = (self.ge is not None and value < self.ge) or (
+            self.gt is not None and value <= self.gt
+        )
+        return not (below or (self.le is not None and value > self.le))
+
+    def read(self, value: object, *, text: bool) -> tuple[bool, Any, bool]:
+        """Validate ``value``; with ``text``, a string for a key that is not a string is parsed
+        like an environment variable (CLI flags, overrides).
+
+        Returns ``(ok, normalised value or the value to show, parsed from text)``.
+        """
+        if text and isinstance(value, str) and self.kind not in _TEXT_KINDS:
+            return (*self.convert_text(value), True)
+        return (*self.convert(value), False)
 
     def convert(self, value: object) -> tuple[bool, Any]:
-        """Validate a value as written in YAML; return ``(ok, normalised value)``."""
+        """Validate a value as written in YAML: ``(True, normalised value)`` or
+        ``(False, value)``."""
         if value is None:
             return self.nullable, None
-        kind = self.kind
-        if kind == "bool":
-            return isinstance(value, bool), value
-        if kind == "int":
-            if isinstance(value, bool) or not isinstance(value, int):
-                return False, value
-            return self._in_range(value), value
-        if kind == "number":
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                return False, value
-            number = float(value)
-            return math.isfinite(number) and self._in_range(number), number
-        if kind == "str":
-            return isinstance(value, str) and bool(value.strip()), value
-        if kind == "name":
-            return isinstance(value, str) and NAME_PATTERN.fullmatch(value) is not None, value
-        if kind == "url":
-            return isinstance(value, str) and _is_http_url(value), value
-        if kind == "choice":
+        if self.kind == "choice":
             # Type-exact, so the string "true" is not the boolean true, and 1 is not true.
-            ok = any(type(value) is type(c) and value == c for c in self.choices)
-            return ok, value
-        if isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value):
-            return True, tuple(value)
+            return any(type(value) is type(c) and value == c for c in self.choices), value
+        if self.kind not in ("int", "number"):
+            ok = _KINDS[self.kind][1](value)
+            return ok, tuple(value) if ok and self.kind == "str_list" else value  # type: ignore[arg-type]
+        numbers = int if self.kind == "int" else (int, float)
+        if isinstance(value, bool) or not isinstance(value, numbers):
+            return False, value
+        number = value if self.kind == "int" else float(value)
+        if (self.kind == "int" or math.isfinite(number)) and self._in_range(number):
+            return True, number
         return False, value
 
     def convert_text(self, text: str) -> tuple[bool, Any]:
@@ -294,26 +278,22 @@ class Field:
         the text parsed but is out of range, else the text itself.
         """
         stripped = text.strip()
-        if self.nullable and stripped.lower() in ("null", "none"):
-            return True, None
-        value = self._from_text(text, stripped)
-        return (False, text) if value is _UNPARSED else self.convert(value)
-
-    def _from_text(self, text: str, stripped: str) -> object:
-        """``text`` parsed for this kind, or :data:`_UNPARSED`."""
         word = stripped.lower()
+        value: object = text
+        if self.nullable and word in ("null", "none"):
+            return True, None
         if self.kind == "bool" or (self._bool_choices() and word in _BOOL_WORDS):
-            return _BOOL_WORDS.get(word, _UNPARSED)
-        if self.kind in ("int", "number"):
+            value = _BOOL_WORDS.get(word, _UNPARSED)
+        elif self.kind in ("int", "number"):
             try:
-                return int(stripped) if self.kind == "int" else float(stripped)
+                value = int(stripped) if self.kind == "int" else float(stripped)
             except ValueError:
-                return _UNPARSED
-        if self.kind == "choice":
-            return stripped
-        if self.kind == "str_list":
-            return [part for part in text.split(os.pathsep) if part.strip()]
-        return text
+                value = _UNPARSED
+        elif self.kind == "choice":
+            value = stripped
+        elif self.kind == "str_list":
+            value = [part for part in text.split(os.pathsep) if part.strip()]
+        return (False, text) if value is _UNPARSED else self.convert(value)
 
 
 _FIELD_KEY = "ctxengine.field"
@@ -337,125 +317,3 @@ def fields_of(cls: type[Any]) -> tuple[Field, ...]:
         for a in attrs.fields(cls)
         if _FIELD_KEY in a.metadata
     )
-
-
-def convert_input(field: Field, value: object) -> tuple[bool, Any, bool]:
-    """Validate a value that may arrive as text (env vars, CLI flags) or already typed.
-
-    Returns ``(ok, value or shown value, parsed_from_text)``.
-    """
-    if isinstance(value, str) and field.kind not in _TEXT_KINDS:
-        return (*field.convert_text(value), True)
-    return (*field.convert(value), False)
-
-
-# ---------------------------------------------------------------------------------------------
-# Sections: raw engine options and their validation
-# ---------------------------------------------------------------------------------------------
-
-
-class RawSection(Mapping[str, Any]):
-    """Engine options as written (``engines.<name>``), not yet validated.
-
-    Read-only. Remembers where each key came from, so :func:`parse_section` can name the file
-    (or ``override``) in its messages. Compares equal to any mapping with the same items.
-    """
-
-    __slots__ = ("_data", "_sources", "origin")
-
-    def __init__(
-        self,
-        data: Mapping[str, Any],
-        origin: str | None = None,
-        sources: Mapping[str, str] | None = None,
-    ) -> None:
-        self._data = dict(data)
-        self._sources = dict(sources or {})
-        self.origin = origin
-
-    def source_of(self, key: str) -> str | None:
-        """Where ``key`` was set, or the section's origin, or ``None`` when unknown."""
-        return self._sources.get(key, self.origin)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __repr__(self) -> str:
-        return f"RawSection({self._data!r})"
-
-
-def _join(key_path: str, key: object) -> str:
-    return f"{key_path}.{key}" if key_path else str(key)
-
-
-def unknown_key_problem(
-    key_path: str, key: object, allowed: Sequence[str], source: str | None, what: str = "key"
-) -> ConfigProblem:
-    """The problem for an unknown ``key`` under ``key_path``, suggesting the closest allowed."""
-    text = f"unknown {what}"
-    close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
-    if close:
-        text += f"; did you mean {close[0]!r}?"
-    text += f" (allowed: {', '.join(allowed)})"
-    return ConfigProblem(_join(key_path, key), key, text, source, show_value=False)
-
-
-def as_mapping(
-    data: object,
-    key_path: str,
-    allowed: Sequence[str] | None,
-    source: str | None,
-    problems: list[ConfigProblem],
-) -> Mapping[Any, Any] | None:
-    """``None`` (an empty YAML section) reads as an empty mapping; anything else is a problem."""
-    if data is None:
-        return {}
-    if isinstance(data, Mapping):
-        return data
-    text = "must be a mapping of key: value"
-    if allowed:
-        text += f" (allowed keys: {', '.join(allowed)})"
-    problems.append(ConfigProblem(key_path, data, text, source))
-    return None
-
-
-def parse_section(
-    data: Mapping[str, Any] | None, key_path: str, fields: Sequence[Field], *, source: str
-) -> dict[str, Any]:
-    """Validate one section against ``fields``; return every field's value (defaults filled in).
-
-    Messages match the core's (``config error in <source>: engines.lcm.x = 3: must be ...``).
-    When ``data`` is a :class:`RawSection` (as found in ``Config.engines``), each key's recorded
-    source takes precedence over ``source``.
-
-    :raises ConfigError: listing every unknown key and invalid value.
-    """
-    problems: list[ConfigProblem] = []
-    names = [f.name for f in fields]
-    mapping = as_mapping(data, key_path, names, source, problems)
-    if mapping is None:
-        raise ConfigError(problems)
-    by_name = {f.name: f for f in fields}
-    given: dict[str, Any] = {}
-    for key, value in mapping.items():
-        key_source = source
-        if isinstance(mapping, RawSection) and isinstance(key, str):
-            key_source = mapping.source_of(key) or source
-        field = by_name.get(key) if isinstance(key, str) else None
-        if field is None:
-            problems.append(unknown_key_problem(key_path, key, names, key_source))
-            continue
-        ok, converted = field.convert(value)
-        if ok:
-            given[field.name] = converted
-        else:
-            problems.append(ConfigProblem(_join(key_path, key), value, field.allowed(), key_source))
-    if problems:
-        raise ConfigError(problems)
-    return {f.name: given.get(f.name, f.default) for f in fields}

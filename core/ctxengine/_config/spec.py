@@ -1,21 +1,14 @@
 """How the kernel and every plugin declare the configuration keys they read.
 
-A :class:`SettingsSpec` lists the keys of one section (``engines.<name>``, ``strategies.<name>``,
-``gateways.<name>``, or keys added to ``prompt_caching`` / ``coordination``) with their types,
-defaults, ranges, environment variables and former paths, optionally how to build a typed value
-from them and which checks run across keys. :meth:`SettingsSpec.of` reads the keys from an
-``attrs`` class whose attributes are declared with :func:`~ctxengine.setting`, so each key is
-declared once. Plugins hand their specs to
-the kernel in the ``declare_settings`` hook; the kernel validates every selected plugin's keys at
-:func:`ctxengine.load` with the same messages as its own, and ``ctxengine config`` lists them
-with their owner. See ``docs/configuration.md``.
+One :class:`SettingsSpec` per owner and section; plugins hand theirs to the kernel in the
+``declare_settings`` hook, which validates every selected plugin's keys at :func:`ctxengine.load`
+with the same messages as its own (``docs/configuration.md``).
 """
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 import attrs
@@ -42,14 +35,6 @@ _PLUGIN_SECTION = re.compile(r"(engines|strategies|gateways)\.[A-Za-z0-9_.-]+")
 _KEY_PATH = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+")
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 
-TYPO_CUTOFF = 0.8
-"""How alike an unread key must be to a read one in a shared section to count as a typo (an
-error) rather than a key of a plugin that is not selected (reported as unused)."""
-
-
-class SettingsDeclarationError(ValueError):
-    """A plugin declared settings the kernel cannot accept (bad section, duplicate key, ...)."""
-
 
 def _fields(value: Iterable[Field]) -> tuple[Field, ...]:
     return tuple(value)
@@ -57,6 +42,10 @@ def _fields(value: Iterable[Field]) -> tuple[Field, ...]:
 
 def _checks(value: Iterable[Check]) -> tuple[Check, ...]:
     return tuple(value)
+
+
+class SettingsDeclarationError(ValueError):
+    """A plugin declared settings the kernel cannot accept (bad section, duplicate key, ...)."""
 
 
 @attrs.frozen(eq=False)
@@ -165,31 +154,6 @@ class SettingsRegistry:
         """The registry as one plugin sees it: its ``add`` stamps ``owner`` on each spec."""
         return PluginSettings(self, owner)
 
-    def _add(self, spec: SettingsSpec[Any], owner: str) -> None:
-        if not isinstance(spec, SettingsSpec):
-            raise SettingsDeclarationError(
-                f"plugin {owner!r} declared {spec!r}, not a ctxengine.SettingsSpec"
-            )
-        if not (spec.section in PLUGIN_SECTIONS or _PLUGIN_SECTION.fullmatch(spec.section)):
-            raise SettingsDeclarationError(
-                f"plugin {owner!r} declared settings under {spec.section!r}; plugins may declare "
-                "keys under engines.<name>, strategies.<name>, gateways.<name> or in "
-                f"{', '.join(PLUGIN_SECTIONS)}"
-            )
-        if any(o.spec is spec for o in self._specs):
-            return  # the same spec declared twice (e.g. a module registered under two names)
-        paths = [spec.key(f.name) for f in spec.fields]
-        paths += [f.alias for f in spec.fields if f.alias is not None]
-        for key in paths:
-            other = self._owner_of.get(key)
-            if other is not None:
-                raise SettingsDeclarationError(
-                    f"{key} is declared by both {other!r} and {owner!r}; each key has one owner"
-                )
-        for key in paths:
-            self._owner_of[key] = owner
-        self._specs.append(OwnedSpec(spec, owner))
-
 
 class PluginSettings:
     """What ``declare_settings`` receives: ``settings.add(SPEC)`` declares one section."""
@@ -204,9 +168,32 @@ class PluginSettings:
         :raises SettingsDeclarationError: for a section plugins may not use or a key another
             owner declared.
         """
-        self._registry._add(spec, self.owner)
+        owner, registry = self.owner, self._registry
+        if not isinstance(spec, SettingsSpec):
+            raise SettingsDeclarationError(
+                f"plugin {owner!r} declared {spec!r}, not a ctxengine.SettingsSpec"
+            )
+        if not (spec.section in PLUGIN_SECTIONS or _PLUGIN_SECTION.fullmatch(spec.section)):
+            raise SettingsDeclarationError(
+                f"plugin {owner!r} declared settings under {spec.section!r}; plugins may declare "
+                "keys under engines.<name>, strategies.<name>, gateways.<name> or in "
+                f"{', '.join(PLUGIN_SECTIONS)}"
+            )
+        if any(o.spec is spec for o in registry._specs):
+            return  # the same spec declared twice (e.g. a module registered under two names)
+        paths = [spec.key(f.name) for f in spec.fields]
+        paths += [f.alias for f in spec.fields if f.alias is not None]
+        for key in paths:
+            other = registry._owner_of.get(key)
+            if other is not None:
+                raise SettingsDeclarationError(
+                    f"{key} is declared by both {other!r} and {owner!r}; each key has one owner"
+                )
+        registry._owner_of.update(dict.fromkeys(paths, owner))
+        registry._specs.append(OwnedSpec(spec, owner))
 
 
+@attrs.frozen
 class SettingsView:
     """What a cross-key check sees: every declared key's value and source, and a way to report.
 
@@ -215,20 +202,12 @@ class SettingsView:
     problem reported under a key's alias too): their value is not meaningful.
     """
 
-    def __init__(
-        self,
-        values: Mapping[str, Any],
-        sources: Mapping[str, str],
-        problems: list[ConfigProblem],
-        engine_trigger: str | None,
-        aliases: Mapping[str, str] | None = None,
-    ) -> None:
-        self._values = values
-        self._aliases = aliases or {}
-        self._sources = sources
-        self._problems = problems
-        self.engine_trigger = engine_trigger
-        """The key path of the selected engine's trigger fraction, when it declares one."""
+    _values: Mapping[str, Any]
+    _sources: Mapping[str, str]
+    _problems: list[ConfigProblem]
+    engine_trigger: str | None
+    """The key path of the selected engine's trigger fraction, when it declares one."""
+    _aliases: Mapping[str, str] = attrs.field(factory=dict)
 
     def __contains__(self, key: str) -> bool:
         return key in self._values
@@ -259,9 +238,3 @@ class SettingsView:
         """Report ``key``'s value as invalid because of ``rule`` ("must be ..."), with its
         source."""
         self._problems.append(ConfigProblem(key, self._values.get(key), rule, self.source(key)))
-
-
-def closest(word: str, candidates: Sequence[str], cutoff: float) -> str | None:
-    """The candidate most like ``word`` when it is at least ``cutoff`` alike."""
-    found = difflib.get_close_matches(word, list(candidates), n=1, cutoff=cutoff)
-    return found[0] if found else None
