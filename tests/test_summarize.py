@@ -25,10 +25,8 @@ from ctxengine._summarize import (
     SummaryProvider,
     classify_error,
     describe_provider,
-    fits,
     is_context_length_message,
     kind_for_status,
-    max_prompt_tokens,
     resolve_provider,
     strip_reasoning,
 )
@@ -640,15 +638,6 @@ def test_context_length_from_settings_table_or_fallback(api: FakeAPI) -> None:
     assert anthropic_for(api.base_url, context_length=50_000).context_length == 50_000
     assert anthropic_for(api.base_url).context_length == 200_000
     assert openai_for(api.openai_base_url, model="no-such-model").context_length == 128_000
-
-
-def test_fits_keeps_a_safety_margin() -> None:
-    provider = MainProvider(call=lambda s, p, m: "x", context_length=10_000)
-    # 5 % of 10,000 stays free: 9,500 - 500 reply tokens = 9,000 prompt tokens.
-    assert max_prompt_tokens(10_000, 500) == 9_000
-    assert fits(provider, 9_000, 500)
-    assert not fits(provider, 9_001, 500)
-    assert max_prompt_tokens(1_000, 2_000) == 0
 
 
 # -- error kinds -----------------------------------------------------------------------------

@@ -228,7 +228,6 @@ if TYPE_CHECKING:
     from ctxengine._summarize.policy import (
         call_summary_request as call_summary_request,
     )
-    from ctxengine._summarize.providers import fits as fits
     from ctxengine._summarize.template import (
         DIGEST_LABEL_PREFIX as DIGEST_LABEL_PREFIX,
     )
@@ -324,7 +323,6 @@ _SDK: dict[str, tuple[str, ...]] = {
         "call_summary",
         "call_summary_request",
     ),
-    "ctxengine._summarize.providers": ("fits",),
     "ctxengine._summarize.template": (
         "DIGEST_LABEL_PREFIX",
         "EMPTY_SECTION",

@@ -27,8 +27,6 @@ from ctxengine._summarize.providers import (
     MainProvider,
     OpenAIProvider,
     SummaryProvider,
-    fits,
-    max_prompt_tokens,
 )
 from ctxengine._summarize.reasoning import (
     strip_reasoning,
@@ -51,10 +49,8 @@ __all__ = [
     "SummaryProvider",
     "classify_error",
     "describe_provider",
-    "fits",
     "is_context_length_message",
     "kind_for_status",
-    "max_prompt_tokens",
     "resolve_provider",
     "strip_reasoning",
 ]

@@ -17,9 +17,6 @@ import attrs
 from ctxengine._summarize.errors import SummaryError, classify_error
 from ctxengine._summarize.reasoning import strip_reasoning
 
-SAFETY_MARGIN = 0.05
-"""Share of the summary model's window kept free for estimate error and message framing."""
-
 OPENAI_INSTALL_HINT = "pip install 'ctxengine[openai]'"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -52,22 +49,6 @@ class SummaryProvider(Protocol):
     def complete(self, system: str, prompt: str, max_tokens: int) -> str: ...
 
     async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str: ...
-
-
-def max_prompt_tokens(
-    context_length: int, max_tokens: int, *, margin: float = SAFETY_MARGIN
-) -> int:
-    """The most prompt tokens (system + input) that leave room for ``max_tokens`` of reply.
-
-    ``margin`` of the window stays free for token-estimate error; 0 when nothing fits.
-    """
-    return max(int(context_length * (1.0 - margin)) - max_tokens, 0)
-
-
-def fits(provider: SummaryProvider, prompt_tokens: int, max_tokens: int) -> bool:
-    """True when a prompt of ``prompt_tokens`` plus ``max_tokens`` of reply fit the provider's
-    window with the safety margin; engines shrink their input until it does instead of failing."""
-    return prompt_tokens <= max_prompt_tokens(provider.context_length, max_tokens)
 
 
 _DROPPED_ARGUMENTS = ("stream", "stream_options", "max_tokens", "max_completion_tokens", "n")
