@@ -32,9 +32,6 @@ if TYPE_CHECKING:
         cost_of as cost_of,
     )
     from ctxengine._accounting.estimate import (
-        RoughCounter as RoughCounter,
-    )
-    from ctxengine._accounting.estimate import (
         TextSize as TextSize,
     )
     from ctxengine._accounting.estimate import (
@@ -260,7 +257,6 @@ _SDK: dict[str, tuple[str, ...]] = {
         "cost_of",
     ),
     "ctxengine._accounting.estimate": (
-        "RoughCounter",
         "TextSize",
         "TokenEstimate",
         "estimate_tokens",
