@@ -400,28 +400,6 @@ class SummaryService:
         return None, error
 
 
-def call_summary(
-    provider: SummaryProvider,
-    system: str,
-    prompt: str,
-    max_tokens: int,
-    *,
-    check: ReplyCheck | None = None,
-    force: bool = False,
-) -> SummaryReply:
-    """One summary through the failure policy: what every engine calls.
-
-    A :class:`SummaryService` (what ``ctx.summarizer()`` returns in a kernel) applies its
-    retries, breaker and fallback chain. Any other provider (a context built by hand) gets one
-    request, with the same error classification and the same ``check``.
-
-    :raises SummaryError: classified, with ``attempts``.
-    """
-    if isinstance(provider, SummaryService):
-        return provider.call(system, prompt, max_tokens, check=check, force=force)
-    return _one_request(provider, lambda: provider.complete(system, prompt, max_tokens), check)
-
-
 def _checked(send: Callable[[], str], check: ReplyCheck | None, name: str) -> str:
     """One request (``send()``) to provider ``name``, its reply passed through ``check``.
 
@@ -451,18 +429,30 @@ def _request_sender(
     return lambda: str(complete_request(request, max_tokens))
 
 
-def _one_request(
-    provider: SummaryProvider, send: Callable[[], str], check: ReplyCheck | None
+def _service(provider: SummaryProvider) -> SummaryService:
+    """``provider`` when it is a :class:`SummaryService` (what ``ctx.summarizer()`` returns in a
+    kernel); any other provider (a context built by hand) behind a policy of one request per
+    call, classified and checked the same way."""
+    if isinstance(provider, SummaryService):
+        return provider
+    return SummaryService([provider], FailurePolicy(max_attempts=1))
+
+
+def call_summary(
+    provider: SummaryProvider,
+    system: str,
+    prompt: str,
+    max_tokens: int,
+    *,
+    check: ReplyCheck | None = None,
+    force: bool = False,
 ) -> SummaryReply:
-    """One request to a provider outside a :class:`SummaryService`, classified and checked;
-    the reply or error records it as the only attempt."""
-    name = str(getattr(provider, "name", "provider"))
-    try:
-        text = _checked(send, check, name)
-    except SummaryError as error:
-        error.attempts = (SummaryAttempt(name, error.kind, error.status, 0.0, str(error)),)
-        raise
-    return SummaryReply(text, name, (SummaryAttempt(name, "ok"),))
+    """One summary through the failure policy (:meth:`SummaryService.call`): what every engine
+    calls.
+
+    :raises SummaryError: classified, with ``attempts``.
+    """
+    return _service(provider).call(system, prompt, max_tokens, check=check, force=force)
 
 
 def call_summary_request(
@@ -473,18 +463,11 @@ def call_summary_request(
     check: ReplyCheck | None = None,
     force: bool = False,
 ) -> SummaryReply:
-    """A cache-aware summary through the failure policy: ``request`` (the agent's own, with the
-    instruction appended after its last breakpoint) sent whole by
-    ``provider.complete_request``.
-
-    A :class:`SummaryService` sends it to its first provider with the policy's retries and
-    breaker (a final failure does not abort while the rest of its chain can still answer); any
-    other provider with ``complete_request`` gets one request, classified like
-    :func:`call_summary`.
+    """A cache-aware summary through the failure policy (:meth:`SummaryService.call_request`):
+    ``request`` (the agent's own, with the instruction appended after its last breakpoint) sent
+    whole by ``provider.complete_request``.
 
     :raises SummaryError: classified, with ``attempts``.
     :raises TypeError: ``provider`` cannot send whole requests.
     """
-    if isinstance(provider, SummaryService):
-        return provider.call_request(request, max_tokens, check=check, force=force)
-    return _one_request(provider, _request_sender(provider, request, max_tokens), check)
+    return _service(provider).call_request(request, max_tokens, check=check, force=force)
