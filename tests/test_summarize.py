@@ -13,23 +13,23 @@ import pytest
 
 from ctxengine._accounting.models import UNKNOWN_CONTEXT_LENGTH, lookup_model
 from ctxengine._config.core import SummaryProviderSettings
-from ctxengine._summarize import (
+from ctxengine._summarize.errors import (
     ABORT_KINDS,
     FALLBACK_KINDS,
-    AnthropicProvider,
-    HostModel,
-    MainProvider,
-    OpenAIProvider,
     ProviderConfigError,
     SummaryError,
-    SummaryProvider,
     classify_error,
-    describe_provider,
     is_context_length_message,
     kind_for_status,
-    resolve_provider,
-    strip_reasoning,
 )
+from ctxengine._summarize.providers import (
+    AnthropicProvider,
+    MainProvider,
+    OpenAIProvider,
+    SummaryProvider,
+)
+from ctxengine._summarize.reasoning import strip_reasoning
+from ctxengine._summarize.selection import HostModel, describe_provider, resolve_provider
 from ctxengine_fakeapi import FakeAPI
 
 KEY = "sk-test-0123456789"
