@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import subprocess
 import sys
@@ -79,12 +78,9 @@ def provider_for(kind: str, api: FakeAPI) -> SummaryProvider:
     return anthropic_for(api.base_url) if kind == "anthropic" else openai_for(api.openai_base_url)
 
 
-def failure(provider: SummaryProvider, *, run_async: bool = False) -> SummaryError:
+def failure(provider: SummaryProvider) -> SummaryError:
     with pytest.raises(SummaryError) as info:
-        if run_async:
-            asyncio.run(provider.acomplete(SYSTEM, PROMPT, 500))
-        else:
-            provider.complete(SYSTEM, PROMPT, 500)
+        provider.complete(SYSTEM, PROMPT, 500)
     return info.value
 
 
@@ -149,27 +145,6 @@ def test_openai_official_endpoint_uses_max_completion_tokens() -> None:
     )
     assert official.official
     assert not local.official
-
-
-def test_async_paths_use_the_async_clients(api: FakeAPI) -> None:
-    api.reply_text("async anthropic").reply_text("async openai")
-    assert asyncio.run(anthropic_for(api.base_url).acomplete(SYSTEM, PROMPT, 50)) == (
-        "async anthropic"
-    )
-    assert asyncio.run(openai_for(api.openai_base_url).acomplete(SYSTEM, PROMPT, 50)) == (
-        "async openai"
-    )
-    assert [r.headers["x-stainless-async"] for r in api.requests] == [
-        "async:asyncio",
-        "async:asyncio",
-    ]
-
-
-@pytest.mark.parametrize("kind", ["anthropic", "openai"])
-def test_async_failure_is_classified(kind: str, api: FakeAPI) -> None:
-    api.fail(401, "invalid key")
-    error = failure(provider_for(kind, api), run_async=True)
-    assert (error.kind, error.aborts, error.status) == ("auth", True, 401)
 
 
 # -- failure classification ------------------------------------------------------------------
@@ -342,7 +317,6 @@ def test_main_provider_calls_the_host_callable() -> None:
     assert calls == [(SYSTEM, PROMPT, 77)]
     assert provider.model == "claude-sonnet-4-6"
     assert provider.context_length == lookup_model("claude-sonnet-4-6").context_length
-    assert asyncio.run(provider.acomplete(SYSTEM, PROMPT, 5)) == "## Goal\nHost summary"
 
 
 def test_summary_windows_follow_the_models_overrides_and_the_main_models_limit() -> None:

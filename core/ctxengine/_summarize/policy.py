@@ -242,12 +242,6 @@ class SummaryService:
         """:meth:`call` without a check, returning the text."""
         return self.call(system, prompt, max_tokens).text
 
-    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str:
-        """:meth:`complete` in a worker thread (pauses block)."""
-        import asyncio
-
-        return await asyncio.to_thread(self.complete, system, prompt, max_tokens)
-
     # -- the policy ------------------------------------------------------------------------
 
     def breaker_state(self, index: int = 0) -> BreakerState:
