@@ -1,37 +1,13 @@
 """The failure policy around summary providers: retries, a circuit breaker, a fallback chain.
 
-One place for every engine. The kernel wraps the configured providers in a
-:class:`SummaryService`, so ``ctx.summarizer()`` hands each engine the same policy:
-
-- **Retries.** A request that fails with a kind in :data:`RETRYABLE_KINDS` (HTTP 429, 5xx,
-  529 overloaded, timeouts, connection errors) is sent again, at most ``max_attempts`` times in
-  all. Before each retry the service waits the provider's ``Retry-After`` when it sent one,
-  else ``retry_backoff`` seconds doubled for every earlier retry, never more than
-  ``retry_max_wait``. A ``Retry-After`` longer than ``retry_max_wait`` ends the retries at once
-  (the provider said when it will answer again). Other failures are not retried: an auth error
-  or a refusal stays what it is.
-- **Circuit breaker**, one per provider and shared by every session of a kernel. It counts
-  consecutive failed requests of the kinds in :data:`BREAKER_KINDS` (the endpoint, not the
-  prompt, is the problem); a success resets the count. At ``breaker_failures`` failures, after an
-  auth failure (retrying will not fix a key) and after a ``Retry-After`` longer than
-  ``retry_max_wait``, the breaker *opens*: for ``breaker_cooldown`` seconds (or the
-  ``Retry-After``, if longer) no request is sent to that provider, whoever asks -- automatic
-  compactions, explicit ``compress()`` calls and the gateway alike. Then it is *half-open*: the
-  next call sends one trial request; success closes it, failure opens it again. Only a
-  *forced* call (``force=True``: a host's explicit "compact now" at the agent stage) sends
-  requests through an open breaker.
-- **Fallback chain.** When a provider gives up (its retries are spent, its breaker is open, or
-  it failed in a way retrying cannot fix), the next provider of ``auxiliary.compression.fallback``
-  is asked. When the chain ends with ``extractive``, a failure of every model never aborts the
-  compaction: the engine writes its local digest instead.
-- **Checks.** An engine may pass ``check`` (usually :func:`~ctxengine.check_summary`): a reply it
-  rejects counts as a failure of that provider (not retried on it, not counted by the breaker) and
-  the chain moves on.
-- **Whole requests.** A cache-aware summary (the agent's own request resent with the instruction,
-  :func:`call_summary_request`) goes to the first provider alone, under the same retries and
-  breaker: no other provider can read that provider's prompt cache. When the chain has more to
-  offer (other providers, or the local digest at its end), its final failure does not abort, so
-  the engine can still ask the whole chain with its own bounded prompt.
+One place for every engine: the kernel wraps the configured providers in a
+:class:`SummaryService`, so ``ctx.summarizer()`` hands each engine the same policy. The rules
+(which failures are retried and how long to wait, when a provider's breaker opens and for how
+long, when the chain moves on and when its final failure does not abort) are stated once, in
+``docs/summaries.md`` ("The failure policy"); :data:`RETRYABLE_KINDS`, :data:`BREAKER_KINDS`,
+:class:`FailurePolicy` and :class:`Breaker` hold them. A whole request (a cache-aware summary,
+:func:`call_summary_request`) goes to the first provider alone: no other provider can read its
+prompt cache.
 
 Time comes from injected ``clock`` and ``sleep`` callables, so tests never really wait.
 """
@@ -103,7 +79,7 @@ class FailurePolicy:
 
 @attrs.define
 class Breaker:
-    """One provider's circuit breaker (see the module docstring).
+    """One provider's circuit breaker (the rules: ``docs/summaries.md``).
 
     :ivar failures: consecutive failed requests of the kinds in :data:`BREAKER_KINDS`.
     :ivar open_until: clock time before which no request is sent.
@@ -268,7 +244,7 @@ class SummaryService:
         check: ReplyCheck | None = None,
         force: bool = False,
     ) -> SummaryReply:
-        """Ask the chain for a summary under the policy (see the module docstring).
+        """Ask the chain for a summary under the policy.
 
         :param check: validates a reply (raise :class:`SummaryError` to reject it).
         :param force: send requests even through an open breaker.
