@@ -5,11 +5,11 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from ctxengine._accounting import models
 from ctxengine._accounting.models import (
     UNKNOWN_CONTEXT_LENGTH,
     UNKNOWN_MAX_OUTPUT_TOKENS,
     is_claude,
-    known_models,
     lookup_model,
     model_for_settings,
 )
@@ -160,7 +160,7 @@ def test_model_for_settings_applies_model_section_last() -> None:
 
 
 def test_table_names_are_unique_and_resolve_to_themselves() -> None:
-    names = [row.name for row in known_models()]
+    names = [row.name for row in models._TABLE]
     assert len(names) == len(set(names))
     for name in names:
         assert lookup_model(name).name == name

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import subprocess
 import sys
@@ -13,25 +12,23 @@ import pytest
 
 from ctxengine._accounting.models import UNKNOWN_CONTEXT_LENGTH, lookup_model
 from ctxengine._config.core import SummaryProviderSettings
-from ctxengine._summarize import (
+from ctxengine._summarize.errors import (
     ABORT_KINDS,
     FALLBACK_KINDS,
-    AnthropicProvider,
-    HostModel,
-    MainProvider,
-    OpenAIProvider,
     ProviderConfigError,
     SummaryError,
-    SummaryProvider,
     classify_error,
-    describe_provider,
-    fits,
     is_context_length_message,
     kind_for_status,
-    max_prompt_tokens,
-    resolve_provider,
-    strip_reasoning,
 )
+from ctxengine._summarize.providers import (
+    AnthropicProvider,
+    MainProvider,
+    OpenAIProvider,
+    SummaryProvider,
+)
+from ctxengine._summarize.reasoning import strip_reasoning
+from ctxengine._summarize.selection import HostModel, describe_provider, resolve_provider
 from ctxengine_fakeapi import FakeAPI
 
 KEY = "sk-test-0123456789"
@@ -81,12 +78,9 @@ def provider_for(kind: str, api: FakeAPI) -> SummaryProvider:
     return anthropic_for(api.base_url) if kind == "anthropic" else openai_for(api.openai_base_url)
 
 
-def failure(provider: SummaryProvider, *, run_async: bool = False) -> SummaryError:
+def failure(provider: SummaryProvider) -> SummaryError:
     with pytest.raises(SummaryError) as info:
-        if run_async:
-            asyncio.run(provider.acomplete(SYSTEM, PROMPT, 500))
-        else:
-            provider.complete(SYSTEM, PROMPT, 500)
+        provider.complete(SYSTEM, PROMPT, 500)
     return info.value
 
 
@@ -151,27 +145,6 @@ def test_openai_official_endpoint_uses_max_completion_tokens() -> None:
     )
     assert official.official
     assert not local.official
-
-
-def test_async_paths_use_the_async_clients(api: FakeAPI) -> None:
-    api.reply_text("async anthropic").reply_text("async openai")
-    assert asyncio.run(anthropic_for(api.base_url).acomplete(SYSTEM, PROMPT, 50)) == (
-        "async anthropic"
-    )
-    assert asyncio.run(openai_for(api.openai_base_url).acomplete(SYSTEM, PROMPT, 50)) == (
-        "async openai"
-    )
-    assert [r.headers["x-stainless-async"] for r in api.requests] == [
-        "async:asyncio",
-        "async:asyncio",
-    ]
-
-
-@pytest.mark.parametrize("kind", ["anthropic", "openai"])
-def test_async_failure_is_classified(kind: str, api: FakeAPI) -> None:
-    api.fail(401, "invalid key")
-    error = failure(provider_for(kind, api), run_async=True)
-    assert (error.kind, error.aborts, error.status) == ("auth", True, 401)
 
 
 # -- failure classification ------------------------------------------------------------------
@@ -344,7 +317,6 @@ def test_main_provider_calls_the_host_callable() -> None:
     assert calls == [(SYSTEM, PROMPT, 77)]
     assert provider.model == "claude-sonnet-4-6"
     assert provider.context_length == lookup_model("claude-sonnet-4-6").context_length
-    assert asyncio.run(provider.acomplete(SYSTEM, PROMPT, 5)) == "## Goal\nHost summary"
 
 
 def test_summary_windows_follow_the_models_overrides_and_the_main_models_limit() -> None:
@@ -640,15 +612,6 @@ def test_context_length_from_settings_table_or_fallback(api: FakeAPI) -> None:
     assert anthropic_for(api.base_url, context_length=50_000).context_length == 50_000
     assert anthropic_for(api.base_url).context_length == 200_000
     assert openai_for(api.openai_base_url, model="no-such-model").context_length == 128_000
-
-
-def test_fits_keeps_a_safety_margin() -> None:
-    provider = MainProvider(call=lambda s, p, m: "x", context_length=10_000)
-    # 5 % of 10,000 stays free: 9,500 - 500 reply tokens = 9,000 prompt tokens.
-    assert max_prompt_tokens(10_000, 500) == 9_000
-    assert fits(provider, 9_000, 500)
-    assert not fits(provider, 9_001, 500)
-    assert max_prompt_tokens(1_000, 2_000) == 0
 
 
 # -- error kinds -----------------------------------------------------------------------------

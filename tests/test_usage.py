@@ -6,8 +6,9 @@ import types
 
 import pytest
 
+from ctxengine._accounting.cache_stats import cost_of
 from ctxengine._accounting.models import lookup_model
-from ctxengine._accounting.usage import Usage, cost_usd, normalize_usage
+from ctxengine._accounting.usage import Usage, normalize_usage
 
 # -- Anthropic ---------------------------------------------------------------------------------
 
@@ -233,7 +234,7 @@ def test_addition_and_cost() -> None:
     assert a + b == Usage(150, 30, 1_000, 200, 400, 5)
     model = lookup_model("claude-sonnet-4-5")  # $3 in / $15 out per MTok
     expected = (150 * 3.0 + 1_000 * 0.3 + 200 * 3.75 + 400 * 6.0 + 30 * 15.0) / 1_000_000
-    assert cost_usd(a + b, model) == pytest.approx(expected)
+    assert cost_of(a + b, model).total == pytest.approx(expected)
     assert Usage().cache_hit_ratio == 0.0
 
 
@@ -350,9 +351,9 @@ def test_compaction_iterations_are_kept_apart_from_the_context() -> None:
     assert usage.compacted
     assert usage.compaction == Usage(input_tokens=150_000, output_tokens=2_000)
     model = lookup_model("claude-sonnet-4-6")
-    without = cost_usd(normalize_usage({**_iterations_usage(), "iterations": []}), model)
-    assert cost_usd(usage, model) == pytest.approx(
-        without + cost_usd(Usage(input_tokens=150_000, output_tokens=2_000), model)
+    without = cost_of(normalize_usage({**_iterations_usage(), "iterations": []}), model).total
+    assert cost_of(usage, model).total == pytest.approx(
+        without + cost_of(Usage(input_tokens=150_000, output_tokens=2_000), model).total
     )
     total = usage + usage
     assert total.compaction == Usage(input_tokens=300_000, output_tokens=4_000)
@@ -360,12 +361,9 @@ def test_compaction_iterations_are_kept_apart_from_the_context() -> None:
 
 
 def test_cache_cost_prices_the_compaction_part_by_part() -> None:
-    from ctxengine._accounting.cache_stats import cost_of
-
     model = lookup_model("claude-sonnet-4-6")
     usage = normalize_usage(_iterations_usage())
     cost = cost_of(usage, model)
-    assert cost.total == pytest.approx(cost_usd(usage, model))
     assert cost.total == pytest.approx(
         cost.input_cost
         + cost.cache_read_cost

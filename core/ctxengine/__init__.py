@@ -32,9 +32,6 @@ if TYPE_CHECKING:
         cost_of as cost_of,
     )
     from ctxengine._accounting.estimate import (
-        RoughCounter as RoughCounter,
-    )
-    from ctxengine._accounting.estimate import (
         TextSize as TextSize,
     )
     from ctxengine._accounting.estimate import (
@@ -231,7 +228,6 @@ if TYPE_CHECKING:
     from ctxengine._summarize.policy import (
         call_summary_request as call_summary_request,
     )
-    from ctxengine._summarize.providers import fits as fits
     from ctxengine._summarize.template import (
         DIGEST_LABEL_PREFIX as DIGEST_LABEL_PREFIX,
     )
@@ -264,7 +260,6 @@ _SDK: dict[str, tuple[str, ...]] = {
         "cost_of",
     ),
     "ctxengine._accounting.estimate": (
-        "RoughCounter",
         "TextSize",
         "TokenEstimate",
         "estimate_tokens",
@@ -328,7 +323,6 @@ _SDK: dict[str, tuple[str, ...]] = {
         "call_summary",
         "call_summary_request",
     ),
-    "ctxengine._summarize.providers": ("fits",),
     "ctxengine._summarize.template": (
         "DIGEST_LABEL_PREFIX",
         "EMPTY_SECTION",

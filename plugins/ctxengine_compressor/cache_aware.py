@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ctxengine import TTL_SECONDS, SummaryError, SummaryProvider, call_summary_request, fits
+from ctxengine import TTL_SECONDS, SummaryError, SummaryProvider, call_summary_request
 from ctxengine.messages import (
     carries_marker,
     detect_request_format,
@@ -44,6 +44,7 @@ __all__ = [
     "CacheAwareProvider",
     "build_instruction",
     "cache_aware_reply",
+    "fits",
     "reusable_request",
     "with_instruction",
 ]
@@ -63,6 +64,17 @@ class CacheAwareProvider(SummaryProvider, Protocol):
     def serves_main(self) -> bool: ...
 
     def complete_request(self, request: Mapping[str, Any], max_tokens: int) -> str: ...
+
+
+SAFETY_MARGIN = 0.05
+"""Share of the summary model's window kept free for token-estimate error and message framing."""
+
+
+def fits(provider: SummaryProvider, prompt_tokens: int, max_tokens: int) -> bool:
+    """True when a prompt of ``prompt_tokens`` plus ``max_tokens`` of reply fit the provider's
+    window with :data:`SAFETY_MARGIN` of it kept free."""
+    room = int(provider.context_length * (1.0 - SAFETY_MARGIN)) - max_tokens
+    return prompt_tokens <= max(room, 0)
 
 
 def with_instruction(request: Mapping[str, Any], instruction: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from ctxengine._accounting.usage import (
     CACHE_READ_MULTIPLIER,
     CACHE_WRITE_1H_MULTIPLIER,
     CACHE_WRITE_5M_MULTIPLIER,
+    COUNTS,
     Usage,
     usage_from_data,
 )
@@ -80,8 +81,6 @@ def cost_of(usage: Usage, model: ModelInfo) -> CacheCost:
         cache_write_5m_cost=write_5m_cost,
         cache_write_1h_cost=write_1h_cost,
         output_cost=output_cost,
-        # cost_usd of the top-level counts: the same terms added in the same order, so the
-        # same float (a test checks), without pricing the response twice on every response.
         total=input_cost + read_cost + write_5m_cost + write_1h_cost + output_cost,
         uncached_total=uncached,
     )
@@ -119,26 +118,6 @@ def _percent(ratio: float) -> str:
     return f"{percent}%"
 
 
-_TOKEN_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "reasoning_tokens",
-    "cache_missed_tokens",
-    "cleared_input_tokens",
-    "cleared_tool_uses",
-    "cleared_thinking_turns",
-)
-"""The :class:`Usage` counts a session sums, in the order :meth:`SessionCacheStats.dump` keeps
-them (appending is fine; reordering breaks totals another process dumped)."""
-_COST_FIELDS = tuple(field.name for field in attrs.fields(CacheCost))
-"""Every part of a :class:`CacheCost`, in its constructor's order."""
-_TOKEN_VALUES = operator.attrgetter(*_TOKEN_FIELDS)
-_COST_VALUES = operator.attrgetter(*_COST_FIELDS)
-
-
 @attrs.define
 class SessionCacheStats:
     """Running totals of one session's responses.
@@ -152,7 +131,7 @@ class SessionCacheStats:
 
     responses: int = 0
     usage: Usage = attrs.field(factory=Usage)
-    cost: CacheCost = attrs.field(factory=lambda: CacheCost(*[0.0] * len(_COST_FIELDS)))
+    cost: CacheCost = ZERO_COST
 
     def add(self, usage: Usage, model: ModelInfo) -> CacheCost:
         """Count one response; returns its cost."""
@@ -163,12 +142,14 @@ class SessionCacheStats:
         return response_cost
 
     def dump(self) -> dict[str, Any]:
-        """The totals as JSON data, for another process to continue from (:meth:`restore`)."""
+        """The totals as JSON data, for another process to continue from (:meth:`restore`); the
+        token counts in :data:`~ctxengine._accounting.usage.COUNTS` order (appending a count is
+        fine, reordering breaks totals another process dumped)."""
         usage = self.usage
         return {
             "responses": self.responses,
-            "tokens": [*_TOKEN_VALUES(usage)],
-            "costs": [*_COST_VALUES(self.cost)],
+            "tokens": [getattr(usage, name) for name in COUNTS],
+            "costs": [*attrs.astuple(self.cost)],
             "miss_reason": usage.cache_miss_reason,
             "compaction": None if usage.compaction is None else attrs.asdict(usage.compaction),
         }
@@ -190,13 +171,13 @@ class SessionCacheStats:
             raise ValueError(f"not session cache statistics ({type(exc).__name__}: {exc})") from exc
         if (
             responses < 0
-            or len(tokens) != len(_TOKEN_FIELDS)
-            or len(costs) != len(_COST_FIELDS)
+            or len(tokens) != len(COUNTS)
+            or len(costs) != len(attrs.fields(CacheCost))
             or not (reason is None or isinstance(reason, str))
         ):
             raise ValueError(f"not session cache statistics: {data!r}")
         usage = Usage(
-            **dict(zip(_TOKEN_FIELDS, tokens, strict=True)),
+            **dict(zip(COUNTS, tokens, strict=True)),
             cache_miss_reason=reason,
             compaction=compaction,
         )

@@ -148,20 +148,6 @@ def rough_conversation_tokens(
     return total
 
 
-class RoughCounter:
-    """Per-piece rough counts (:func:`estimate_tokens`), for simulations that must not load
-    tiktoken; the same interface as :class:`TokenCounter`'s per-piece methods."""
-
-    def count_message(self, msg: Message) -> int:
-        return rough_message_tokens(msg)
-
-    def count_system(self, system: SystemPrompt | None) -> int:
-        return rough_system_tokens(system) if system else 0
-
-    def count_tools(self, tools: Sequence[Mapping[str, Any]] | None) -> int:
-        return estimate_tokens(tools_text(tools)) if tools else 0
-
-
 # ---------------------------------------------------------------------------------------------
 # Bounds
 

@@ -206,20 +206,10 @@ def _find_override(
 
 
 def _apply_override(info: ModelInfo, override: ModelOverride) -> ModelInfo:
-    context_length = override.context_length
-    max_output = override.max_output_tokens
-    min_cacheable = override.min_cacheable_tokens
-    input_price = override.input_price
-    output_price = override.output_price
-    return attrs.evolve(
-        info,
-        context_length=info.context_length if context_length is None else context_length,
-        max_output_tokens=info.max_output_tokens if max_output is None else max_output,
-        min_cacheable_tokens=info.min_cacheable_tokens if min_cacheable is None else min_cacheable,
-        input_price=info.input_price if input_price is None else input_price,
-        output_price=info.output_price if output_price is None else output_price,
-        known=True,
-    )
+    """``info`` with every field ``override`` sets (its fields are named like ``info``'s; ``None``
+    keeps the table's value)."""
+    changes = attrs.asdict(override, filter=lambda _, value: value is not None)
+    return attrs.evolve(info, **changes, known=True)
 
 
 def lookup_model(name: str, overrides: Mapping[str, ModelOverride] | None = None) -> ModelInfo:
@@ -271,8 +261,3 @@ def model_for_settings(config: Config) -> ModelInfo:
     if settings.max_tokens is not None:
         info = attrs.evolve(info, max_output_tokens=settings.max_tokens)
     return info
-
-
-def known_models() -> tuple[ModelInfo, ...]:
-    """Every row of the built-in table, in table order (for ``ctxengine models`` listings)."""
-    return _TABLE

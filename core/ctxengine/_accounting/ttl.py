@@ -40,7 +40,6 @@ from ctxengine._accounting.usage import (
 __all__ = ["MAX_CHECKPOINT_INTERVAL", "TTLChoice", "TTLPlanner"]
 
 Ttl = Literal["5m", "1h"]
-Policy = Literal["5m", "1h", "checkpoint"]
 
 SHORT_SECONDS = 300.0
 LONG_SECONDS = 3600.0
@@ -66,14 +65,10 @@ class TTLChoice:
     :ivar ttl: for breakpoints that move with the conversation (messages, the automatic marker).
     :ivar stable_ttl: for breakpoints closing a prefix that does not change between requests
         (tools, system prompt); never shorter than ``ttl``.
-    :ivar policy: ``"5m"`` (no long gap measured), ``"1h"`` (long gaps so frequent that every
-        request is a checkpoint) or ``"checkpoint"`` (1h on some requests, see the module
-        docstring).
     """
 
     ttl: Ttl
     stable_ttl: Ttl
-    policy: Policy
 
 
 @attrs.define
@@ -83,7 +78,6 @@ class TTLPlanner:
     Call :meth:`choose` once per prepared request with the request's time and prompt size.
     """
 
-    requests: int = 0
     gaps: int = 0
     mid_gaps: int = 0
     """Gaps longer than five minutes and at most an hour: the ones a 1h entry survives."""
@@ -117,7 +111,6 @@ class TTLPlanner:
             new = prompt_tokens - self.last_tokens
         self.last_time = now
         self.last_tokens = prompt_tokens
-        self.requests += 1
         return new
 
     def choose(self, now: float, prompt_tokens: int) -> TTLChoice:
@@ -132,9 +125,8 @@ class TTLPlanner:
         if q * _REWRITE * unprotected >= _PREMIUM * max(new, 1):
             self.unprotected = 0
             self.since_checkpoint = 0
-            policy: Policy = "1h" if q * _REWRITE >= _PREMIUM else "checkpoint"
-            return TTLChoice("1h", "1h", policy)
+            return TTLChoice("1h", "1h")
         self.unprotected = unprotected
         if self.since_checkpoint is not None:
             self.since_checkpoint += 1
-        return TTLChoice("5m", stable, "checkpoint" if self.mid_gaps else "5m")
+        return TTLChoice("5m", stable)

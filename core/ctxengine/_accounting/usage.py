@@ -27,22 +27,19 @@ Server-side context management shows in two places of an Anthropic response. ``u
 lists each sampling iteration; an entry of type ``compaction`` is what a server-side compaction
 cost, and its tokens are *not* in the top-level fields, which describe the context the model then
 read. :attr:`Usage.compaction` keeps them apart, so the prompt size stays the real context and the
-cost (:func:`cost_usd`) still counts them. ``context_management.applied_edits`` of the response
-(given a whole response) says what context editing cleared: :attr:`Usage.cleared_input_tokens`
-and the counts beside it.
+cost (:func:`~ctxengine.cost_of`) still counts them. ``context_management.applied_edits`` of the
+response (given a whole response) says what context editing cleared:
+:attr:`Usage.cleared_input_tokens` and the counts beside it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from ctxengine._messages.sdk_objects import field
-
-if TYPE_CHECKING:
-    from ctxengine._accounting.models import ModelInfo
 
 # Price multipliers of the input price (Anthropic's published rule).
 CACHE_READ_MULTIPLIER = 0.1
@@ -120,38 +117,16 @@ class Usage:
         else:
             compaction = self.compaction + other.compaction
         return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_write_5m_tokens=self.cache_write_5m_tokens + other.cache_write_5m_tokens,
-            cache_write_1h_tokens=self.cache_write_1h_tokens + other.cache_write_1h_tokens,
-            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            **{name: getattr(self, name) + getattr(other, name) for name in COUNTS},
             cache_miss_reason=other.cache_miss_reason or self.cache_miss_reason,
-            cache_missed_tokens=self.cache_missed_tokens + other.cache_missed_tokens,
             compaction=compaction,
-            cleared_input_tokens=self.cleared_input_tokens + other.cleared_input_tokens,
-            cleared_tool_uses=self.cleared_tool_uses + other.cleared_tool_uses,
-            cleared_thinking_turns=self.cleared_thinking_turns + other.cleared_thinking_turns,
         )
 
 
-def cost_usd(usage: Usage, model: ModelInfo) -> float:
-    """Cost of ``usage`` at ``model``'s prices: uncached input at the input price, cache reads at
-    0.1x, 5-minute writes at 1.25x, 1-hour writes at 2x, output (reasoning included) at the output
-    price. Server-side compaction iterations (:attr:`Usage.compaction`) are priced the same way and
-    included. Models with unknown prices cost 0.0."""
-    per_token_in = model.input_price / 1_000_000
-    per_token_out = model.output_price / 1_000_000
-    cost = (
-        usage.input_tokens * per_token_in
-        + usage.cache_read_tokens * per_token_in * CACHE_READ_MULTIPLIER
-        + usage.cache_write_5m_tokens * per_token_in * CACHE_WRITE_5M_MULTIPLIER
-        + usage.cache_write_1h_tokens * per_token_in * CACHE_WRITE_1H_MULTIPLIER
-        + usage.output_tokens * per_token_out
-    )
-    if usage.compaction is not None:
-        cost += cost_usd(usage.compaction, model)
-    return cost
+COUNTS = tuple(
+    f.name for f in attrs.fields(Usage) if f.name not in ("cache_miss_reason", "compaction")
+)
+"""The token counts of a :class:`Usage`, in declaration order: what a sum adds up."""
 
 
 _CHAT_KEYS = frozenset({"prompt_tokens", "completion_tokens"})

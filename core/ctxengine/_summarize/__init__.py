@@ -13,48 +13,14 @@ SDK.
 
 from __future__ import annotations
 
-from ctxengine._summarize.errors import (
-    ABORT_KINDS,
-    FALLBACK_KINDS,
-    ProviderConfigError,
-    SummaryError,
-    classify_error,
-    is_context_length_message,
-    kind_for_status,
-)
-from ctxengine._summarize.providers import (
-    AnthropicProvider,
-    MainProvider,
-    OpenAIProvider,
-    SummaryProvider,
-    fits,
-    max_prompt_tokens,
-)
-from ctxengine._summarize.reasoning import (
-    strip_reasoning,
-)
-from ctxengine._summarize.selection import (
-    HostModel,
-    describe_provider,
-    resolve_provider,
-)
+from ctxengine._summarize.errors import SummaryError, classify_error
+from ctxengine._summarize.providers import SummaryProvider
+from ctxengine._summarize.selection import describe_provider, resolve_provider
 
 __all__ = [
-    "ABORT_KINDS",
-    "FALLBACK_KINDS",
-    "AnthropicProvider",
-    "HostModel",
-    "MainProvider",
-    "OpenAIProvider",
-    "ProviderConfigError",
     "SummaryError",
     "SummaryProvider",
     "classify_error",
     "describe_provider",
-    "fits",
-    "is_context_length_message",
-    "kind_for_status",
-    "max_prompt_tokens",
     "resolve_provider",
-    "strip_reasoning",
 ]

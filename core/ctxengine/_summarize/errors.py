@@ -320,10 +320,6 @@ def _api_message(exc: Any) -> tuple[str, str | None]:
     raw = body if isinstance(body, str) else getattr(getattr(exc, "response", None), "text", None)
     text = " ".join(raw.split()) if isinstance(raw, str) else ""
     if text and text not in message:
-        cut = "…" if len(text) > RAW_BODY_CHARS else ""
-        message = f"{message}: {text[:RAW_BODY_CHARS]}{cut}"
+        cut = "…" if len(text) > DETAIL_CHARS else ""
+        message = f"{message}: {text[:DETAIL_CHARS]}{cut}"
     return message, None
-
-
-RAW_BODY_CHARS = 300
-"""How much of a body that is not the API's error envelope an error message quotes."""

@@ -1,37 +1,13 @@
 """The failure policy around summary providers: retries, a circuit breaker, a fallback chain.
 
-One place for every engine. The kernel wraps the configured providers in a
-:class:`SummaryService`, so ``ctx.summarizer()`` hands each engine the same policy:
-
-- **Retries.** A request that fails with a kind in :data:`RETRYABLE_KINDS` (HTTP 429, 5xx,
-  529 overloaded, timeouts, connection errors) is sent again, at most ``max_attempts`` times in
-  all. Before each retry the service waits the provider's ``Retry-After`` when it sent one,
-  else ``retry_backoff`` seconds doubled for every earlier retry, never more than
-  ``retry_max_wait``. A ``Retry-After`` longer than ``retry_max_wait`` ends the retries at once
-  (the provider said when it will answer again). Other failures are not retried: an auth error
-  or a refusal stays what it is.
-- **Circuit breaker**, one per provider and shared by every session of a kernel. It counts
-  consecutive failed requests of the kinds in :data:`BREAKER_KINDS` (the endpoint, not the
-  prompt, is the problem); a success resets the count. At ``breaker_failures`` failures, after an
-  auth failure (retrying will not fix a key) and after a ``Retry-After`` longer than
-  ``retry_max_wait``, the breaker *opens*: for ``breaker_cooldown`` seconds (or the
-  ``Retry-After``, if longer) no request is sent to that provider, whoever asks -- automatic
-  compactions, explicit ``compress()`` calls and the gateway alike. Then it is *half-open*: the
-  next call sends one trial request; success closes it, failure opens it again. Only a
-  *forced* call (``force=True``: a host's explicit "compact now" at the agent stage) sends
-  requests through an open breaker.
-- **Fallback chain.** When a provider gives up (its retries are spent, its breaker is open, or
-  it failed in a way retrying cannot fix), the next provider of ``auxiliary.compression.fallback``
-  is asked. When the chain ends with ``extractive``, a failure of every model never aborts the
-  compaction: the engine writes its local digest instead.
-- **Checks.** An engine may pass ``check`` (usually :func:`~ctxengine.check_summary`): a reply it
-  rejects counts as a failure of that provider (not retried on it, not counted by the breaker) and
-  the chain moves on.
-- **Whole requests.** A cache-aware summary (the agent's own request resent with the instruction,
-  :func:`call_summary_request`) goes to the first provider alone, under the same retries and
-  breaker: no other provider can read that provider's prompt cache. When the chain has more to
-  offer (other providers, or the local digest at its end), its final failure does not abort, so
-  the engine can still ask the whole chain with its own bounded prompt.
+One place for every engine: the kernel wraps the configured providers in a
+:class:`SummaryService`, so ``ctx.summarizer()`` hands each engine the same policy. The rules
+(which failures are retried and how long to wait, when a provider's breaker opens and for how
+long, when the chain moves on and when its final failure does not abort) are stated once, in
+``docs/summaries.md`` ("The failure policy"); :data:`RETRYABLE_KINDS`, :data:`BREAKER_KINDS`,
+:class:`FailurePolicy` and :class:`Breaker` hold them. A whole request (a cache-aware summary,
+:func:`call_summary_request`) goes to the first provider alone: no other provider can read its
+prompt cache.
 
 Time comes from injected ``clock`` and ``sleep`` callables, so tests never really wait.
 """
@@ -103,7 +79,7 @@ class FailurePolicy:
 
 @attrs.define
 class Breaker:
-    """One provider's circuit breaker (see the module docstring).
+    """One provider's circuit breaker (the rules: ``docs/summaries.md``).
 
     :ivar failures: consecutive failed requests of the kinds in :data:`BREAKER_KINDS`.
     :ivar open_until: clock time before which no request is sent.
@@ -242,12 +218,6 @@ class SummaryService:
         """:meth:`call` without a check, returning the text."""
         return self.call(system, prompt, max_tokens).text
 
-    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str:
-        """:meth:`complete` in a worker thread (pauses block)."""
-        import asyncio
-
-        return await asyncio.to_thread(self.complete, system, prompt, max_tokens)
-
     # -- the policy ------------------------------------------------------------------------
 
     def breaker_state(self, index: int = 0) -> BreakerState:
@@ -274,7 +244,7 @@ class SummaryService:
         check: ReplyCheck | None = None,
         force: bool = False,
     ) -> SummaryReply:
-        """Ask the chain for a summary under the policy (see the module docstring).
+        """Ask the chain for a summary under the policy.
 
         :param check: validates a reply (raise :class:`SummaryError` to reject it).
         :param force: send requests even through an open breaker.
@@ -400,28 +370,6 @@ class SummaryService:
         return None, error
 
 
-def call_summary(
-    provider: SummaryProvider,
-    system: str,
-    prompt: str,
-    max_tokens: int,
-    *,
-    check: ReplyCheck | None = None,
-    force: bool = False,
-) -> SummaryReply:
-    """One summary through the failure policy: what every engine calls.
-
-    A :class:`SummaryService` (what ``ctx.summarizer()`` returns in a kernel) applies its
-    retries, breaker and fallback chain. Any other provider (a context built by hand) gets one
-    request, with the same error classification and the same ``check``.
-
-    :raises SummaryError: classified, with ``attempts``.
-    """
-    if isinstance(provider, SummaryService):
-        return provider.call(system, prompt, max_tokens, check=check, force=force)
-    return _one_request(provider, lambda: provider.complete(system, prompt, max_tokens), check)
-
-
 def _checked(send: Callable[[], str], check: ReplyCheck | None, name: str) -> str:
     """One request (``send()``) to provider ``name``, its reply passed through ``check``.
 
@@ -451,18 +399,30 @@ def _request_sender(
     return lambda: str(complete_request(request, max_tokens))
 
 
-def _one_request(
-    provider: SummaryProvider, send: Callable[[], str], check: ReplyCheck | None
+def _service(provider: SummaryProvider) -> SummaryService:
+    """``provider`` when it is a :class:`SummaryService` (what ``ctx.summarizer()`` returns in a
+    kernel); any other provider (a context built by hand) behind a policy of one request per
+    call, classified and checked the same way."""
+    if isinstance(provider, SummaryService):
+        return provider
+    return SummaryService([provider], FailurePolicy(max_attempts=1))
+
+
+def call_summary(
+    provider: SummaryProvider,
+    system: str,
+    prompt: str,
+    max_tokens: int,
+    *,
+    check: ReplyCheck | None = None,
+    force: bool = False,
 ) -> SummaryReply:
-    """One request to a provider outside a :class:`SummaryService`, classified and checked;
-    the reply or error records it as the only attempt."""
-    name = str(getattr(provider, "name", "provider"))
-    try:
-        text = _checked(send, check, name)
-    except SummaryError as error:
-        error.attempts = (SummaryAttempt(name, error.kind, error.status, 0.0, str(error)),)
-        raise
-    return SummaryReply(text, name, (SummaryAttempt(name, "ok"),))
+    """One summary through the failure policy (:meth:`SummaryService.call`): what every engine
+    calls.
+
+    :raises SummaryError: classified, with ``attempts``.
+    """
+    return _service(provider).call(system, prompt, max_tokens, check=check, force=force)
 
 
 def call_summary_request(
@@ -473,18 +433,11 @@ def call_summary_request(
     check: ReplyCheck | None = None,
     force: bool = False,
 ) -> SummaryReply:
-    """A cache-aware summary through the failure policy: ``request`` (the agent's own, with the
-    instruction appended after its last breakpoint) sent whole by
-    ``provider.complete_request``.
-
-    A :class:`SummaryService` sends it to its first provider with the policy's retries and
-    breaker (a final failure does not abort while the rest of its chain can still answer); any
-    other provider with ``complete_request`` gets one request, classified like
-    :func:`call_summary`.
+    """A cache-aware summary through the failure policy (:meth:`SummaryService.call_request`):
+    ``request`` (the agent's own, with the instruction appended after its last breakpoint) sent
+    whole by ``provider.complete_request``.
 
     :raises SummaryError: classified, with ``attempts``.
     :raises TypeError: ``provider`` cannot send whole requests.
     """
-    if isinstance(provider, SummaryService):
-        return provider.call_request(request, max_tokens, check=check, force=force)
-    return _one_request(provider, _request_sender(provider, request, max_tokens), check)
+    return _service(provider).call_request(request, max_tokens, check=check, force=force)

@@ -17,9 +17,6 @@ import attrs
 from ctxengine._summarize.errors import SummaryError, classify_error
 from ctxengine._summarize.reasoning import strip_reasoning
 
-SAFETY_MARGIN = 0.05
-"""Share of the summary model's window kept free for estimate error and message framing."""
-
 OPENAI_INSTALL_HINT = "pip install 'ctxengine[openai]'"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -36,7 +33,7 @@ included) with a ``max_tokens`` limit: ``(request, max_tokens) -> text``. It mak
 class SummaryProvider(Protocol):
     """What every engine calls to write a summary.
 
-    ``complete`` / ``acomplete`` return non-empty text with reasoning removed, or raise
+    ``complete`` returns non-empty text with reasoning removed, or raise
     :class:`~ctxengine.SummaryError`; nothing else escapes them.
     """
 
@@ -50,24 +47,6 @@ class SummaryProvider(Protocol):
     def context_length(self) -> int: ...
 
     def complete(self, system: str, prompt: str, max_tokens: int) -> str: ...
-
-    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str: ...
-
-
-def max_prompt_tokens(
-    context_length: int, max_tokens: int, *, margin: float = SAFETY_MARGIN
-) -> int:
-    """The most prompt tokens (system + input) that leave room for ``max_tokens`` of reply.
-
-    ``margin`` of the window stays free for token-estimate error; 0 when nothing fits.
-    """
-    return max(int(context_length * (1.0 - margin)) - max_tokens, 0)
-
-
-def fits(provider: SummaryProvider, prompt_tokens: int, max_tokens: int) -> bool:
-    """True when a prompt of ``prompt_tokens`` plus ``max_tokens`` of reply fit the provider's
-    window with the safety margin; engines shrink their input until it does instead of failing."""
-    return prompt_tokens <= max_prompt_tokens(provider.context_length, max_tokens)
 
 
 _DROPPED_ARGUMENTS = ("stream", "stream_options", "max_tokens", "max_completion_tokens", "n")
@@ -161,9 +140,9 @@ def openai_reply_text(reply: Any, provider: str = "openai") -> str:
 
 @attrs.define(eq=False)
 class _SdkProvider:
-    """What the two SDK-backed providers share: one pooled sync client, a fresh async client per
-    call, error classification, reply parsing and usage capture. Subclasses say how to build
-    clients, call the API and read the reply."""
+    """What the two SDK-backed providers share: one pooled client, error classification, reply
+    parsing and usage capture. Subclasses say how to build the client, call the API and read the
+    reply."""
 
     model: str
     api_key: str = attrs.field(repr=False)
@@ -191,12 +170,12 @@ class _SdkProvider:
         """The API arguments of a one-shot summary (a blank ``system`` is left out)."""
         raise NotImplementedError
 
-    def _new_client(self, *, asynchronous: bool) -> Any:
+    def _new_client(self) -> Any:
         """A new SDK client (imports the SDK) with :meth:`_client_kwargs`."""
         raise NotImplementedError
 
     def _create(self, client: Any, request: dict[str, Any]) -> Any:
-        """Start the API call (returns the reply, or an awaitable for an async client)."""
+        """Make the API call and return its reply."""
         raise NotImplementedError
 
     def _reply_text(self, reply: Any) -> str:
@@ -221,33 +200,18 @@ class _SdkProvider:
         return self._send(self._limit(arguments, arguments["max_tokens"]))
 
     def _send(self, request: dict[str, Any]) -> str:
-        """One call with the pooled sync client (made on first use), classified and read."""
+        """One call with the pooled client (made on first use), classified and read."""
         with self._lock:
             if self._client is None:
-                self._client = self._new_client(asynchronous=False)
+                self._client = self._new_client()
             client = self._client
         try:
             reply = self._create(client, request)
         except Exception as exc:
             raise classify_error(exc, self.name, timeout=self.timeout) from exc
-        return self._read(reply)
-
-    def _read(self, reply: Any) -> str:
-        """The reply's text; its usage is kept only when the text is usable."""
         text = self._reply_text(reply)
-        self.last_usage = getattr(reply, "usage", None)
+        self.last_usage = getattr(reply, "usage", None)  # only once the text is usable
         return text
-
-    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str:
-        """As :meth:`complete`, with the SDK's async client (one per call: clients are bound to
-        the event loop they were created on)."""
-        _check_call(system, prompt, max_tokens)
-        try:
-            async with self._new_client(asynchronous=True) as client:
-                reply = await self._create(client, self._request(system, prompt, max_tokens))
-        except Exception as exc:
-            raise classify_error(exc, self.name, timeout=self.timeout) from exc
-        return self._read(reply)
 
 
 @attrs.define(eq=False)
@@ -266,11 +230,10 @@ class AnthropicProvider(_SdkProvider):
             request["system"] = system
         return request
 
-    def _new_client(self, *, asynchronous: bool) -> Any:
+    def _new_client(self) -> Any:
         import anthropic
 
-        factory = anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic
-        return factory(**self._client_kwargs())
+        return anthropic.Anthropic(**self._client_kwargs())
 
     def _create(self, client: Any, request: dict[str, Any]) -> Any:
         return client.messages.create(**request)
@@ -319,10 +282,8 @@ class OpenAIProvider(_SdkProvider):
         out["max_completion_tokens" if self.official else "max_tokens"] = max_tokens
         return out
 
-    def _new_client(self, *, asynchronous: bool) -> Any:
-        openai = _import_openai()
-        factory = openai.AsyncOpenAI if asynchronous else openai.OpenAI
-        return factory(**self._client_kwargs())
+    def _new_client(self) -> Any:
+        return _import_openai().OpenAI(**self._client_kwargs())
 
     def _create(self, client: Any, request: dict[str, Any]) -> Any:
         return client.chat.completions.create(**request)
@@ -382,9 +343,3 @@ class MainProvider:
                 "unparsable", self.name, f"the host {what} returned {type(reply).__name__}, not str"
             )
         return _final_text(reply, self.name)
-
-    async def acomplete(self, system: str, prompt: str, max_tokens: int) -> str:
-        """:meth:`complete` in a worker thread so the blocking host call does not stall the loop."""
-        import asyncio
-
-        return await asyncio.to_thread(self.complete, system, prompt, max_tokens)

@@ -14,7 +14,7 @@ import ctxengine
 from ctxengine import normalize_usage
 from ctxengine.messages import marker_positions, validate
 from ctxengine.testing import samples
-from ctxengine_compressor.cache_aware import with_instruction
+from ctxengine_compressor.cache_aware import fits, with_instruction
 from ctxengine_fakeapi import FakeAPI
 
 MODEL = "claude-sonnet-4-6"
@@ -112,6 +112,19 @@ def test_the_summary_call_reads_the_agents_cached_prefix(api: FakeAPI, clearing:
     assert usage.cache_write_tokens == 0
     assert usage.cache_read_tokens > (0.85 if clearing else 0.9) * usage.prompt_tokens
     assert result.summary and "## Goal" in result.summary
+
+
+def test_fits_keeps_a_safety_margin() -> None:
+    class Window:
+        def __init__(self, context_length: int) -> None:
+            self.context_length = context_length
+
+    # 5 % of 10,000 stays free: 9,500 - 500 reply tokens = 9,000 prompt tokens.
+    assert fits(Window(10_000), 9_000, 500)  # type: ignore[arg-type]
+    assert not fits(Window(10_000), 9_001, 500)  # type: ignore[arg-type]
+    # A reply larger than the window leaves room for nothing.
+    assert fits(Window(1_000), 0, 2_000)  # type: ignore[arg-type]
+    assert not fits(Window(1_000), 1, 2_000)  # type: ignore[arg-type]
 
 
 def test_the_instruction_after_an_assistant_message_is_a_new_user_turn() -> None:

@@ -38,7 +38,12 @@ from typing import Any, Protocol
 
 import attrs
 
-from ctxengine import EMPTY_SECTION, SUMMARY_HEADINGS
+from ctxengine import (
+    EMPTY_SECTION,
+    SUMMARY_HEADINGS,
+    estimate_tokens,
+    rough_conversation_tokens,
+)
 
 COMPACT = "compact_20260112"
 CLEAR_TOOL_USES = "clear_tool_uses_20250919"
@@ -65,6 +70,26 @@ class Counter(Protocol):
     def count_system(self, system: Any) -> int: ...
 
     def count_tools(self, tools: Any) -> int: ...
+
+
+class RoughCounter:
+    """Per-piece rough counts (:func:`ctxengine.estimate_tokens`, as the kernel estimates), so
+    the fake never loads a tokenizer; the same interface as :class:`ctxengine.TokenCounter`'s
+    per-piece methods."""
+
+    def count_message(self, msg: dict[str, Any]) -> int:
+        return rough_conversation_tokens([msg])
+
+    def count_system(self, system: Any) -> int:
+        return rough_conversation_tokens([], system) if system else 0
+
+    def count_tools(self, tools: Any) -> int:
+        # The JSON text the kernel counts tool definitions as.
+        return (
+            estimate_tokens(json.dumps(list(tools), ensure_ascii=False, default=str))
+            if tools
+            else 0
+        )
 
 
 def prompt_tokens(body: Mapping[str, Any], counter: Counter) -> int:

@@ -44,10 +44,10 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from ctxengine import RoughCounter, estimate_tokens
+from ctxengine import estimate_tokens
 from ctxengine_fakeapi.cachesim import Fingerprint, PromptCacheSimulator, miss_reason
 from ctxengine_fakeapi.handler import GATEWAY_PREFIX, Handler, Server
-from ctxengine_fakeapi.native import Counter
+from ctxengine_fakeapi.native import Counter, RoughCounter
 from ctxengine_fakeapi.script import Api, RecordedReply, RecordedRequest, Step
 
 
