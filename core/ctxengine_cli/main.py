@@ -255,7 +255,8 @@ def _main(
 def _run(handler: Handler, args: argparse.Namespace, console: Console) -> int:
     import warnings
 
-    from ctxengine import ConfigError, EngineNotFoundError, EngineNotFoundWarning
+    from ctxengine import ConfigError, EngineNotFoundError
+    from ctxengine._kernel.kernel import EngineNotFoundWarning
 
     try:
         with _logging(args.verbose, os.environ), warnings.catch_warnings():
