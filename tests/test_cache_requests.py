@@ -202,8 +202,7 @@ class BareStrategy:
 
 
 def test_a_strategy_answering_with_the_bare_request_has_its_markers_counted() -> None:
-    ctxengine.register_engine("bare", BareStrategy(), kind="cache_strategy")
-    try:
+    with ctxengine.register_engine("bare", BareStrategy(), kind="cache_strategy"):
         kernel = ctxengine.load(
             {"model": {"name": "claude-sonnet-4-6"}, "prompt_caching": {"strategy": "bare"}}
         )
@@ -213,8 +212,6 @@ def test_a_strategy_answering_with_the_bare_request_has_its_markers_counted() ->
         assert "cache_control" in prepared["messages"][-1]
         assert session.ctx.last_request is not None
         assert session.ctx.last_request.breakpoints == 1
-    finally:
-        ctxengine.unregister_engine("bare")
 
 
 def test_the_built_in_strategy_reports_the_markers_it_placed() -> None:

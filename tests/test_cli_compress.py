@@ -26,33 +26,6 @@ def run(*argv: str) -> tuple[int, str]:
     return main(list(argv), out=out), out.getvalue()
 
 
-@pytest.fixture
-def openai_list(tmp_path: Path) -> Path:
-    path = tmp_path / "conv.json"
-    path.write_text(json.dumps(samples.openai_conversation()))
-    return path
-
-
-@pytest.fixture
-def anthropic_object(tmp_path: Path) -> Path:
-    system, messages = samples.anthropic_conversation()
-    path = tmp_path / "conv.json"
-    path.write_text(json.dumps({"id": "demo", "system": system, "messages": messages}, indent=2))
-    return path
-
-
-@pytest.fixture
-def jsonl(tmp_path: Path) -> Path:
-    system, messages = samples.anthropic_conversation()
-    lines = [
-        json.dumps({"id": "one", "messages": samples.openai_conversation()}),
-        json.dumps({"id": "two", "system": system, "messages": messages}),
-    ]
-    path = tmp_path / "convs.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 # -- reading files -------------------------------------------------------------------------
 
 

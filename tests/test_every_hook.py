@@ -33,7 +33,6 @@ from ctxengine import (
     Usage,
     hookimpl,
     register_engine,
-    unregister_engine,
 )
 from ctxengine.coordination import Coordinator, ProcessCoordinator
 from ctxengine.testing import samples
@@ -182,14 +181,9 @@ class Wrappers:
 @pytest.fixture
 def engine() -> Generator[EveryHook]:
     plugin = EveryHook()
-    register_engine(NAME, plugin)
-    register_engine("marker", MARKER, kind="cache_strategy")
     MARKER.calls.clear()
-    try:
+    with register_engine(NAME, plugin), register_engine("marker", MARKER, kind="cache_strategy"):
         yield plugin
-    finally:
-        unregister_engine(NAME)
-        unregister_engine("marker")
 
 
 MARKER = Marker()
@@ -232,16 +226,13 @@ def test_coordination_backend_is_asked_after_loading_the_plugin_named_for_it(
     engine: EveryHook, tmp_path: Path
 ) -> None:
     backend = SharedBackend()
-    register_engine("coordination.shared", backend, kind="extension")
-    try:
+    with register_engine("coordination.shared", backend, kind="extension"):
         data = {"context": {"engine": NAME}, "coordination": {"backend": "shared"}}
         kernel = ctxengine.load(data, env={"CTXENGINE_HOME": str(tmp_path)})
         assert kernel.coordinator is backend.opened
         assert backend.calls == [("shared", tmp_path)]
         assert "coordination.shared" in kernel.plugin_names
         kernel.close()
-    finally:
-        unregister_engine("coordination.shared")
     # Without the plugin, the name is a configuration error listing what there is.
     with pytest.raises(ctxengine.ConfigError, match=r"coordination\.backend = 'shared': no plugin"):
         ctxengine.load(data, env={"CTXENGINE_HOME": str(tmp_path)})

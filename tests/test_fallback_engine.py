@@ -40,11 +40,8 @@ def _engine(fallback: object = "compressor", *, answer: bool = False) -> Any:
 @pytest.fixture
 def registered() -> Iterator[Any]:
     plugin = _engine()
-    ctxengine.register_engine("delegating", plugin)
-    try:
+    with ctxengine.register_engine("delegating", plugin):
         yield plugin
-    finally:
-        ctxengine.unregister_engine("delegating")
 
 
 def _load(**extra: Any) -> ctxengine.Kernel:
@@ -93,31 +90,23 @@ def test_the_fallback_hears_the_broadcast_hooks(registered: Any) -> None:
 
 
 def test_a_fallback_that_cannot_be_loaded_is_a_notice() -> None:
-    ctxengine.register_engine("delegating", _engine("nowhere"))
-    try:
-        with _load() as kernel:
-            assert kernel.selection.fallback is None
-            (notice,) = kernel.notices
-            assert notice.startswith(
-                "the fallback of engine 'delegating': context engine 'nowhere' was not found"
-            )
-            session = kernel.session("s")
-            system, messages = samples.conversation("anthropic")
-            assert session.compress(messages, system, force=True).reason == "no fallback"
-    finally:
-        ctxengine.unregister_engine("delegating")
+    with ctxengine.register_engine("delegating", _engine("nowhere")), _load() as kernel:
+        assert kernel.selection.fallback is None
+        (notice,) = kernel.notices
+        assert notice.startswith(
+            "the fallback of engine 'delegating': context engine 'nowhere' was not found"
+        )
+        session = kernel.session("s")
+        system, messages = samples.conversation("anthropic")
+        assert session.compress(messages, system, force=True).reason == "no fallback"
 
 
 def test_a_fallback_name_that_is_not_a_string_is_a_notice() -> None:
-    ctxengine.register_engine("delegating", _engine(42))
-    try:
-        with _load() as kernel:
-            assert kernel.notices == [
-                "engine 'delegating' names 42 as CTXENGINE_FALLBACK, not an engine name; it "
-                "runs without a fallback"
-            ]
-    finally:
-        ctxengine.unregister_engine("delegating")
+    with ctxengine.register_engine("delegating", _engine(42)), _load() as kernel:
+        assert kernel.notices == [
+            "engine 'delegating' names 42 as CTXENGINE_FALLBACK, not an engine name; it "
+            "runs without a fallback"
+        ]
 
 
 def test_a_crashing_fallback_is_an_aborted_result() -> None:
@@ -126,9 +115,10 @@ def test_a_crashing_fallback_is_an_aborted_result() -> None:
         raise RuntimeError("boom")
 
     broken = types.SimpleNamespace(CTXENGINE_KIND="engine", compress=compress)
-    ctxengine.register_engine("broken", broken)
-    ctxengine.register_engine("delegating", _engine("broken"))
-    try:
+    with (
+        ctxengine.register_engine("broken", broken),
+        ctxengine.register_engine("delegating", _engine("broken")),
+    ):
         with _load() as kernel:
             system, messages = samples.conversation("anthropic")
             result = kernel.session("s").compress(messages, system, force=True)
@@ -138,6 +128,3 @@ def test_a_crashing_fallback_is_an_aborted_result() -> None:
             "engine 'broken' raised RuntimeError: boom; no messages were dropped"
         )
         assert result.messages == messages
-    finally:
-        ctxengine.unregister_engine("delegating")
-        ctxengine.unregister_engine("broken")

@@ -15,7 +15,7 @@ import pytest
 import ctxengine
 from ctxengine import hookimpl
 from ctxengine._config.spec import SettingsDeclarationError
-from ctxengine._kernel.resolve import register_engine, unregister_engine
+from ctxengine._kernel.resolve import register_engine
 from ctxengine._messages.conversation import Conversation
 from ctxengine._plugin.context import EngineContext
 from ctxengine._plugin.results import CompressResult
@@ -99,9 +99,8 @@ class RecordingEngine:
 @pytest.fixture
 def engine() -> Iterator[RecordingEngine]:
     instance = RecordingEngine()
-    register_engine("recording", instance)
-    yield instance
-    unregister_engine("recording")
+    with register_engine("recording", instance):
+        yield instance
 
 
 @pytest.fixture

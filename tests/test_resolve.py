@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 import ctxengine
+from ctxengine._kernel import resolve as resolve_module
 from ctxengine._kernel.kernel import EngineNotFoundError, EngineNotFoundWarning
-from ctxengine._kernel.resolve import discover, register_engine, unregister_engine
+from ctxengine._kernel.resolve import discover, register_engine
 from ctxengine.testing import samples
 from tests.plugin_fixtures import install_fake_distribution, write_directory_plugin
 
@@ -191,8 +192,7 @@ def test_register_engine_is_selectable_but_never_active_by_itself(isolated_home:
 
     module = types.ModuleType("runtime_engine")
     exec(engine_body("runtime"), module.__dict__)  # a test engine built in memory
-    register_engine("runtime", module)
-    try:
+    with register_engine("runtime", module):
         default = ctxengine.load()
         _, messages = samples.short_conversation("openai")
         default.session("s").compress(messages, force=True)
@@ -202,8 +202,6 @@ def test_register_engine_is_selectable_but_never_active_by_itself(isolated_home:
         assert chosen.engine_entry.location == "register_engine()"
         chosen.session("s1").compress(messages)
         assert module.CALLS == ["s1"]
-    finally:
-        unregister_engine("runtime")
 
 
 def test_register_engine_rejects_bad_arguments() -> None:
@@ -256,3 +254,12 @@ def test_a_plugin_with_a_bad_hook_is_isolated_and_listed(isolated_home: Path) ->
     assert ctxengine.load().engine == "compressor"
     with pytest.warns(EngineNotFoundWarning, match="failed to load from directory"):
         assert ctxengine.load({"context": {"engine": "typo"}}).engine == "compressor"
+
+
+def test_closing_a_registration_forgets_only_its_own_plugin() -> None:
+    first = register_engine("runtime", object())
+    with register_engine("runtime", replacement := object()):
+        first.close()  # replaced since: the newer registration stays
+        assert resolve_module._runtime["runtime"][0] is replacement
+    assert "runtime" not in resolve_module._runtime
+    first.close()  # closing twice is harmless

@@ -15,6 +15,7 @@ import pytest
 import ctxengine
 import ctxengine.coordination
 import ctxengine.messages
+from ctxengine._kernel.kernel import EngineNotFoundWarning
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "core" / "ctxengine"
@@ -366,7 +367,7 @@ def test_builtins_load_without_any_entry_point_metadata(
     kernel = ctxengine.load()
     assert kernel.plugin_names == ["compressor", "system_and_3", "hygiene"]
     assert kernel.engine_entry.source == "builtin"
-    with pytest.warns(ctxengine.EngineNotFoundWarning):
+    with pytest.warns(EngineNotFoundWarning):
         fallback = ctxengine.load({"context": {"engine": "lcm"}})
     assert fallback.engine == "compressor"
 

@@ -104,9 +104,6 @@ if TYPE_CHECKING:
         EngineNotFoundError as EngineNotFoundError,
     )
     from ctxengine._kernel.kernel import (
-        EngineNotFoundWarning as EngineNotFoundWarning,
-    )
-    from ctxengine._kernel.kernel import (
         Kernel as Kernel,
     )
     from ctxengine._kernel.kernel import (
@@ -114,9 +111,6 @@ if TYPE_CHECKING:
     )
     from ctxengine._kernel.resolve import (
         register_engine as register_engine,
-    )
-    from ctxengine._kernel.resolve import (
-        unregister_engine as unregister_engine,
     )
     from ctxengine._kernel.session import Session as Session
     from ctxengine._messages.conversation import (
@@ -153,9 +147,6 @@ if TYPE_CHECKING:
         UsageError as UsageError,
     )
     from ctxengine._plugin.commands import (
-        Command as Command,
-    )
-    from ctxengine._plugin.commands import (
         CommandRegistry as CommandRegistry,
     )
     from ctxengine._plugin.commands import (
@@ -178,12 +169,6 @@ if TYPE_CHECKING:
     )
     from ctxengine._plugin.context import (
         PreparedRequest as PreparedRequest,
-    )
-    from ctxengine._plugin.context import (
-        Route as Route,
-    )
-    from ctxengine._plugin.guards import (
-        COOLDOWN_SECONDS as COOLDOWN_SECONDS,
     )
     from ctxengine._plugin.guards import (
         CompactionGuard as CompactionGuard,
@@ -246,7 +231,6 @@ if TYPE_CHECKING:
     from ctxengine._summarize.template import (
         is_placeholder as is_placeholder,
     )
-    from ctxengine._wrap import WrappedClient as WrappedClient
     from ctxengine._wrap import wrap as wrap
 
 # The SDK: each private module and the public names it defines. `__all__` and the lazy import
@@ -281,8 +265,8 @@ _SDK: dict[str, tuple[str, ...]] = {
     "ctxengine._config.spec": ("PluginSettings", "SettingsSpec", "SettingsView"),
     "ctxengine._kernel.coordination": ("CoordinationError", "SessionBusyError"),
     "ctxengine._kernel.hygiene": ("HygieneReport",),
-    "ctxengine._kernel.kernel": ("EngineNotFoundError", "EngineNotFoundWarning", "Kernel", "load"),
-    "ctxengine._kernel.resolve": ("register_engine", "unregister_engine"),
+    "ctxengine._kernel.kernel": ("EngineNotFoundError", "Kernel", "load"),
+    "ctxengine._kernel.resolve": ("register_engine",),
     "ctxengine._kernel.session": ("Session",),
     "ctxengine._messages.conversation": (
         "Conversation",
@@ -299,7 +283,6 @@ _SDK: dict[str, tuple[str, ...]] = {
     ),
     "ctxengine._plugin.command_errors": ("CommandError", "UsageError"),
     "ctxengine._plugin.commands": (
-        "Command",
         "CommandRegistry",
         "PluginCommands",
         "engine_options",
@@ -310,9 +293,8 @@ _SDK: dict[str, tuple[str, ...]] = {
         "EngineContext",
         "MarkedRequest",
         "PreparedRequest",
-        "Route",
     ),
-    "ctxengine._plugin.guards": ("COOLDOWN_SECONDS", "CompactionGuard"),
+    "ctxengine._plugin.guards": ("CompactionGuard",),
     "ctxengine._plugin.results": ("CompressResult", "GatewayVerdict", "SummaryCall"),
     "ctxengine._plugin.state": ("SessionState",),
     "ctxengine._plugin.tools": ("Tool", "ToolError", "bounded_repr"),
@@ -331,7 +313,7 @@ _SDK: dict[str, tuple[str, ...]] = {
         "check_summary",
         "is_placeholder",
     ),
-    "ctxengine._wrap": ("WrappedClient", "wrap"),
+    "ctxengine._wrap": ("wrap",),
 }
 _LAZY = {name: module for module, names in _SDK.items() for name in names}
 

@@ -7,13 +7,10 @@ It runs the engine once per conversation, under a session id the user can look u
 from __future__ import annotations
 
 import argparse
-from collections import Counter
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxengine import (
     CommandError,
-    ConversationFileError,
     ConversationRecord,
     LoadedConfig,
     UsageError,
@@ -32,39 +29,6 @@ if TYPE_CHECKING:
 
 def _loaded(args: argparse.Namespace) -> LoadedConfig:
     return load_config(args.config, overrides=engine_overrides(args))
-
-
-def _read(path: str) -> list[ConversationRecord]:
-    try:
-        return read_conversations(path)
-    except ConversationFileError as exc:
-        raise CommandError(str(exc)) from None
-
-
-def _pick(
-    records: list[ConversationRecord], session: int | None, path: str
-) -> list[ConversationRecord]:
-    if session is None:
-        return records
-    if not 0 <= session < len(records):
-        raise CommandError(
-            f"{path} holds {len(records)} conversation(s); --session must be 0..{len(records) - 1}"
-        )
-    return [records[session]]
-
-
-def session_ids(records: Sequence[ConversationRecord], chosen: str | None) -> list[str]:
-    """The session id each record is compacted under: ``chosen`` (one record only), else the
-    record's own id; a repeated id gets ``#2``, ``#3``, ... so two records never share engine
-    state."""
-    if chosen is not None:
-        return [chosen] * len(records)
-    seen: Counter[str] = Counter()
-    ids = []
-    for record in records:
-        seen[record.id] += 1
-        ids.append(record.id if seen[record.id] == 1 else f"{record.id}#{seen[record.id]}")
-    return ids
 
 
 # -- compress ----------------------------------------------------------------------------------
@@ -147,19 +111,21 @@ def run_compress(args: argparse.Namespace, console: Console) -> int:
     """Compact each conversation of a file with the configured engine and report."""
     from ctxengine import load
 
-    records = _pick(_read(args.file), args.session, args.file)
+    records = read_conversations(args.file, args.session)
     if args.id is not None and len(records) != 1:
         raise UsageError(
             f"compress: --id names one session, but {args.file} holds {len(records)} "
             "conversations; choose one with --session N"
         )
+    # --id names the one record's session; without it, each record runs under its own id.
+    ids = [args.id] if args.id is not None else ConversationRecord.session_ids(records)
     written = []
     results = []
     with load(_loaded(args), trigger=args.threshold) as kernel:
         if not args.json:
             for line in kernel.status_lines():
                 console.line(line)
-        for record, session_id in zip(records, session_ids(records, args.id), strict=True):
+        for record, session_id in zip(records, ids, strict=True):
             result = kernel.session(session_id).compress(
                 record.messages, record.system, force=True, focus=args.focus, format=record.format
             )

@@ -11,7 +11,8 @@ How it behaves, for every command:
 - ``--config``, ``-v`` and ``--plain`` may come before or after the sub-command; ``--version``
   prints the version;
 - errors are one line each on stderr, ``ctxengine: ...``, with exit code 2 for usage and
-  configuration problems and 1 for failures at run time; a traceback only with ``-v``;
+  configuration problems and 1 for failures at run time (a conversation file that cannot be
+  read, :class:`ctxengine.ConversationFileError`, is one); a traceback only with ``-v``;
 - ``-v`` logs ctxengine's own debug output (not that of the HTTP libraries, which would dump
   whole conversations); ``CTXENGINE_TRACE=1`` shows the hook trace without ``-v``;
 - the output is plain text (no emoji) with ``--plain``, with ``NO_COLOR`` set, or when stdout
@@ -255,7 +256,8 @@ def _main(
 def _run(handler: Handler, args: argparse.Namespace, console: Console) -> int:
     import warnings
 
-    from ctxengine import ConfigError, EngineNotFoundError, EngineNotFoundWarning
+    from ctxengine import ConfigError, ConversationFileError, EngineNotFoundError
+    from ctxengine._kernel.kernel import EngineNotFoundWarning
 
     try:
         with _logging(args.verbose, os.environ), warnings.catch_warnings():
@@ -265,7 +267,7 @@ def _run(handler: Handler, args: argparse.Namespace, console: Console) -> int:
     except (ConfigError, EngineNotFoundError, UsageError) as exc:
         _report(exc, args.verbose)
         return 2
-    except CommandError as exc:
+    except (CommandError, ConversationFileError) as exc:
         _report(exc, args.verbose)
         return 1
     except KeyboardInterrupt:

@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from ctxengine import TextSize
+
 __all__ = [
     "CAPS",
     "CHARS_PER_TOKEN",
@@ -46,7 +48,8 @@ SINGLE_CALL_MIN_CHARS = 1_500
 """One call is used only while every entry keeps at least this much; below, chunks."""
 TOKEN_SAFETY = 1.15
 """The summary model's tokenizer may count more than ours (Claude ~+20 % over o200k)."""
-CHARS_PER_TOKEN = 4
+CHARS_PER_TOKEN = TextSize.CHARS_PER_TOKEN
+"""The kernel's rough-estimate ratio: plans in characters are in the estimate's units."""
 MIN_INPUT_TOKENS = 512
 """Below this much room for a transcript the summary model is too small to be useful."""
 MIN_PART_TOKENS = 300

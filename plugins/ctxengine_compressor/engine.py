@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ctxengine import COOLDOWN_SECONDS, CompressResult, SummaryCall
+from ctxengine import CompressResult, SummaryCall
 from ctxengine.messages import visible_text
 from ctxengine_compressor.assemble import (
     assemble,
@@ -276,11 +276,12 @@ def _summary_job(
 
 def _aborted(run: _Compaction, cut: _Cut, outcome: SummaryOutcome) -> CompressResult:
     """The summary failed and the compaction aborts: automatic compaction pauses."""
+    guard = get_state(run.ctx).guard
     reason = (
         f"{outcome.failure}; compaction aborted, messages unchanged, automatic compaction "
-        f"paused for {COOLDOWN_SECONDS:g} s"
+        f"paused for {guard.cooldown_s:g} s"
     )
-    get_state(run.ctx).guard.start_cooldown(run.ctx.clock(), reason)
+    guard.start_cooldown(run.ctx.clock(), reason)
     return run.unchanged("aborted", reason, outcome.provider, cut.tokens_before, outcome.calls)
 
 

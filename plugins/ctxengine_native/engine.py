@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from ctxengine import COOLDOWN_SECONDS, CompressResult, Usage, normalize_usage
+from ctxengine import CompressResult, Usage, normalize_usage
 from ctxengine.messages import ItemsConverter, cut_points, is_compaction_block
 from ctxengine_native.server import (
     AnthropicServer,
@@ -199,7 +199,7 @@ def fall_back(
         tokens = ctx.tokens.count(conversation.messages, conversation.system)
         reason = (
             f"{why}; no fallback engine is loaded, so the messages are unchanged; automatic "
-            f"compaction paused for {COOLDOWN_SECONDS:g} s"
+            f"compaction paused for {state.guard.cooldown_s:g} s"
         )
         state.guard.start_cooldown(ctx.clock(), reason)
         result = CompressResult.unchanged(

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ctxengine._messages.memo import NotAMessageError
 from ctxengine._messages.read import text_size
@@ -157,6 +157,9 @@ class TextSize:
     exact fixed costs (overheads, images) that come with it. Add them up run by run."""
 
     __slots__ = ("chars", "fixed", "rough")
+
+    CHARS_PER_TOKEN: ClassVar[int] = CHARS_PER_TOKEN
+    """The rough estimate's characters per token, for an engine that plans text by size."""
 
     def __init__(self, rough: int = 0, chars: int = 0, fixed: int = 0) -> None:
         self.rough = rough

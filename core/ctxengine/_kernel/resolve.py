@@ -197,8 +197,30 @@ _runtime_lock = threading.Lock()
 _runtime: dict[str, tuple[Any, Kind]] = {}
 
 
-def register_engine(name: str, plugin: object, *, kind: Kind = "engine") -> None:
-    """Make ``plugin`` available under ``name`` without installing a distribution.
+class Registration:
+    """What :func:`register_engine` returns: :meth:`close` (or leaving a ``with`` block on it)
+    forgets the plugin again. A registration that a later one replaced forgets nothing."""
+
+    def __init__(self, name: str, entry: tuple[Any, Kind]) -> None:
+        self.name = name
+        self._entry = entry
+
+    def close(self) -> None:
+        """Forget the plugin, unless another one was registered under its name since."""
+        with _runtime_lock:
+            if _runtime.get(self.name) is self._entry:
+                del _runtime[self.name]
+
+    def __enter__(self) -> Registration:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def register_engine(name: str, plugin: object, *, kind: Kind = "engine") -> Registration:
+    """Make ``plugin`` available under ``name`` without installing a distribution, until the
+    returned registration is closed (``with register_engine(...):`` scopes it to a block).
 
     It is resolved like an installed plugin (source ``registry``) and, like every engine, only
     used when ``context.engine`` names it (a cache strategy: ``prompt_caching.strategy``; an
@@ -210,14 +232,10 @@ def register_engine(name: str, plugin: object, *, kind: Kind = "engine") -> None
         raise ValueError("register_engine: the engine name must be a non-empty string")
     if kind not in KINDS:
         raise ValueError(f"register_engine: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    entry = (plugin, kind)
     with _runtime_lock:
-        _runtime[name] = (plugin, kind)
-
-
-def unregister_engine(name: str) -> None:
-    """Forget a plugin added with :func:`register_engine` (no error when it is absent)."""
-    with _runtime_lock:
-        _runtime.pop(name, None)
+        _runtime[name] = entry
+    return Registration(name, entry)
 
 
 def plugin_kind(plugin: object) -> str:

@@ -13,6 +13,8 @@ conversation with :func:`ctxengine.messages.detect_format`.
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,6 +47,18 @@ class ConversationRecord:
     shape: Shape
     extra: dict[str, Any] = attrs.field(factory=dict)
     """The other keys of an object-shaped record (metadata), written back unchanged."""
+
+    @staticmethod
+    def session_ids(records: Sequence[ConversationRecord]) -> list[str]:
+        """The session id each record runs under: its own id, a repeated one (two files, or one
+        file's records sharing an id) with ``#2``, ``#3``, ... so two records never share
+        engine state."""
+        seen: Counter[str] = Counter()
+        ids = []
+        for record in records:
+            seen[record.id] += 1
+            ids.append(record.id if seen[record.id] == 1 else f"{record.id}#{seen[record.id]}")
+        return ids
 
 
 def _record(data: object, where: str, shape: Shape, index: int) -> ConversationRecord:
@@ -87,13 +101,24 @@ def _looks_like_jsonl(lines: list[tuple[int, str]], error: json.JSONDecodeError)
     return True
 
 
-def read_conversations(path: str | Path) -> list[ConversationRecord]:
-    """Every conversation in ``path``.
+def read_conversations(path: str | Path, session: int | None = None) -> list[ConversationRecord]:
+    """Every conversation in ``path``, or with ``session`` only the one at that index (from 0;
+    what a command's ``--session`` option selects).
 
-    :raises ConversationFileError: unreadable file, invalid JSON (with the line number), or
-        content that is not a conversation.
+    :raises ConversationFileError: unreadable file, invalid JSON (with the line number), content
+        that is not a conversation, or a ``session`` the file does not hold.
     """
-    path = Path(path)
+    records = _read_all(Path(path))
+    if session is None:
+        return records
+    if not 0 <= session < len(records):
+        raise ConversationFileError(
+            f"{path} holds {len(records)} conversation(s); --session must be 0..{len(records) - 1}"
+        )
+    return [records[session]]
+
+
+def _read_all(path: Path) -> list[ConversationRecord]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

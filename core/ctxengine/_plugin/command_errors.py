@@ -2,8 +2,10 @@
 as ``ctxengine: <message>``).
 
 Configuration problems (:class:`~ctxengine.ConfigError`, and an unknown engine under
-``context.strict``) exit with 2 like usage errors; anything else unexpected exits with 1, with
-its traceback only under ``-v``.
+``context.strict``) exit with 2 like usage errors; a conversation file that cannot be read
+(:class:`~ctxengine.ConversationFileError`) exits with 1 like a :class:`CommandError`, so a
+command reads its files with :func:`~ctxengine.read_conversations` as it is; anything else
+unexpected exits with 1, with its traceback only under ``-v``.
 """
 
 from __future__ import annotations

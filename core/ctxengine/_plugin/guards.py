@@ -2,7 +2,7 @@
 
 - **Cooldown**: after a compaction aborted because the summary provider could not be reached
   (auth, network, timeout, rate limit), automatic compaction pauses for
-  :data:`COOLDOWN_SECONDS`, so a broken provider is not called again on every turn.
+  :attr:`CompactionGuard.cooldown_s`, so a broken provider is not called again on every turn.
 - **Anti-thrash**: after :data:`THRASH_RUN` consecutive compactions that each saved less than
   :data:`THRASH_SAVING` of the prompt, automatic compaction stops until a forced one: the
   conversation is made of what cannot be compacted (a huge system prompt, the protected tail),
@@ -17,15 +17,12 @@ and :meth:`CompactionGuard.restore` are its codec (:data:`GUARD_STATE_VERSION`).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 GUARD_STATE_VERSION = 1
 """The shape of :meth:`CompactionGuard.dump`'s data."""
-
-COOLDOWN_SECONDS = 60.0
-"""How long automatic compaction pauses after an aborted summary."""
 
 THRASH_SAVING = 0.10
 """A compaction that saved less than this fraction of the prompt counts towards anti-thrash."""
@@ -50,9 +47,14 @@ class CompactionGuard:
     cooldown_reason: str | None = None
     recent_savings: list[float] = attrs.field(factory=list)
 
-    def start_cooldown(self, now: float, reason: str, seconds: float = COOLDOWN_SECONDS) -> None:
-        """Pause automatic compaction for ``seconds`` from ``now``, because of ``reason``."""
-        self.cooldown_until = now + seconds
+    cooldown_s: ClassVar[float] = 60.0
+    """How long automatic compaction pauses after an aborted summary (what an engine's reason
+    for aborting says)."""
+
+    def start_cooldown(self, now: float, reason: str) -> None:
+        """Pause automatic compaction for :attr:`cooldown_s` from ``now``, because of
+        ``reason``."""
+        self.cooldown_until = now + self.cooldown_s
         self.cooldown_reason = reason
 
     def record_saving(self, ratio: float) -> None:

@@ -24,6 +24,7 @@ honestly, both formats, sessions isolated, tools well-formed.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from collections.abc import Iterator
@@ -40,7 +41,6 @@ from ctxengine import (
     SystemPrompt,
     load,
     register_engine,
-    unregister_engine,
 )
 from ctxengine.messages import validate, visible_text
 from ctxengine.testing import samples
@@ -102,14 +102,11 @@ class EngineConformance:
     def kernel(self, tmp_path: Path) -> Iterator[Kernel]:
         env = {**os.environ, "CTXENGINE_HOME": str(tmp_path / "home")}
         env.pop("CTXENGINE_CONFIG", None)
-        if self.plugin is not None:
-            register_engine(self.engine, self.plugin)
-        try:
+        with contextlib.ExitStack() as stack:
+            if self.plugin is not None:
+                stack.enter_context(register_engine(self.engine, self.plugin))
             with load(self.config(tmp_path), env=env) as kernel:
                 yield kernel
-        finally:
-            if self.plugin is not None:
-                unregister_engine(self.engine)
 
     # -- the checks -------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ import pytest
 
 import ctxengine
 import ctxengine_lcm
-from ctxengine import Kernel, register_engine, unregister_engine
+from ctxengine import Kernel, register_engine
 from ctxengine_lcm.backends import open_store
 from ctxengine_lcm.store import Store
 from ctxengine_lcm.testing import lcm_config, schema_url, throwaway_postgres
@@ -97,7 +97,7 @@ def open_target(store_target: StoreTarget) -> Iterator[Callable[[], Store]]:
 def make_kernel(store_target: StoreTarget, tmp_path: Path) -> Iterator[KernelFactory]:
     """Builds kernels on ``store_target`` (keyword options go to ``engines.lcm``)."""
     kernels: list[Kernel] = []
-    register_engine("lcm", ctxengine_lcm)
+    registration = register_engine("lcm", ctxengine_lcm)
 
     def make(
         *, main_summarizer: Any = None, context_length: int = 16_000, **options: Any
@@ -120,7 +120,7 @@ def make_kernel(store_target: StoreTarget, tmp_path: Path) -> Iterator[KernelFac
     finally:
         for kernel in kernels:
             kernel.close()
-        unregister_engine("lcm")
+        registration.close()
 
 
 @pytest.fixture

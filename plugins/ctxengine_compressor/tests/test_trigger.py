@@ -37,7 +37,7 @@ def test_gateway_stage_has_no_opinion_and_disabled_never_fires() -> None:
 def test_cooldown_blocks_until_it_expires_or_force() -> None:
     clock = Clock()
     ctx = make_ctx(clock=clock)
-    get_state(ctx).guard.start_cooldown(clock(), "timeout", 60.0)
+    get_state(ctx).guard.start_cooldown(clock(), "timeout")
     assert plugin.should_compress(ctx, known(9_000), "agent", False) is False
     assert plugin.should_compress(ctx, known(9_000), "agent", True) is True
     clock.now += 59.9

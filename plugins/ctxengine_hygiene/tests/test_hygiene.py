@@ -19,7 +19,6 @@ from ctxengine import (
     TokenCounter,
     hookimpl,
     register_engine,
-    unregister_engine,
 )
 from ctxengine.messages import validate
 from ctxengine.testing import samples
@@ -181,9 +180,8 @@ class BlockingEngine:
 @pytest.fixture
 def blocking() -> Iterator[BlockingEngine]:
     engine = BlockingEngine()
-    register_engine("blocking", engine)
-    yield engine
-    unregister_engine("blocking")
+    with register_engine("blocking", engine):
+        yield engine
 
 
 def test_two_workers_never_compact_the_same_session_at_once(blocking: BlockingEngine) -> None:
@@ -302,13 +300,10 @@ class NeverShrinks:
 
 
 def test_an_engine_that_cannot_meet_the_limit_gets_a_clear_error() -> None:
-    register_engine("never", NeverShrinks())
-    try:
+    with register_engine("never", NeverShrinks()):
         kernel = ctxengine.load({"context": {"engine": "never"}}, env={})
         messages = _many_messages(5_001)
         report = kernel.hygiene("s", messages)
-    finally:
-        unregister_engine("never")
     assert report.fired and not report.compacted
     assert report.messages == messages
     assert report.error is not None and report.notice.startswith("ERROR: ")

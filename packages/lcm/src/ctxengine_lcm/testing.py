@@ -62,9 +62,9 @@ def lcm_kernel(
     """
     import ctxengine
     import ctxengine_lcm
-    from ctxengine import register_engine, unregister_engine
+    from ctxengine import register_engine
 
-    register_engine("lcm", ctxengine_lcm)
+    registration = register_engine("lcm", ctxengine_lcm)
     config = lcm_config(db_path, context_length=context_length, **options)
     config["prompt_caching"] = {"enabled": caching}
     kernel = ctxengine.load(config, env={"CTXENGINE_HOME": str(db_path.parent / "home")})
@@ -72,4 +72,4 @@ def lcm_kernel(
         yield kernel
     finally:
         kernel.close()
-        unregister_engine("lcm")
+        registration.close()

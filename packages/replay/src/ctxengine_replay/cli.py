@@ -17,7 +17,6 @@ import contextlib
 import json
 import sys
 import tempfile
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,38 +52,6 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     if args.clearing:
         overrides["context_editing.clear_tool_uses"] = True
     return overrides
-
-
-def _read(path: str) -> list[ConversationRecord]:
-    from ctxengine import ConversationFileError, read_conversations
-
-    try:
-        return read_conversations(path)
-    except ConversationFileError as exc:
-        raise CommandError(str(exc)) from None
-
-
-def _pick(
-    records: list[ConversationRecord], session: int | None, path: str
-) -> list[ConversationRecord]:
-    if session is None:
-        return records
-    if not 0 <= session < len(records):
-        raise CommandError(
-            f"{path} holds {len(records)} conversation(s); --session must be 0..{len(records) - 1}"
-        )
-    return [records[session]]
-
-
-def session_ids(records: Sequence[ConversationRecord]) -> list[str]:
-    """The session id each record is replayed under: the record's own id; a repeated id gets
-    ``#2``, ``#3``, ... so two records never share engine state."""
-    seen: Counter[str] = Counter()
-    ids = []
-    for record in records:
-        seen[record.id] += 1
-        ids.append(record.id if seen[record.id] == 1 else f"{record.id}#{seen[record.id]}")
-    return ids
 
 
 TTLS: Mapping[str, CacheTTL] = {"5m": "5m", "1h": "1h", "auto": "auto"}
@@ -238,7 +205,7 @@ def _sandbox(stack: contextlib.ExitStack[Any], data_dir: str | None) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Replay sessions turn by turn under every scenario and compare tokens and cost."""
-    from ctxengine import load, load_config
+    from ctxengine import ConversationRecord, load, load_config, read_conversations
     from ctxengine_replay.charts import ChartPathError, check_chart_path, write_chart
     from ctxengine_replay.replay import replay
     from ctxengine_replay.report import replay_json, write_replay_report, write_replay_totals
@@ -254,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     gap_list = _gap_list(args)
     scenarios = _scenarios(args)
     loaded = load_config(args.config, overrides=_overrides(args))
-    records = [record for path in args.files for record in _pick(_read(path), args.session, path)]
+    records = [record for path in args.files for record in read_conversations(path, args.session)]
     for record in records:
         for gaps in gap_list:
             try:
@@ -290,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
                 progress=_progress(show_progress, number, len(records), record, scenarios[-1].name),
             )
             for number, (record, session) in enumerate(
-                zip(records, session_ids(records), strict=True), 1
+                zip(records, ConversationRecord.session_ids(records), strict=True), 1
             )
             for gaps in gap_list
         ]
